@@ -1,0 +1,3 @@
+//! Golden vectors, property tests and fuzz-corpus replay for `zklock::proto`.
+
+pub mod targets;

@@ -1,0 +1,1 @@
+//! Fuzz target bodies, shared by `fuzz/` (libFuzzer) and the corpus replay test.

@@ -1,0 +1,104 @@
+//! The handshake: the first frame each way, with no header.
+
+use super::{DecodeError, Reader, Record, Writer};
+
+/// The password length of a session.
+pub const PASSWORD_LEN: usize = 16;
+
+/// The client's first frame.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConnectRequest {
+    /// Always 0.
+    pub protocol_version: i32,
+    /// The largest zxid seen in a reply, so the server refuses to serve from
+    /// an older view of the data.
+    pub last_zxid_seen: i64,
+    /// The requested session timeout, in ms.
+    pub timeout_ms: i32,
+    /// 0 for a new session, or the id of the session to resume.
+    pub session_id: i64,
+    /// 16 zero bytes for a new session, or the session's password.
+    pub passwd: Vec<u8>,
+    /// Whether a read-only server is acceptable.
+    pub read_only: bool,
+}
+
+impl Record for ConnectRequest {
+    const MIN_SIZE: usize = 4 + 8 + 4 + 8 + 4;
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.write_i32(self.protocol_version);
+        w.write_i64(self.last_zxid_seen);
+        w.write_i32(self.timeout_ms);
+        w.write_i64(self.session_id);
+        w.write_buffer(&self.passwd);
+        w.write_bool(self.read_only);
+    }
+
+    /// A missing trailing readOnly byte (pre-3.4 clients) reads as false.
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ConnectRequest {
+            protocol_version: r.read_i32()?,
+            last_zxid_seen: r.read_i64()?,
+            timeout_ms: r.read_i32()?,
+            session_id: r.read_i64()?,
+            passwd: r.read_buffer("ConnectRequest.passwd")?.to_vec(),
+            read_only: read_trailing_bool(r)?,
+        })
+    }
+}
+
+/// The server's first frame.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConnectResponse {
+    /// Always 0.
+    pub protocol_version: i32,
+    /// The negotiated timeout in ms; 0 or less means the session is expired
+    /// or the password was wrong.
+    pub timeout_ms: i32,
+    /// The session id (0 when invalid).
+    pub session_id: i64,
+    /// The session password.
+    pub passwd: Vec<u8>,
+    /// True when the server is in read-only mode.
+    pub read_only: bool,
+}
+
+impl Record for ConnectResponse {
+    const MIN_SIZE: usize = 4 + 4 + 8 + 4;
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.write_i32(self.protocol_version);
+        w.write_i32(self.timeout_ms);
+        w.write_i64(self.session_id);
+        w.write_buffer(&self.passwd);
+        w.write_bool(self.read_only);
+    }
+
+    /// The readOnly byte is only sent to clients that sent one; its absence
+    /// reads as false.
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ConnectResponse {
+            protocol_version: r.read_i32()?,
+            timeout_ms: r.read_i32()?,
+            session_id: r.read_i64()?,
+            passwd: r.read_buffer("ConnectResponse.passwd")?.to_vec(),
+            read_only: read_trailing_bool(r)?,
+        })
+    }
+}
+
+impl ConnectResponse {
+    /// True when the server refused to resume the session.
+    pub fn is_expired(&self) -> bool {
+        self.timeout_ms <= 0
+    }
+}
+
+fn read_trailing_bool(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
+    if r.remaining() == 0 {
+        Ok(false)
+    } else {
+        r.read_bool()
+    }
+}

@@ -1,0 +1,1 @@
+//! Real ZooKeeper servers and a TCP fault proxy, for tests (feature `testing`).
