@@ -4,7 +4,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod error;
 pub mod proto;
+mod rand;
+pub mod session;
+
+pub use error::{Error, Result};
 
 #[cfg(feature = "testing")]
 pub mod testing;

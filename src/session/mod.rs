@@ -1,0 +1,873 @@
+//! The session state machine, with no I/O: time is an input and timers are
+//! data.
+//!
+//! Inputs arrive through `handle_*(now, ..)` and `submit`; outputs leave
+//! through `poll_transmit` (bytes to send), `poll_timeout` (the next
+//! deadline), `poll_event` (replies, watch events, state changes),
+//! `poll_disconnect` (drop this connection) and `next_host` (where to
+//! connect). The client's I/O thread is a thin loop around it, and tests drive
+//! it with bytes and a hand-advanced clock.
+
+mod hosts;
+mod reregister;
+mod watches;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::proto::{
+    read_notification, read_reply_header, split_frame, write_frame, write_request, AuthPacket,
+    ConnectRequest, ConnectResponse, DeleteRequest, KeeperState, OpCode, Record, Response,
+    AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
+};
+use crate::rand::Rng;
+
+pub(crate) use hosts::HostList;
+pub(crate) use watches::WatchRegistry;
+pub use watches::{WatchKind, WatchedEvent};
+
+/// What the session needs to know from the client's configuration.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The requested session timeout.
+    pub session_timeout: Duration,
+    /// How long a TCP connect plus handshake may take, per host.
+    pub connect_timeout: Duration,
+    /// Whether a read-only server is acceptable.
+    pub can_be_read_only: bool,
+    /// The largest frame sent or accepted.
+    pub max_frame: usize,
+    /// The chroot prefix (no trailing `/`), if any.
+    pub chroot: Option<String>,
+}
+
+/// The state of the session, as user code sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// No connection right now; the session may still be alive on the
+    /// servers (Curator calls this SUSPENDED). Calls wait for a reconnect.
+    Disconnected,
+    /// Connected to a read-write server.
+    Connected,
+    /// Connected to a read-only server: writes fail with `NotReadOnly`.
+    ConnectedReadOnly,
+    /// The session expired. Terminal: make a new client.
+    Expired,
+    /// Authentication failed. Terminal.
+    AuthFailed,
+    /// The client was closed. Terminal.
+    Closed,
+}
+
+impl State {
+    /// True for `Connected` and `ConnectedReadOnly`.
+    pub fn is_connected(self) -> bool {
+        matches!(self, State::Connected | State::ConnectedReadOnly)
+    }
+
+    /// True for the states a session never leaves.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Expired | State::AuthFailed | State::Closed)
+    }
+
+    fn keeper_state(self) -> KeeperState {
+        match self {
+            State::Disconnected => KeeperState::Disconnected,
+            State::Connected => KeeperState::SyncConnected,
+            State::ConnectedReadOnly => KeeperState::ConnectedReadOnly,
+            State::Expired => KeeperState::Expired,
+            State::AuthFailed => KeeperState::AuthFailed,
+            State::Closed => KeeperState::Closed,
+        }
+    }
+}
+
+/// An output of the session.
+#[derive(Debug)]
+pub enum Event<T, W> {
+    /// The outcome of a submitted request.
+    Reply {
+        /// The token given to `submit`.
+        token: T,
+        /// The decoded reply body or the error.
+        result: Result<Response>,
+    },
+    /// A watch fired (or, with `EventType::None`, the session ended and the
+    /// watchers are released).
+    Watch {
+        /// Who to tell.
+        watchers: Vec<W>,
+        /// What happened.
+        event: WatchedEvent,
+    },
+    /// The session state changed.
+    State(State),
+}
+
+/// A watch to register when the reply to its request arrives.
+#[derive(Debug)]
+pub struct WatchRequest<W> {
+    /// The kind of watch (`Exist` becomes `Data` when the node exists).
+    pub kind: WatchKind,
+    /// The server path (chroot included).
+    pub path: String,
+    /// Who to tell when it fires.
+    pub watcher: W,
+}
+
+#[derive(Debug)]
+enum Purpose<T, W> {
+    User {
+        token: T,
+        watch: Option<WatchRequest<W>>,
+    },
+    SetWatches,
+    Background {
+        path: String,
+    },
+    Close,
+}
+
+#[derive(Debug)]
+struct Pending<T, W> {
+    xid: i32,
+    op: OpCode,
+    purpose: Purpose<T, W>,
+}
+
+/// A request made while disconnected: encoded with a placeholder xid, sent
+/// after the next handshake unless its deadline passes first.
+#[derive(Debug)]
+struct Queued<T, W> {
+    op: OpCode,
+    frame: Vec<u8>,
+    purpose: Purpose<T, W>,
+    deadline: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    None,
+    Handshaking { since: Instant },
+    Established,
+}
+
+/// One ZooKeeper session across any number of TCP connections.
+#[derive(Debug)]
+pub struct Session<T, W> {
+    config: SessionConfig,
+    hosts: HostList,
+    conn: Conn,
+    state: State,
+    fatal: Option<Error>,
+    closing: Option<Instant>,
+
+    session_id: i64,
+    passwd: Vec<u8>,
+    last_zxid: i64,
+    negotiated: Option<Duration>,
+    seen_rw_server: bool,
+    next_xid: i32,
+
+    inbox: Vec<u8>,
+    outbox: Vec<u8>,
+    last_recv: Instant,
+    last_send: Instant,
+
+    pending: VecDeque<Pending<T, W>>,
+    queued: VecDeque<Queued<T, W>>,
+    background: Vec<(String, i32)>,
+    auths: Vec<AuthPacket>,
+    auth_waiters: VecDeque<Option<T>>,
+    deferred_auth_waiters: Vec<(usize, T)>,
+    watches: WatchRegistry<W>,
+
+    events: VecDeque<Event<T, W>>,
+    disconnect: Option<Error>,
+}
+
+impl<T, W: Clone> Session<T, W> {
+    /// A session that will connect to `hosts` (`host:port` strings).
+    pub fn new(config: SessionConfig, hosts: Vec<String>, now: Instant) -> Self {
+        Session {
+            hosts: HostList::new(hosts, &mut Rng::new()),
+            config,
+            conn: Conn::None,
+            state: State::Disconnected,
+            fatal: None,
+            closing: None,
+            session_id: 0,
+            passwd: vec![0; PASSWORD_LEN],
+            last_zxid: 0,
+            negotiated: None,
+            seen_rw_server: false,
+            next_xid: 1,
+            inbox: Vec::new(),
+            outbox: Vec::new(),
+            last_recv: now,
+            last_send: now,
+            pending: VecDeque::new(),
+            queued: VecDeque::new(),
+            background: Vec::new(),
+            auths: Vec::new(),
+            auth_waiters: VecDeque::new(),
+            deferred_auth_waiters: Vec::new(),
+            watches: WatchRegistry::new(),
+            events: VecDeque::new(),
+            disconnect: None,
+        }
+    }
+
+    // ---- Getters ----
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The session id (0 before the first handshake).
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    /// The session password.
+    pub fn password(&self) -> &[u8] {
+        &self.passwd
+    }
+
+    /// The timeout the server granted, once connected.
+    pub fn negotiated_timeout(&self) -> Option<Duration> {
+        self.negotiated
+    }
+
+    /// The largest zxid seen in a reply.
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// The error every call now fails with, once the session is over.
+    pub fn fatal_error(&self) -> Option<&Error> {
+        self.fatal.as_ref()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// A connection stays up while something is heard at least this often.
+    pub fn read_timeout(&self) -> Duration {
+        self.negotiated.unwrap_or(self.config.session_timeout) * 2 / 3
+    }
+
+    /// A ping goes out after this long without sending anything.
+    pub fn ping_interval(&self) -> Duration {
+        self.read_timeout() / 2
+    }
+
+    /// Number of requests sent and awaiting replies.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    // ---- Inputs ----
+
+    /// Uses the identity of an existing session (for resuming it, or for
+    /// tests that close another client's session).
+    pub fn resume(&mut self, session_id: i64, password: Vec<u8>) {
+        self.session_id = session_id;
+        self.passwd = password;
+        self.seen_rw_server = true;
+    }
+
+    /// A TCP connection is up: queues the handshake.
+    pub fn handle_connected(&mut self, now: Instant) {
+        if self.fatal.is_some() {
+            return;
+        }
+        self.conn = Conn::Handshaking { since: now };
+        self.inbox.clear();
+        self.outbox.clear();
+        self.disconnect = None;
+        self.last_recv = now;
+        self.last_send = now;
+        let resume = self.seen_rw_server;
+        let request = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: self.last_zxid,
+            timeout_ms: millis_i32(self.config.session_timeout),
+            session_id: if resume { self.session_id } else { 0 },
+            passwd: if resume {
+                self.passwd.clone()
+            } else {
+                vec![0; PASSWORD_LEN]
+            },
+            read_only: self.config.can_be_read_only,
+        };
+        write_frame(&mut self.outbox, &request);
+    }
+
+    /// A connection attempt failed before the handshake.
+    pub fn handle_connect_failed(&mut self, now: Instant) {
+        self.hosts.failed(now);
+    }
+
+    /// Bytes arrived on the connection.
+    pub fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        if self.conn == Conn::None {
+            return;
+        }
+        self.last_recv = now;
+        let mut inbox = std::mem::take(&mut self.inbox);
+        inbox.extend_from_slice(bytes);
+        let mut consumed = 0;
+        while self.disconnect.is_none() {
+            let rest = inbox.get(consumed..).unwrap_or_default();
+            match split_frame(rest, self.config.max_frame) {
+                Ok(Some((payload, len))) => {
+                    consumed += len;
+                    if let Err(e) = self.handle_frame(now, payload) {
+                        self.request_disconnect(e);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => self.request_disconnect(Error::Protocol(e)),
+            }
+        }
+        inbox.drain(..consumed.min(inbox.len()));
+        self.inbox = inbox;
+    }
+
+    /// The connection is gone (closed by either side, or dropped after
+    /// `poll_disconnect`). Requests in flight fail with `ConnectionLoss`;
+    /// nothing is resent.
+    pub fn handle_disconnected(&mut self, now: Instant) {
+        let was = std::mem::replace(&mut self.conn, Conn::None);
+        self.disconnect = None;
+        self.inbox.clear();
+        self.outbox.clear();
+        if was == Conn::None {
+            return;
+        }
+        if let Conn::Handshaking { .. } = was {
+            self.hosts.failed(now);
+        }
+        let error = self.fatal.clone().unwrap_or(Error::ConnectionLoss);
+        for pending in std::mem::take(&mut self.pending) {
+            if let Purpose::Close = pending.purpose {
+                self.closing = Some(now);
+            }
+            self.fail(pending.purpose, error.clone());
+        }
+        for waiter in std::mem::take(&mut self.auth_waiters).into_iter().flatten() {
+            self.events.push_back(Event::Reply {
+                token: waiter,
+                result: Err(error.clone()),
+            });
+        }
+        if self.closing.is_some() {
+            self.terminate(State::Closed, Error::Closed);
+        } else if self.state.is_connected() {
+            self.set_state(State::Disconnected);
+        }
+    }
+
+    /// Timers: handshake and read timeouts, pings, and deadlines of requests
+    /// waiting for a connection.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.conn {
+            Conn::Handshaking { since } if now >= since + self.config.connect_timeout => {
+                self.request_disconnect(Error::Timeout {
+                    what: "the server's handshake response",
+                    after: self.config.connect_timeout,
+                });
+            }
+            Conn::Established if now >= self.last_recv + self.read_timeout() => {
+                self.request_disconnect(Error::Timeout {
+                    what: "any reply or ping response from the server",
+                    after: self.read_timeout(),
+                });
+            }
+            Conn::Established if now >= self.last_send + self.ping_interval() => {
+                write_request(&mut self.outbox, PING_XID, OpCode::Ping, &());
+                self.last_send = now;
+            }
+            _ => {}
+        }
+        if let Some(since) = self.closing {
+            if self.conn != Conn::None && now >= since + self.config.connect_timeout {
+                self.request_disconnect(Error::Closed);
+            }
+        }
+        while self.queued.front().is_some_and(|q| now >= q.deadline) {
+            if let Some(q) = self.queued.pop_front() {
+                self.fail(q.purpose, Error::ConnectionLoss);
+            }
+        }
+    }
+
+    /// Queues a request. Sent at once when connected; otherwise sent after
+    /// the next handshake, or failed with `ConnectionLoss` if no handshake
+    /// completes within the session timeout.
+    pub fn submit(
+        &mut self,
+        now: Instant,
+        op: OpCode,
+        body: &impl Record,
+        token: T,
+        watch: Option<WatchRequest<W>>,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.enqueue(now, op, body, Purpose::User { token, watch })
+    }
+
+    /// Deletes `path` at `version` for sure: the delete is retried after
+    /// every reconnect until the server answers it or the session ends. It
+    /// is ordered before any request submitted after it.
+    pub fn submit_background_delete(
+        &mut self,
+        now: Instant,
+        path: String,
+        version: i32,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.background.push((path.clone(), version));
+        if self.conn == Conn::Established {
+            self.send(
+                now,
+                OpCode::Delete,
+                &DeleteRequest {
+                    path: path.clone(),
+                    version,
+                },
+                Purpose::Background { path },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Adds credentials. They are also re-sent after every reconnect.
+    pub fn add_auth(&mut self, now: Instant, auth: AuthPacket, token: T) -> Result<()> {
+        self.check_open()?;
+        if self.conn == Conn::Established {
+            write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, &auth);
+            self.auth_waiters.push_back(Some(token));
+            self.last_send = now;
+        } else {
+            self.deferred_auth_waiters.push((self.auths.len(), token));
+        }
+        self.auths.push(auth);
+        Ok(())
+    }
+
+    /// Removes local watchers of `kinds` on the server path `path`, returning
+    /// them so they can be told.
+    pub fn remove_watchers(&mut self, path: &str, kinds: &[WatchKind]) -> Vec<(WatchKind, W)> {
+        self.watches.remove(path, kinds)
+    }
+
+    /// Closes the session: sends closeSession, after which the server
+    /// deletes the session's ephemeral nodes.
+    pub fn close(&mut self, now: Instant) {
+        if self.fatal.is_some() || self.closing.is_some() {
+            return;
+        }
+        self.closing = Some(now);
+        for q in std::mem::take(&mut self.queued) {
+            self.fail(q.purpose, Error::Closed);
+        }
+        if self.conn == Conn::Established {
+            // The reply to closeSession ends the session; see `complete`.
+            let _ = self.send(now, OpCode::CloseSession, &(), Purpose::Close);
+        } else {
+            self.terminate(State::Closed, Error::Closed);
+        }
+    }
+
+    // ---- Outputs ----
+
+    /// Moves the bytes waiting to be sent into `buf` (appending).
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) {
+        if buf.is_empty() {
+            std::mem::swap(buf, &mut self.outbox);
+        } else {
+            buf.append(&mut self.outbox);
+        }
+    }
+
+    /// True when bytes are waiting to be sent.
+    pub fn has_transmit(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// The next replies, watch events and state changes.
+    pub fn poll_event(&mut self) -> Option<Event<T, W>> {
+        self.events.pop_front()
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let conn = match self.conn {
+            Conn::None => None,
+            Conn::Handshaking { since } => Some(since + self.config.connect_timeout),
+            Conn::Established => Some(
+                (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
+            ),
+        };
+        let closing = self
+            .closing
+            .filter(|_| self.conn != Conn::None)
+            .map(|since| since + self.config.connect_timeout);
+        let queued = self.queued.iter().map(|q| q.deadline).min();
+        [conn, closing, queued].into_iter().flatten().min()
+    }
+
+    /// Set when the current connection must be dropped (a protocol error, a
+    /// timeout, expiry); the caller closes the socket and then calls
+    /// `handle_disconnected`.
+    pub fn poll_disconnect(&mut self) -> Option<Error> {
+        self.disconnect.take()
+    }
+
+    /// Where to connect next and when, or `None` once the session is over.
+    pub fn next_host(&mut self, now: Instant) -> Option<(String, Instant)> {
+        if self.fatal.is_some() {
+            return None;
+        }
+        self.hosts.next(now)
+    }
+
+    /// The number of hosts in the connect string.
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    // ---- Internals ----
+
+    fn check_open(&self) -> Result<()> {
+        match (&self.fatal, self.closing) {
+            (Some(e), _) => Err(e.clone()),
+            (None, Some(_)) => Err(Error::Closed),
+            (None, None) => Ok(()),
+        }
+    }
+
+    fn next_xid(&mut self) -> i32 {
+        let xid = self.next_xid;
+        // Never i32::MAX and never negative: negative xids are special.
+        self.next_xid = if xid >= i32::MAX - 1 { 1 } else { xid + 1 };
+        xid
+    }
+
+    fn enqueue(
+        &mut self,
+        now: Instant,
+        op: OpCode,
+        body: &impl Record,
+        purpose: Purpose<T, W>,
+    ) -> Result<()> {
+        if self.conn == Conn::Established {
+            return self.send(now, op, body, purpose);
+        }
+        let mut frame = Vec::new();
+        let len = write_request(&mut frame, 0, op, body);
+        self.check_frame_len(len)?;
+        let deadline = now + self.negotiated.unwrap_or(self.config.session_timeout);
+        self.queued.push_back(Queued {
+            op,
+            frame,
+            purpose,
+            deadline,
+        });
+        Ok(())
+    }
+
+    fn send(
+        &mut self,
+        now: Instant,
+        op: OpCode,
+        body: &impl Record,
+        purpose: Purpose<T, W>,
+    ) -> Result<()> {
+        let start = self.outbox.len();
+        let xid = self.next_xid();
+        let len = write_request(&mut self.outbox, xid, op, body);
+        if let Err(e) = self.check_frame_len(len) {
+            self.outbox.truncate(start);
+            return Err(e);
+        }
+        self.pending.push_back(Pending { xid, op, purpose });
+        self.last_send = now;
+        Ok(())
+    }
+
+    fn check_frame_len(&self, len: usize) -> Result<()> {
+        if len > self.config.max_frame {
+            return Err(Error::InvalidArgument(format!(
+                "request of {len} bytes exceeds the {}-byte frame limit",
+                self.config.max_frame
+            )));
+        }
+        Ok(())
+    }
+
+    fn request_disconnect(&mut self, reason: Error) {
+        if self.conn != Conn::None && self.disconnect.is_none() {
+            log::debug!("dropping connection: {reason}");
+            self.disconnect = Some(reason);
+        }
+    }
+
+    fn set_state(&mut self, state: State) {
+        if self.state != state {
+            self.state = state;
+            self.events.push_back(Event::State(state));
+        }
+    }
+
+    /// Ends the session for good. Reported once; every waiting and later
+    /// call fails with `error`, and every watcher gets a final state event.
+    fn terminate(&mut self, state: State, error: Error) {
+        if self.fatal.is_some() {
+            return;
+        }
+        self.fatal = Some(error.clone());
+        self.set_state(state);
+        for p in std::mem::take(&mut self.pending) {
+            self.fail(p.purpose, error.clone());
+        }
+        for q in std::mem::take(&mut self.queued) {
+            self.fail(q.purpose, error.clone());
+        }
+        for waiter in std::mem::take(&mut self.auth_waiters).into_iter().flatten() {
+            self.events.push_back(Event::Reply {
+                token: waiter,
+                result: Err(error.clone()),
+            });
+        }
+        for (_, waiter) in std::mem::take(&mut self.deferred_auth_waiters) {
+            self.events.push_back(Event::Reply {
+                token: waiter,
+                result: Err(error.clone()),
+            });
+        }
+        self.background.clear();
+        let watchers = self.watches.drain();
+        if !watchers.is_empty() {
+            self.events.push_back(Event::Watch {
+                watchers,
+                event: WatchedEvent::state(state.keeper_state()),
+            });
+        }
+        self.request_disconnect(error);
+    }
+
+    fn fail(&mut self, purpose: Purpose<T, W>, error: Error) {
+        if let Purpose::User { token, .. } = purpose {
+            self.events.push_back(Event::Reply {
+                token,
+                result: Err(error),
+            });
+        }
+    }
+
+    fn handle_frame(&mut self, now: Instant, payload: &[u8]) -> Result<()> {
+        match self.conn {
+            Conn::Handshaking { .. } => self.handle_handshake(now, payload),
+            Conn::Established => self.handle_reply(payload),
+            Conn::None => Ok(()),
+        }
+    }
+
+    fn handle_handshake(&mut self, now: Instant, payload: &[u8]) -> Result<()> {
+        let response = ConnectResponse::from_bytes(payload)?;
+        if response.is_expired() {
+            self.terminate(State::Expired, Error::SessionExpired);
+            return Ok(());
+        }
+        if response.passwd.len() != PASSWORD_LEN {
+            return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
+                "session password length",
+            )));
+        }
+        if response.read_only && !self.config.can_be_read_only {
+            return Err(Error::NotReadOnly);
+        }
+        self.session_id = response.session_id;
+        self.passwd = response.passwd;
+        self.negotiated = Some(Duration::from_millis(
+            response.timeout_ms.unsigned_abs().into(),
+        ));
+        self.seen_rw_server |= !response.read_only;
+        self.conn = Conn::Established;
+        self.hosts.connected();
+        self.set_state(if response.read_only {
+            State::ConnectedReadOnly
+        } else {
+            State::Connected
+        });
+        self.prime(now);
+        Ok(())
+    }
+
+    /// After a handshake: credentials, watches, guaranteed deletes, then the
+    /// requests that waited for the connection, in that order.
+    fn prime(&mut self, now: Instant) {
+        let mut deferred = std::mem::take(&mut self.deferred_auth_waiters);
+        for (i, auth) in self.auths.iter().enumerate() {
+            write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, auth);
+            let waiter = deferred
+                .iter()
+                .position(|(index, _)| *index == i)
+                .map(|at| deferred.swap_remove(at).1);
+            self.auth_waiters.push_back(waiter);
+        }
+        for (op, record) in reregister::set_watches(&self.watches, self.last_zxid) {
+            let _ = match &record {
+                reregister::SetWatchesRecord::V1(r) => self.send(now, op, r, Purpose::SetWatches),
+                reregister::SetWatchesRecord::V2(r) => self.send(now, op, r, Purpose::SetWatches),
+            };
+        }
+        for (path, version) in self.background.clone() {
+            let request = DeleteRequest {
+                path: path.clone(),
+                version,
+            };
+            let _ = self.send(now, OpCode::Delete, &request, Purpose::Background { path });
+        }
+        for q in std::mem::take(&mut self.queued) {
+            let xid = self.next_xid();
+            let mut frame = q.frame;
+            if let Some(slot) = frame.get_mut(4..8) {
+                slot.copy_from_slice(&xid.to_be_bytes());
+            }
+            self.outbox.extend_from_slice(&frame);
+            self.pending.push_back(Pending {
+                xid,
+                op: q.op,
+                purpose: q.purpose,
+            });
+        }
+        self.last_send = now;
+    }
+
+    fn handle_reply(&mut self, payload: &[u8]) -> Result<()> {
+        let (header, body) = read_reply_header(payload)?;
+        match header.xid {
+            NOTIFICATION_XID => {
+                let event = read_notification(&header, body)?;
+                let watchers = self.watches.fire(event.event_type, &event.path);
+                if !watchers.is_empty() {
+                    let path = self.strip_chroot(event.path);
+                    self.events.push_back(Event::Watch {
+                        watchers,
+                        event: WatchedEvent {
+                            event_type: event.event_type,
+                            state: event.state,
+                            path,
+                        },
+                    });
+                }
+                Ok(())
+            }
+            PING_XID => Ok(()),
+            AUTH_XID => {
+                let waiter = self.auth_waiters.pop_front().flatten();
+                let result = match header.err {
+                    0 => Ok(Response::Empty),
+                    code => Err(Error::from_code(code)),
+                };
+                let failed = result.is_err();
+                if let Some(token) = waiter {
+                    self.events.push_back(Event::Reply { token, result });
+                }
+                if failed {
+                    self.terminate(State::AuthFailed, Error::AuthFailed);
+                }
+                Ok(())
+            }
+            xid => {
+                let Some(pending) = self.pending.pop_front() else {
+                    return Err(Error::UnexpectedReply {
+                        expected: None,
+                        received: xid,
+                    });
+                };
+                if pending.xid != xid {
+                    let expected = Some(pending.xid);
+                    self.fail(pending.purpose, Error::ConnectionLoss);
+                    return Err(Error::UnexpectedReply {
+                        expected,
+                        received: xid,
+                    });
+                }
+                if header.zxid > 0 {
+                    self.last_zxid = self.last_zxid.max(header.zxid);
+                }
+                let result = match header.err {
+                    0 => Response::decode(pending.op, body).map_err(Error::Protocol),
+                    code => Err(Error::from_code(code)),
+                };
+                let protocol_error = match &result {
+                    Err(e @ Error::Protocol(_)) => Some(e.clone()),
+                    _ => None,
+                };
+                self.complete(pending.purpose, result);
+                protocol_error.map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    fn complete(&mut self, purpose: Purpose<T, W>, result: Result<Response>) {
+        match purpose {
+            Purpose::User { token, watch } => {
+                if let Some(w) = watch {
+                    let kind = match (&result, w.kind) {
+                        (Ok(_), WatchKind::Exist) => Some(WatchKind::Data),
+                        (Err(Error::NoNode), WatchKind::Exist) => Some(WatchKind::Exist),
+                        (Ok(_), kind) => Some(kind),
+                        (Err(_), _) => None,
+                    };
+                    if let Some(kind) = kind {
+                        self.watches.add(kind, w.path, w.watcher);
+                    }
+                }
+                self.events.push_back(Event::Reply { token, result });
+            }
+            Purpose::SetWatches => {
+                if let Err(e) = result {
+                    log::warn!("re-registering watches failed: {e}");
+                }
+            }
+            Purpose::Background { path } => {
+                if let Some(i) = self.background.iter().position(|(p, _)| *p == path) {
+                    self.background.swap_remove(i);
+                }
+                match result {
+                    Ok(_) | Err(Error::NoNode) => {}
+                    Err(e) => log::warn!("background delete of {path} failed: {e}"),
+                }
+            }
+            Purpose::Close => self.terminate(State::Closed, Error::Closed),
+        }
+    }
+
+    fn strip_chroot(&self, path: String) -> String {
+        let Some(chroot) = self.config.chroot.as_deref() else {
+            return path;
+        };
+        match path.strip_prefix(chroot) {
+            Some("") => "/".to_owned(),
+            Some(rest) if rest.starts_with('/') => rest.to_owned(),
+            _ => path,
+        }
+    }
+}
+
+fn millis_i32(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}

@@ -1,0 +1,131 @@
+//! Re-registering watches after a reconnect.
+
+use crate::proto::{OpCode, SetWatches, SetWatches2};
+
+use super::{WatchKind, WatchRegistry};
+
+/// Each record stops growing once its paths hold this many bytes, which keeps
+/// it far below the server's 1 MiB request limit (the Java client's rule).
+pub(crate) const MAX_PATH_BYTES_PER_RECORD: usize = 128 * 1024;
+
+/// One re-registration record: `setWatches` when it holds only one-shot
+/// watches (understood by 3.5 servers too), `setWatches2` otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetWatchesRecord {
+    V1(SetWatches),
+    V2(SetWatches2),
+}
+
+/// The records that re-register every watch in `registry`, relative to
+/// `relative_zxid`, so that changes missed while disconnected fire at once.
+pub(crate) fn set_watches<W: Clone>(
+    registry: &WatchRegistry<W>,
+    relative_zxid: i64,
+) -> Vec<(OpCode, SetWatchesRecord)> {
+    let kinds = [
+        WatchKind::Data,
+        WatchKind::Exist,
+        WatchKind::Child,
+        WatchKind::Persistent,
+        WatchKind::PersistentRecursive,
+    ];
+    let mut out = Vec::new();
+    let mut current = empty(relative_zxid);
+    let mut bytes = 0;
+    for kind in kinds {
+        for path in registry.paths(kind) {
+            bytes += path.len();
+            list(&mut current, kind).push(path);
+            if bytes >= MAX_PATH_BYTES_PER_RECORD {
+                out.push(finish(std::mem::replace(
+                    &mut current,
+                    empty(relative_zxid),
+                )));
+                bytes = 0;
+            }
+        }
+    }
+    if bytes > 0 {
+        out.push(finish(current));
+    }
+    out
+}
+
+fn empty(relative_zxid: i64) -> SetWatches2 {
+    SetWatches2 {
+        relative_zxid,
+        data_watches: Vec::new(),
+        exist_watches: Vec::new(),
+        child_watches: Vec::new(),
+        persistent_watches: Vec::new(),
+        persistent_recursive_watches: Vec::new(),
+    }
+}
+
+fn list(record: &mut SetWatches2, kind: WatchKind) -> &mut Vec<String> {
+    match kind {
+        WatchKind::Data => &mut record.data_watches,
+        WatchKind::Exist => &mut record.exist_watches,
+        WatchKind::Child => &mut record.child_watches,
+        WatchKind::Persistent => &mut record.persistent_watches,
+        WatchKind::PersistentRecursive => &mut record.persistent_recursive_watches,
+    }
+}
+
+fn finish(record: SetWatches2) -> (OpCode, SetWatchesRecord) {
+    if record.persistent_watches.is_empty() && record.persistent_recursive_watches.is_empty() {
+        let v1 = SetWatches {
+            relative_zxid: record.relative_zxid,
+            data_watches: record.data_watches,
+            exist_watches: record.exist_watches,
+            child_watches: record.child_watches,
+        };
+        (OpCode::SetWatches, SetWatchesRecord::V1(v1))
+    } else {
+        (OpCode::SetWatches2, SetWatchesRecord::V2(record))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_into_records_under_the_size_limit() {
+        let mut registry = WatchRegistry::new();
+        let long = "x".repeat(1000);
+        for i in 0..300 {
+            registry.add(WatchKind::Data, format!("/{long}/{i}"), ());
+        }
+        let records = set_watches(&registry, 42);
+        assert_eq!(records.len(), 3);
+        let mut total = 0;
+        for (op, record) in &records {
+            assert_eq!(*op, OpCode::SetWatches);
+            let SetWatchesRecord::V1(r) = record else {
+                panic!("expected setWatches")
+            };
+            assert_eq!(r.relative_zxid, 42);
+            let bytes: usize = r.data_watches.iter().map(String::len).sum();
+            assert!(bytes < MAX_PATH_BYTES_PER_RECORD + 1010);
+            total += r.data_watches.len();
+        }
+        assert_eq!(total, 300);
+    }
+
+    #[test]
+    fn persistent_watches_need_set_watches2() {
+        let mut registry = WatchRegistry::new();
+        registry.add(WatchKind::PersistentRecursive, "/a".into(), ());
+        registry.add(WatchKind::Child, "/b".into(), ());
+        let records = set_watches(&registry, 7);
+        assert_eq!(records.len(), 1);
+        let (op, SetWatchesRecord::V2(r)) = &records[0] else {
+            panic!("expected setWatches2")
+        };
+        assert_eq!(*op, OpCode::SetWatches2);
+        assert_eq!(r.persistent_recursive_watches, ["/a"]);
+        assert_eq!(r.child_watches, ["/b"]);
+        assert!(set_watches(&WatchRegistry::<()>::new(), 0).is_empty());
+    }
+}

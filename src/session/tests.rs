@@ -1,0 +1,504 @@
+//! The session driven by bytes and a hand-advanced clock: no sockets, no sleeps.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::proto::{
+    ConnectResponse, EventType, GetDataRequest, GetDataResponse, ReplyHeader, RequestHeader,
+    SetWatches, Stat, WatcherEvent,
+};
+
+type TestSession = Session<u32, u32>;
+
+const TIMEOUT: Duration = Duration::from_millis(3000);
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        session_timeout: TIMEOUT,
+        connect_timeout: Duration::from_millis(1000),
+        can_be_read_only: false,
+        max_frame: crate::proto::DEFAULT_MAX_FRAME,
+        chroot: Some("/app".into()),
+    }
+}
+
+fn frame(record: &impl Record) -> Vec<u8> {
+    let mut buf = Vec::new();
+    write_frame(&mut buf, record);
+    buf
+}
+
+fn reply(xid: i32, zxid: i64, err: i32, body: &impl Record) -> Vec<u8> {
+    let mut payload = Vec::new();
+    let mut w = crate::proto::Writer::new(&mut payload);
+    ReplyHeader { xid, zxid, err }.write(&mut w);
+    body.write(&mut w);
+    let mut buf = (payload.len() as i32).to_be_bytes().to_vec();
+    buf.extend(payload);
+    buf
+}
+
+fn accepted(session_id: i64, timeout_ms: i32) -> Vec<u8> {
+    frame(&ConnectResponse {
+        protocol_version: 0,
+        timeout_ms,
+        session_id,
+        passwd: vec![7; 16],
+        read_only: false,
+    })
+}
+
+/// Splits the transmitted bytes into frames.
+fn sent(session: &mut TestSession) -> Vec<Vec<u8>> {
+    let mut buf = Vec::new();
+    session.poll_transmit(&mut buf);
+    let mut frames = Vec::new();
+    let mut rest = &buf[..];
+    while let Some((payload, len)) = split_frame(rest, usize::MAX).unwrap() {
+        frames.push(payload.to_vec());
+        rest = &rest[len..];
+    }
+    assert!(rest.is_empty());
+    frames
+}
+
+fn header(frame: &[u8]) -> RequestHeader {
+    RequestHeader::read(&mut crate::proto::Reader::new(frame)).unwrap()
+}
+
+fn events(session: &mut TestSession) -> Vec<Event<u32, u32>> {
+    std::iter::from_fn(|| session.poll_event()).collect()
+}
+
+fn replies(session: &mut TestSession) -> Vec<(u32, Result<Response>)> {
+    events(session)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Reply { token, result } => Some((token, result)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn connected(now: Instant) -> TestSession {
+    let mut s = Session::new(config(), vec!["127.0.0.1:1".into()], now);
+    s.handle_connected(now);
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    let request = ConnectRequest::from_bytes(&frames[0]).unwrap();
+    assert_eq!(request.session_id, 0);
+    assert_eq!(request.passwd, [0; 16]);
+    assert_eq!(request.timeout_ms, 3000);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Connected)]
+    ));
+    assert_eq!(s.session_id(), 0x1234);
+    s
+}
+
+fn get_data(path: &str) -> GetDataRequest {
+    GetDataRequest {
+        path: path.into(),
+        watch: false,
+    }
+}
+
+#[test]
+fn pipelined_replies_reach_their_callers_in_order() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    for token in 0..3 {
+        s.submit(now, OpCode::GetData, &get_data("/app/a"), token, None)
+            .unwrap();
+    }
+    let frames = sent(&mut s);
+    let xids: Vec<i32> = frames.iter().map(|f| header(f).xid).collect();
+    assert_eq!(xids, [1, 2, 3]);
+    let body = GetDataResponse {
+        data: Some(b"v".to_vec()),
+        stat: Stat::default(),
+    };
+    let mut bytes = Vec::new();
+    for (xid, zxid) in [(1, 10), (2, 11), (3, 12)] {
+        bytes.extend(reply(xid, zxid, 0, &body));
+    }
+    // Split the stream at an awkward place: frames may arrive in pieces.
+    s.handle_bytes(now, &bytes[..7]);
+    s.handle_bytes(now, &bytes[7..]);
+    let got = replies(&mut s);
+    assert_eq!(got.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(got
+        .iter()
+        .all(|(_, r)| *r == Ok(Response::GetData(body.clone()))));
+    assert_eq!(s.last_zxid(), 12);
+}
+
+#[test]
+fn an_out_of_order_xid_drops_the_connection_and_fails_the_calls() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit(
+        now,
+        OpCode::Delete,
+        &DeleteRequest {
+            path: "/app/x".into(),
+            version: -1,
+        },
+        1,
+        None,
+    )
+    .unwrap();
+    s.submit(
+        now,
+        OpCode::Delete,
+        &DeleteRequest {
+            path: "/app/y".into(),
+            version: -1,
+        },
+        2,
+        None,
+    )
+    .unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &reply(2, 5, 0, &()));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::UnexpectedReply {
+            expected: Some(1),
+            received: 2
+        })
+    );
+    s.handle_disconnected(now);
+    let got = replies(&mut s);
+    assert_eq!(
+        got,
+        [
+            (1, Err(Error::ConnectionLoss)),
+            (2, Err(Error::ConnectionLoss))
+        ]
+    );
+    assert_eq!(s.state(), State::Disconnected);
+}
+
+#[test]
+fn pings_follow_send_idleness_and_silence_drops_the_connection() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    assert_eq!(s.read_timeout(), Duration::from_millis(2000));
+    assert_eq!(s.poll_timeout(), Some(start + Duration::from_millis(1000)));
+    let t1 = start + Duration::from_millis(1000);
+    s.handle_timeout(t1);
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        header(&frames[0]),
+        RequestHeader {
+            xid: PING_XID,
+            op: OpCode::Ping.code()
+        }
+    );
+    s.handle_bytes(t1, &reply(PING_XID, 3, 0, &()));
+    assert!(events(&mut s).is_empty());
+    // Nothing heard for the read timeout (2/3 of the session timeout).
+    let t2 = t1 + Duration::from_millis(2000);
+    s.handle_timeout(t2);
+    assert!(matches!(s.poll_disconnect(), Some(Error::Timeout { .. })));
+}
+
+#[test]
+fn requests_made_while_disconnected_wait_for_the_reconnect_and_resume_the_session() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit(
+        now,
+        OpCode::Delete,
+        &DeleteRequest {
+            path: "/app/x".into(),
+            version: -1,
+        },
+        1,
+        None,
+    )
+    .unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &reply(1, 40, 0, &()));
+    assert_eq!(replies(&mut s), [(1, Ok(Response::Empty))]);
+    s.handle_disconnected(now);
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Disconnected)]
+    ));
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    assert!(sent(&mut s).is_empty());
+    s.handle_connected(now);
+    let frames = sent(&mut s);
+    let request = ConnectRequest::from_bytes(&frames[0]).unwrap();
+    assert_eq!((request.session_id, request.last_zxid_seen), (0x1234, 40));
+    assert_eq!(request.passwd, [7; 16]);
+    assert_eq!(
+        frames.len(),
+        1,
+        "nothing else before the handshake completes"
+    );
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        header(&frames[0]),
+        RequestHeader {
+            xid: 2,
+            op: OpCode::GetData.code()
+        }
+    );
+}
+
+#[test]
+fn a_request_waiting_for_a_connection_fails_after_the_session_timeout() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    events(&mut s);
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 9, None)
+        .unwrap();
+    assert_eq!(s.poll_timeout(), Some(now + TIMEOUT));
+    s.handle_timeout(now + TIMEOUT);
+    assert_eq!(replies(&mut s), [(9, Err(Error::ConnectionLoss))]);
+}
+
+#[test]
+fn expiry_is_reported_once_and_later_calls_fail_fast() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit(
+        now,
+        OpCode::GetData,
+        &get_data("/app/w"),
+        1,
+        Some(WatchRequest {
+            kind: WatchKind::Data,
+            path: "/app/w".into(),
+            watcher: 77,
+        }),
+    )
+    .unwrap();
+    sent(&mut s);
+    let body = GetDataResponse {
+        data: None,
+        stat: Stat::default(),
+    };
+    s.handle_bytes(now, &reply(1, 5, 0, &body));
+    events(&mut s);
+    s.handle_disconnected(now);
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(
+        now,
+        &frame(&ConnectResponse {
+            passwd: vec![0; 16],
+            ..Default::default()
+        }),
+    );
+    let evs = events(&mut s);
+    let states: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::State(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, [State::Disconnected, State::Expired]);
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        Event::Reply {
+            token: 2,
+            result: Err(Error::SessionExpired)
+        }
+    )));
+    assert!(evs.iter().any(|e| matches!(e, Event::Watch { watchers, event } if *watchers == [77] && event.state == KeeperState::Expired)));
+    assert_eq!(s.poll_disconnect(), Some(Error::SessionExpired));
+    s.handle_disconnected(now);
+    assert!(events(&mut s).is_empty(), "expiry is reported exactly once");
+    assert_eq!(
+        s.submit(now, OpCode::GetData, &get_data("/app/q"), 3, None),
+        Err(Error::SessionExpired)
+    );
+    assert_eq!(s.next_host(now), None);
+}
+
+#[test]
+fn one_shot_watches_fire_once_with_the_chroot_stripped_and_are_reregistered() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let watch = WatchRequest {
+        kind: WatchKind::Data,
+        path: "/app/w".into(),
+        watcher: 5,
+    };
+    s.submit(
+        now,
+        OpCode::GetData,
+        &GetDataRequest {
+            path: "/app/w".into(),
+            watch: true,
+        },
+        1,
+        Some(watch),
+    )
+    .unwrap();
+    sent(&mut s);
+    s.handle_bytes(
+        now,
+        &reply(
+            1,
+            20,
+            0,
+            &GetDataResponse {
+                data: Some(vec![]),
+                stat: Stat::default(),
+            },
+        ),
+    );
+    events(&mut s);
+    // Reconnect: the watch is re-registered relative to the last zxid seen.
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::SetWatches.code());
+    let set = SetWatches::from_bytes(&frames[0][8..]).unwrap();
+    assert_eq!(set.relative_zxid, 20);
+    assert_eq!(set.data_watches, ["/app/w"]);
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 21, 0, &()));
+    events(&mut s);
+    let notification = WatcherEvent {
+        event_type: EventType::NodeDataChanged,
+        state: KeeperState::SyncConnected,
+        path: "/app/w".into(),
+    };
+    s.handle_bytes(now, &reply(NOTIFICATION_XID, -1, 0, &notification));
+    s.handle_bytes(now, &reply(NOTIFICATION_XID, -1, 0, &notification));
+    let evs = events(&mut s);
+    assert_eq!(evs.len(), 1, "a one-shot watch fires once");
+    let Event::Watch { watchers, event } = &evs[0] else {
+        panic!("{evs:?}")
+    };
+    assert_eq!(watchers, &[5]);
+    assert_eq!(event.path, "/w");
+}
+
+#[test]
+fn background_deletes_are_retried_after_reconnect_before_other_requests() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    assert_eq!(sent(&mut s).len(), 1);
+    s.handle_disconnected(now);
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Delete.code(), OpCode::GetData.code()]);
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 30, 0, &()));
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    assert!(
+        sent(&mut s).is_empty(),
+        "a confirmed delete is not sent again"
+    );
+}
+
+#[test]
+fn auth_failure_is_terminal() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let auth = AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    };
+    s.add_auth(now, auth, 4).unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).xid, AUTH_XID);
+    s.handle_bytes(now, &reply(AUTH_XID, 0, -115, &()));
+    let evs = events(&mut s);
+    assert!(matches!(
+        evs[0],
+        Event::Reply {
+            token: 4,
+            result: Err(Error::AuthFailed)
+        }
+    ));
+    assert!(matches!(evs[1], Event::State(State::AuthFailed)));
+    assert_eq!(
+        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
+        Err(Error::AuthFailed)
+    );
+}
+
+#[test]
+fn close_sends_close_session_and_ends_on_its_reply() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.close(now);
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    assert_eq!(
+        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
+        Err(Error::Closed)
+    );
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+}
+
+#[test]
+fn oversized_and_malformed_frames_drop_the_connection() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.handle_bytes(now, &[0x7f, 0, 0, 0]);
+    assert!(matches!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(
+            crate::proto::DecodeError::FrameTooLarge { .. }
+        ))
+    ));
+    let mut s = connected(now);
+    s.submit(now, OpCode::GetData, &get_data("/app/a"), 1, None)
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &reply(1, 1, 0, &()));
+    assert!(matches!(s.poll_disconnect(), Some(Error::Protocol(_))));
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(1, Err(Error::Protocol(_)))]
+    ));
+}
+
+#[test]
+fn oversized_requests_are_refused_before_sending() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let request = crate::proto::SetDataRequest {
+        path: "/app/big".into(),
+        data: Some(vec![0; crate::proto::DEFAULT_MAX_FRAME]),
+        version: -1,
+    };
+    assert!(matches!(
+        s.submit(now, OpCode::SetData, &request, 1, None),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(sent(&mut s).is_empty());
+}

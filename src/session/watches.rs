@@ -1,0 +1,191 @@
+//! Which watchers wait on which paths, and which of them an event fires.
+
+use std::collections::HashMap;
+
+use crate::proto::{EventType, KeeperState};
+
+/// A watch notification or a state change, as delivered to user code. Paths
+/// are relative to the client's chroot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedEvent {
+    /// What happened; [`EventType::None`] for session state changes.
+    pub event_type: EventType,
+    /// The session state at the time.
+    pub state: KeeperState,
+    /// The node concerned; empty for state changes.
+    pub path: String,
+}
+
+impl WatchedEvent {
+    pub(crate) fn state(state: KeeperState) -> WatchedEvent {
+        WatchedEvent {
+            event_type: EventType::None,
+            state,
+            path: String::new(),
+        }
+    }
+}
+
+/// The kinds of watch a session tracks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchKind {
+    /// Set by getData, or by exists on an existing node. One-shot.
+    Data,
+    /// Set by exists on a missing node. One-shot.
+    Exist,
+    /// Set by getChildren. One-shot.
+    Child,
+    /// addWatch PERSISTENT: every change of the node itself.
+    Persistent,
+    /// addWatch PERSISTENT_RECURSIVE: every change in the subtree.
+    PersistentRecursive,
+}
+
+impl WatchKind {
+    const ALL: [WatchKind; 5] = [
+        WatchKind::Data,
+        WatchKind::Exist,
+        WatchKind::Child,
+        WatchKind::Persistent,
+        WatchKind::PersistentRecursive,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Watchers by kind and server path (chroot included).
+#[derive(Debug)]
+pub(crate) struct WatchRegistry<W> {
+    tables: [HashMap<String, Vec<W>>; 5],
+}
+
+impl<W: Clone> WatchRegistry<W> {
+    pub(crate) fn new() -> Self {
+        WatchRegistry {
+            tables: Default::default(),
+        }
+    }
+
+    pub(crate) fn add(&mut self, kind: WatchKind, path: String, watcher: W) {
+        self.tables[kind.index()]
+            .entry(path)
+            .or_default()
+            .push(watcher);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tables.iter().all(HashMap::is_empty)
+    }
+
+    /// The watchers an event on `path` reaches. One-shot watches that fire
+    /// are removed; persistent ones stay.
+    pub(crate) fn fire(&mut self, event_type: EventType, path: &str) -> Vec<W> {
+        let mut out = Vec::new();
+        let mut take = |kind: WatchKind, out: &mut Vec<W>| {
+            if let Some(ws) = self.tables[kind.index()].remove(path) {
+                out.extend(ws);
+            }
+        };
+        match event_type {
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                take(WatchKind::Data, &mut out);
+                take(WatchKind::Exist, &mut out);
+            }
+            EventType::NodeChildrenChanged => take(WatchKind::Child, &mut out),
+            EventType::NodeDeleted => {
+                take(WatchKind::Data, &mut out);
+                take(WatchKind::Exist, &mut out);
+                take(WatchKind::Child, &mut out);
+            }
+            _ => return out,
+        }
+        if let Some(ws) = self.tables[WatchKind::Persistent.index()].get(path) {
+            out.extend(ws.iter().cloned());
+        }
+        // Recursive watches never see NodeChildrenChanged: the server sends
+        // the creations and deletions themselves instead.
+        if event_type != EventType::NodeChildrenChanged {
+            let recursive = &self.tables[WatchKind::PersistentRecursive.index()];
+            for ancestor in ancestors_and_self(path) {
+                if let Some(ws) = recursive.get(ancestor) {
+                    out.extend(ws.iter().cloned());
+                }
+            }
+        }
+        out
+    }
+
+    /// Removes the watchers of `kinds` on `path`, returning them.
+    pub(crate) fn remove(&mut self, path: &str, kinds: &[WatchKind]) -> Vec<(WatchKind, W)> {
+        let mut out = Vec::new();
+        for &kind in kinds {
+            if let Some(ws) = self.tables[kind.index()].remove(path) {
+                out.extend(ws.into_iter().map(|w| (kind, w)));
+            }
+        }
+        out
+    }
+
+    /// Every path of `kind`, for re-registration after a reconnect.
+    pub(crate) fn paths(&self, kind: WatchKind) -> Vec<String> {
+        self.tables[kind.index()].keys().cloned().collect()
+    }
+
+    /// Removes everything, e.g. when the session ends.
+    pub(crate) fn drain(&mut self) -> Vec<W> {
+        let mut out = Vec::new();
+        for kind in WatchKind::ALL {
+            for (_, ws) in self.tables[kind.index()].drain() {
+                out.extend(ws);
+            }
+        }
+        out
+    }
+}
+
+/// `/a/b` yields `/a/b`, `/a`, `/`.
+fn ancestors_and_self(path: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(path);
+    std::iter::from_fn(move || {
+        let current = next?;
+        next = match current.rfind('/') {
+            _ if current == "/" => None,
+            Some(0) => Some("/"),
+            Some(i) => Some(&current[..i]),
+            None => None,
+        };
+        Some(current)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors() {
+        assert_eq!(
+            ancestors_and_self("/a/b").collect::<Vec<_>>(),
+            ["/a/b", "/a", "/"]
+        );
+        assert_eq!(ancestors_and_self("/").collect::<Vec<_>>(), ["/"]);
+    }
+
+    #[test]
+    fn one_shot_watches_fire_once_and_persistent_ones_stay() {
+        let mut reg = WatchRegistry::new();
+        reg.add(WatchKind::Data, "/a".into(), 1);
+        reg.add(WatchKind::Exist, "/a".into(), 2);
+        reg.add(WatchKind::Child, "/a".into(), 3);
+        reg.add(WatchKind::Persistent, "/a".into(), 4);
+        reg.add(WatchKind::PersistentRecursive, "/".into(), 5);
+        assert_eq!(reg.fire(EventType::NodeDataChanged, "/a"), [1, 2, 4, 5]);
+        assert_eq!(reg.fire(EventType::NodeDataChanged, "/a"), [4, 5]);
+        assert_eq!(reg.fire(EventType::NodeChildrenChanged, "/a"), [3, 4]);
+        assert_eq!(reg.fire(EventType::NodeDeleted, "/a/b"), [5]);
+        assert_eq!(reg.drain().len(), 2);
+        assert!(reg.is_empty());
+    }
+}
