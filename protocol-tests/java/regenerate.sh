@@ -12,13 +12,13 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-committed="$here/../fixtures"
+committed=$(cd "$here/.." && pwd)/fixtures
 
 check=false
 target=$committed
 case "${1:-}" in
     --check) check=true ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     "") ;;
     *) target=$1 ;;
 esac
