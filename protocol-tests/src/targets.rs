@@ -1,1 +1,690 @@
 //! Fuzz target bodies, shared by `fuzz/` (libFuzzer) and the corpus replay test.
+//!
+//! Each target feeds arbitrary bytes to one entry point that a server's bytes
+//! reach, and checks more than "no panic":
+//!
+//! - a decoded value re-encodes to bytes that decode to an equal value;
+//! - where the encoding is canonical, re-encoding gives back the input bytes
+//!   exactly. The input may legitimately differ from the re-encoding only by a
+//!   non-0/1 boolean byte, a CESU-8 string (a surrogate pair in 6 bytes where
+//!   UTF-8 takes 4), a missing readOnly byte in a ConnectResponse, and the
+//!   MultiHeader fields the reader ignores (the `err` copy, the terminator);
+//! - a decoded value never claims more bytes than the input had: the
+//!   re-encoding is never longer than the input, a frame never extends past
+//!   the buffer, and decoding is prefix-free (a strict prefix of a decodable
+//!   input fails, and so does the input plus one trailing byte).
+//!
+//! Failed invariants panic, which libFuzzer reports as a crash.
+
+use zklock::proto::{
+    read_notification, read_reply_header, split_frame, ConnectResponse, DecodeError, MultiResponse,
+    OpCode, OpResult, Reader, Record, ReplyHeader, Response, WatcherEvent, Writer, AUTH_XID,
+    DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
+};
+
+/// The signature of every target.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its `fuzz/fuzz_targets/<name>.rs` binary and
+/// its `fuzz/corpus/<name>/` directory.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("frame_split", frame_split),
+    ("connect_response", connect_response),
+    ("reply", reply),
+    ("watcher_event", watcher_event),
+    ("multi_response", multi_response),
+    ("stream", stream),
+];
+
+/// The frame limits `frame_split` chooses from with its first byte.
+pub const MAX_FRAMES: [usize; 6] = [0, 1, 16, 4096, DEFAULT_MAX_FRAME, usize::MAX];
+
+/// The ops a client sends, and so may receive a reply for; the first byte of a
+/// `reply` input picks one (modulo the length).
+pub const REPLY_OPS: &[OpCode] = &[
+    OpCode::Create,
+    OpCode::Delete,
+    OpCode::Exists,
+    OpCode::GetData,
+    OpCode::SetData,
+    OpCode::GetAcl,
+    OpCode::SetAcl,
+    OpCode::GetChildren,
+    OpCode::Sync,
+    OpCode::Ping,
+    OpCode::GetChildren2,
+    OpCode::Check,
+    OpCode::Multi,
+    OpCode::Create2,
+    OpCode::Reconfig,
+    OpCode::CheckWatches,
+    OpCode::RemoveWatches,
+    OpCode::CreateContainer,
+    OpCode::CreateTtl,
+    OpCode::MultiRead,
+    OpCode::Auth,
+    OpCode::SetWatches,
+    OpCode::Sasl,
+    OpCode::GetEphemerals,
+    OpCode::GetAllChildrenNumber,
+    OpCode::SetWatches2,
+    OpCode::AddWatch,
+    OpCode::WhoAmI,
+    OpCode::CloseSession,
+];
+
+/// Server-internal opcodes: no reply body to them can ever be valid.
+pub const SERVER_INTERNAL_OPS: &[OpCode] = &[
+    OpCode::Notification,
+    OpCode::DeleteContainer,
+    OpCode::CreateSession,
+    OpCode::Error,
+];
+
+/// Bytes appended after an input to check that decoding through a
+/// [`Reader`] stops exactly at the end of the record.
+const TAIL: &[u8] = b"\xff\x00\x7ftail";
+
+// ---------------------------------------------------------------------------
+// frame_split
+// ---------------------------------------------------------------------------
+
+/// `split_frame` over an arbitrary stream. The first byte picks the frame
+/// limit from [`MAX_FRAMES`] (and the chunking of the simulated socket reads);
+/// the rest is the stream.
+///
+/// Checks: one call agrees with a model of the framing rule; every prefix of
+/// the stream gives "need more" until the first frame is complete and then
+/// that same frame, while a bad length is refused as soon as the 4-byte
+/// prefix is in; splitting the whole buffer into frames and re-framing the
+/// payloads gives back exactly the bytes consumed; delivering the stream in
+/// chunks yields the same frames and the same failure.
+pub fn frame_split(data: &[u8]) {
+    let Some((&sel, stream)) = data.split_first() else {
+        return;
+    };
+    let max = MAX_FRAMES[usize::from(sel) % MAX_FRAMES.len()];
+
+    let first = split_frame(stream, max);
+    check_split(stream, max, &first);
+    for k in 0..=stream.len() {
+        let got = split_frame(&stream[..k], max);
+        match (&first, &got) {
+            _ if k < 4 => assert_eq!(got, Ok(None), "a {k}-byte prefix is not a frame"),
+            (Err(_), Err(_)) | (Ok(None), Ok(None)) => {}
+            (Ok(Some((_, n))), Ok(None)) if k < *n => {}
+            (Ok(Some(whole)), Ok(Some(part))) if k >= whole.1 => assert_eq!(whole, part),
+            _ => {
+                panic!("split_frame of a {k}-byte prefix gave {got:?}, the whole stream {first:?}")
+            }
+        }
+    }
+
+    let (frames, consumed, failed) = split_all(stream, max);
+    let mut reframed = Vec::new();
+    for payload in &frames {
+        zklock::proto::write_frame(&mut reframed, &Raw(payload.to_vec()));
+    }
+    assert_eq!(reframed, &stream[..consumed], "re-framed payloads");
+    let trailing = split_frame(&stream[consumed..], max);
+    match trailing {
+        Ok(None) => assert!(!failed),
+        Err(_) => assert!(failed),
+        Ok(Some(_)) => panic!("split_all stopped before a complete frame"),
+    }
+
+    // The same stream delivered in socket reads of varying sizes.
+    let mut buf = Vec::new();
+    let mut chunked = Vec::new();
+    let mut chunked_failed = false;
+    let mut pos = 0;
+    let mut size = usize::from(sel >> 3) + 1;
+    'feed: while pos < stream.len() {
+        let n = size.min(stream.len() - pos);
+        buf.extend_from_slice(&stream[pos..pos + n]);
+        pos += n;
+        size = (size * 7 + 3) % 97 + 1;
+        loop {
+            match split_frame(&buf, max) {
+                Ok(Some((payload, used))) => {
+                    assert_eq!(used, payload.len() + 4);
+                    chunked.push(payload.to_vec());
+                    buf.drain(..used);
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    chunked_failed = true;
+                    break 'feed;
+                }
+            }
+        }
+    }
+    assert_eq!(chunked, frames, "frames from chunked delivery");
+    assert_eq!(chunked_failed, failed, "failure from chunked delivery");
+    if !failed {
+        assert_eq!(
+            buf,
+            &stream[consumed..],
+            "bytes left after chunked delivery"
+        );
+    }
+}
+
+/// The framing rule, independently: a 4-byte big-endian signed length, then
+/// that many bytes; negative or over-limit lengths fail from the prefix alone.
+fn model_split(buf: &[u8], max: usize) -> Result<Option<(&[u8], usize)>, ()> {
+    let Some(prefix) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    let len = usize::try_from(len).map_err(|_| ())?;
+    if len > max {
+        return Err(());
+    }
+    Ok(buf.get(4..4 + len).map(|p| (p, 4 + len)))
+}
+
+fn check_split(buf: &[u8], max: usize, got: &Result<Option<(&[u8], usize)>, DecodeError>) {
+    let model = model_split(buf, max);
+    match (got, &model) {
+        (Err(e), Err(())) => assert!(
+            matches!(
+                e,
+                DecodeError::NegativeFrameLength(_) | DecodeError::FrameTooLarge { .. }
+            ),
+            "unexpected framing error {e:?}"
+        ),
+        (Ok(g), Ok(m)) => assert_eq!(g, m, "split_frame disagrees with the model"),
+        _ => panic!("split_frame gave {got:?}, the model {model:?}"),
+    }
+    if let Ok(Some((payload, used))) = got {
+        assert!(
+            *used <= buf.len(),
+            "a frame claims more bytes than the buffer has"
+        );
+        assert!(payload.len() <= max, "a frame above the limit was accepted");
+        assert_eq!(*used, payload.len() + 4);
+        assert!(std::ptr::eq(payload.as_ptr(), buf[4..].as_ptr()));
+    }
+}
+
+/// Splits `stream` into as many frames as it holds. Returns the payloads, the
+/// bytes they occupied, and whether splitting stopped on an error.
+fn split_all(stream: &[u8], max: usize) -> (Vec<Vec<u8>>, usize, bool) {
+    let mut frames = Vec::new();
+    let mut consumed = 0;
+    loop {
+        let rest = &stream[consumed..];
+        let got = split_frame(rest, max);
+        check_split(rest, max, &got);
+        match got {
+            Ok(Some((payload, used))) => {
+                frames.push(payload.to_vec());
+                consumed += used;
+            }
+            Ok(None) => return (frames, consumed, false),
+            Err(_) => return (frames, consumed, true),
+        }
+    }
+}
+
+/// Raw payload bytes as a record, to frame them with `write_frame`.
+struct Raw(Vec<u8>);
+
+impl Record for Raw {
+    const MIN_SIZE: usize = 0;
+    fn write(&self, w: &mut Writer<'_>) {
+        for &b in &self.0 {
+            w.write_u8(b);
+        }
+    }
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Raw(r.take(r.remaining())?.to_vec()))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// connect_response
+// ---------------------------------------------------------------------------
+
+/// `ConnectResponse::from_bytes` over the raw record (no frame prefix).
+pub fn connect_response(data: &[u8]) {
+    check_connect_response(data);
+}
+
+fn check_connect_response(data: &[u8]) -> Option<ConnectResponse> {
+    let decoded = ConnectResponse::from_bytes(data);
+    // One trailing byte more: accepted as the readOnly byte only if the
+    // input had none.
+    let mut longer = data.to_vec();
+    longer.push(2);
+    let longer = ConnectResponse::from_bytes(&longer);
+
+    let Ok(resp) = decoded else {
+        if let Ok(l) = longer {
+            // The byte can only have completed the password: a record
+            // missing just its readOnly byte would have decoded.
+            assert!(!l.read_only, "completed {l:?}");
+            assert_eq!(l.passwd.last(), Some(&2), "completed {l:?}");
+            assert_eq!(data.len() + 1, 20 + l.passwd.len(), "completed {l:?}");
+        }
+        return None;
+    };
+    assert_eq!(resp.is_expired(), resp.timeout_ms <= 0);
+
+    let fixed = 4 + 4 + 8 + 4 + resp.passwd.len();
+    assert!(
+        data.len() == fixed || data.len() == fixed + 1,
+        "{} input bytes for a record of {fixed} (+1) bytes",
+        data.len()
+    );
+    let has_read_only = data.len() == fixed + 1;
+
+    let enc = resp.to_bytes();
+    assert_eq!(ConnectResponse::from_bytes(&enc).as_ref(), Ok(&resp));
+    // Canonical up to the readOnly byte, which may be missing or any non-zero.
+    let mut canonical = data[..fixed].to_vec();
+    canonical.push(u8::from(has_read_only && data[fixed] != 0));
+    assert_eq!(enc, canonical, "re-encoding of {resp:?}");
+
+    if has_read_only {
+        assert_eq!(resp.read_only, data[fixed] != 0);
+        // Without the readOnly byte: the same record, read-write.
+        let shorter = ConnectResponse::from_bytes(&data[..fixed]);
+        let expected = ConnectResponse {
+            read_only: false,
+            ..resp.clone()
+        };
+        assert_eq!(shorter, Ok(expected));
+        assert!(longer.is_err(), "two readOnly bytes accepted");
+    } else {
+        assert!(!resp.read_only);
+        assert!(ConnectResponse::from_bytes(&data[..fixed - 1]).is_err());
+        let with_ro = ConnectResponse {
+            read_only: true,
+            ..resp.clone()
+        };
+        assert_eq!(longer, Ok(with_ro));
+    }
+    Some(resp)
+}
+
+// ---------------------------------------------------------------------------
+// reply
+// ---------------------------------------------------------------------------
+
+/// A reply payload (no frame prefix): the first byte picks the opcode of the
+/// request being answered from [`REPLY_OPS`]; the rest is `ReplyHeader` plus
+/// body, split by `read_reply_header` and decoded by `Response::decode`.
+pub fn reply(data: &[u8]) {
+    let Some((&sel, payload)) = data.split_first() else {
+        return;
+    };
+    let op = REPLY_OPS[usize::from(sel) % REPLY_OPS.len()];
+    let Some((_, body)) = check_reply_header(payload) else {
+        return;
+    };
+    check_response(op, body);
+    for &internal in SERVER_INTERNAL_OPS {
+        assert!(
+            Response::decode(internal, body).is_err(),
+            "a reply body for server-internal op {internal:?} was accepted"
+        );
+    }
+}
+
+fn check_reply_header(payload: &[u8]) -> Option<(ReplyHeader, &[u8])> {
+    match read_reply_header(payload) {
+        Ok((header, body)) => {
+            assert!(payload.len() >= 16, "a header from {} bytes", payload.len());
+            assert_eq!(header.to_bytes(), &payload[..16]);
+            assert_eq!(body, &payload[16..]);
+            assert!(std::ptr::eq(body.as_ptr(), payload[16..].as_ptr()));
+            Some((header, body))
+        }
+        Err(e) => {
+            assert!(
+                payload.len() < 16,
+                "{e:?} for a {}-byte payload",
+                payload.len()
+            );
+            None
+        }
+    }
+}
+
+/// Decodes `body` as the reply to `op` and checks the invariants; returns
+/// whether it decoded.
+fn check_response(op: OpCode, body: &[u8]) -> bool {
+    let Ok(resp) = Response::decode(op, body) else {
+        return false;
+    };
+    assert_eq!(
+        variant_name(&resp),
+        expected_variant(op),
+        "reply to {op:?} decoded as {resp:?}"
+    );
+    let enc = encode_response(&resp);
+    assert_eq!(
+        Response::decode(op, &enc).as_ref(),
+        Ok(&resp),
+        "re-decoding the re-encoding of {resp:?}"
+    );
+    assert!(
+        enc.len() <= body.len(),
+        "{resp:?} re-encodes to {} bytes from {}",
+        enc.len(),
+        body.len()
+    );
+    match &resp {
+        Response::Multi(m) => check_multi_layout(body, m, &enc),
+        _ if !response_has_supplementary(&resp) => {
+            assert_eq!(enc, body, "re-encoding of {resp:?}");
+        }
+        _ => {}
+    }
+    check_prefix_free(body, |b| Response::decode(op, b).is_ok());
+    true
+}
+
+/// A strict prefix of a decodable record, and the record plus a byte, must
+/// both fail: decoding consumes exactly the bytes the record occupies.
+fn check_prefix_free(input: &[u8], decodes: impl Fn(&[u8]) -> bool) {
+    if !input.is_empty() {
+        assert!(
+            !decodes(&input[..input.len() - 1]),
+            "a strict prefix decoded"
+        );
+        assert!(
+            !decodes(&input[..input.len() / 2]),
+            "half the input decoded"
+        );
+    }
+    let mut longer = input.to_vec();
+    longer.push(0);
+    assert!(!decodes(&longer), "a trailing byte was accepted");
+}
+
+fn variant_name(r: &Response) -> &'static str {
+    match r {
+        Response::Empty => "Empty",
+        Response::Create(_) => "Create",
+        Response::Create2(_) => "Create2",
+        Response::Exists(_) => "Exists",
+        Response::GetData(_) => "GetData",
+        Response::SetData(_) => "SetData",
+        Response::GetAcl(_) => "GetAcl",
+        Response::SetAcl(_) => "SetAcl",
+        Response::GetChildren(_) => "GetChildren",
+        Response::GetChildren2(_) => "GetChildren2",
+        Response::Sync(_) => "Sync",
+        Response::Multi(_) => "Multi",
+        Response::AddWatch(_) => "AddWatch",
+        Response::GetEphemerals(_) => "GetEphemerals",
+        Response::GetAllChildrenNumber(_) => "GetAllChildrenNumber",
+        Response::WhoAmI(_) => "WhoAmI",
+    }
+}
+
+/// The response record of each op, from the protocol's table (§4 and §5.2).
+fn expected_variant(op: OpCode) -> &'static str {
+    match op {
+        OpCode::Create => "Create",
+        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => "Create2",
+        OpCode::Exists => "Exists",
+        OpCode::GetData | OpCode::Reconfig => "GetData",
+        OpCode::SetData => "SetData",
+        OpCode::GetAcl => "GetAcl",
+        OpCode::SetAcl => "SetAcl",
+        OpCode::GetChildren => "GetChildren",
+        OpCode::GetChildren2 => "GetChildren2",
+        OpCode::Sync => "Sync",
+        OpCode::Multi | OpCode::MultiRead => "Multi",
+        OpCode::AddWatch => "AddWatch",
+        OpCode::GetEphemerals => "GetEphemerals",
+        OpCode::GetAllChildrenNumber => "GetAllChildrenNumber",
+        OpCode::WhoAmI => "WhoAmI",
+        OpCode::Sasl => "SetSASLResponse (not modelled by Response)",
+        _ => "Empty",
+    }
+}
+
+/// The body bytes of a decoded reply.
+pub fn encode_response(r: &Response) -> Vec<u8> {
+    match r {
+        Response::Empty => Vec::new(),
+        Response::Create(x) => x.to_bytes(),
+        Response::Create2(x) => x.to_bytes(),
+        Response::Exists(x) => x.to_bytes(),
+        Response::GetData(x) => x.to_bytes(),
+        Response::SetData(x) => x.to_bytes(),
+        Response::GetAcl(x) => x.to_bytes(),
+        Response::SetAcl(x) => x.to_bytes(),
+        Response::GetChildren(x) => x.to_bytes(),
+        Response::GetChildren2(x) => x.to_bytes(),
+        Response::Sync(x) => x.to_bytes(),
+        Response::Multi(x) => x.to_bytes(),
+        Response::AddWatch(x) => x.to_bytes(),
+        Response::GetEphemerals(x) => x.to_bytes(),
+        Response::GetAllChildrenNumber(x) => x.to_bytes(),
+        Response::WhoAmI(x) => x.to_bytes(),
+    }
+}
+
+/// True if `s` has a character outside the BMP: only then can its input
+/// bytes have been CESU-8 rather than the UTF-8 the writer produces.
+fn supplementary(s: &str) -> bool {
+    s.chars().any(|c| u32::from(c) > 0xFFFF)
+}
+
+fn any_supplementary<S: AsRef<str>>(strings: &[S]) -> bool {
+    strings.iter().any(|s| supplementary(s.as_ref()))
+}
+
+fn response_has_supplementary(r: &Response) -> bool {
+    match r {
+        Response::Create(x) => supplementary(&x.path),
+        Response::Create2(x) => supplementary(&x.path),
+        Response::Sync(x) => supplementary(&x.path),
+        Response::GetAcl(x) => x
+            .acl
+            .iter()
+            .any(|a| supplementary(&a.id.scheme) || supplementary(&a.id.id)),
+        Response::GetChildren(x) => any_supplementary(&x.children),
+        Response::GetChildren2(x) => any_supplementary(&x.children),
+        Response::GetEphemerals(x) => any_supplementary(&x.ephemerals),
+        Response::WhoAmI(x) => x
+            .client_info
+            .iter()
+            .any(|c| supplementary(&c.auth_scheme) || supplementary(&c.user)),
+        Response::Multi(m) => multi_has_supplementary(m),
+        Response::Empty
+        | Response::Exists(_)
+        | Response::GetData(_)
+        | Response::SetData(_)
+        | Response::SetAcl(_)
+        | Response::AddWatch(_)
+        | Response::GetAllChildrenNumber(_) => false,
+    }
+}
+
+fn multi_has_supplementary(m: &MultiResponse) -> bool {
+    m.results.iter().any(|r| match r {
+        OpResult::Create(x) => supplementary(&x.path),
+        OpResult::Create2(x) => supplementary(&x.path),
+        OpResult::GetChildren(x) => any_supplementary(&x.children),
+        OpResult::Delete
+        | OpResult::Check
+        | OpResult::SetData(_)
+        | OpResult::GetData(_)
+        | OpResult::Error(_) => false,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// multi_response
+// ---------------------------------------------------------------------------
+
+/// `MultiResponse::from_bytes` over a raw multi reply body, also through
+/// `Response::decode` for multi and multiRead and through a [`Reader`].
+pub fn multi_response(data: &[u8]) {
+    let decoded = MultiResponse::from_bytes(data);
+    for op in [OpCode::Multi, OpCode::MultiRead] {
+        assert_eq!(
+            Response::decode(op, data),
+            decoded.clone().map(Response::Multi),
+            "Response::decode({op:?}) disagrees with MultiResponse::from_bytes"
+        );
+    }
+
+    // Through a Reader with bytes after the record: the terminator ends it,
+    // and what was read decodes on its own to the same value.
+    let with_tail = [data, TAIL].concat();
+    let mut r = Reader::new(&with_tail);
+    let via_reader = MultiResponse::read(&mut r);
+    if let Ok(m) = &via_reader {
+        let used = with_tail.len() - r.remaining();
+        assert_eq!(
+            MultiResponse::from_bytes(&with_tail[..used]).as_ref(),
+            Ok(m)
+        );
+        if used < data.len() {
+            assert_eq!(
+                decoded,
+                Err(DecodeError::TrailingBytes(data.len() - used)),
+                "bytes after the terminator"
+            );
+        }
+    }
+
+    let Ok(m) = decoded else {
+        return;
+    };
+    assert_eq!(via_reader.as_ref(), Ok(&m));
+    assert_eq!(r.rest(), TAIL);
+    assert!(
+        9 * (m.results.len() + 1) <= data.len(),
+        "{} results from {} bytes",
+        m.results.len(),
+        data.len()
+    );
+    let enc = m.to_bytes();
+    assert_eq!(MultiResponse::from_bytes(&enc).as_ref(), Ok(&m));
+    assert!(enc.len() <= data.len());
+    check_multi_layout(data, &m, &enc);
+    check_prefix_free(data, |b| MultiResponse::from_bytes(b).is_ok());
+}
+
+/// Unless a string arrived as CESU-8, the input is the re-encoding except in
+/// the fields the reader ignores: each header's `err` (re-encoded as the
+/// result's own code) and the terminator (any header with `done` set).
+fn check_multi_layout(input: &[u8], m: &MultiResponse, enc: &[u8]) {
+    if multi_has_supplementary(m) {
+        return;
+    }
+    assert_eq!(enc.len(), input.len(), "re-encoding length of {m:?}");
+    let mut normalized = input.to_vec();
+    let mut pos = 0;
+    for result in &m.results {
+        normalized[pos + 5..pos + 9].copy_from_slice(&result.err().to_be_bytes());
+        let single = MultiResponse {
+            results: vec![result.clone()],
+        };
+        pos += single.to_bytes().len() - MULTI_TERMINATOR.to_bytes().len();
+    }
+    assert_ne!(input[pos + 4], 0, "the terminator's done byte");
+    normalized[pos..].copy_from_slice(&MULTI_TERMINATOR.to_bytes());
+    assert_eq!(normalized, enc, "re-encoding of {m:?}");
+}
+
+// ---------------------------------------------------------------------------
+// watcher_event
+// ---------------------------------------------------------------------------
+
+/// A notification payload (no frame prefix): `read_reply_header`, then
+/// `read_notification`, which must refuse any xid but -1.
+pub fn watcher_event(data: &[u8]) {
+    let Some((header, body)) = check_reply_header(data) else {
+        return;
+    };
+    check_watcher_event(&header, body);
+}
+
+fn check_watcher_event(header: &ReplyHeader, body: &[u8]) -> Option<WatcherEvent> {
+    let got = read_notification(header, body);
+    let direct = WatcherEvent::from_bytes(body);
+    if header.xid == NOTIFICATION_XID {
+        assert_eq!(got, direct, "read_notification vs WatcherEvent::from_bytes");
+    } else {
+        assert!(got.is_err(), "a notification with xid {}", header.xid);
+    }
+
+    let with_tail = [body, TAIL].concat();
+    let mut r = Reader::new(&with_tail);
+    let via_reader = WatcherEvent::read(&mut r);
+
+    if let Ok(e) = &via_reader {
+        // What was read decodes on its own to the same event.
+        let used = with_tail.len() - r.remaining();
+        assert_eq!(WatcherEvent::from_bytes(&with_tail[..used]).as_ref(), Ok(e));
+        if used < body.len() {
+            assert_eq!(direct, Err(DecodeError::TrailingBytes(body.len() - used)));
+        }
+    }
+    let Ok(event) = direct else {
+        return None;
+    };
+    assert_eq!(via_reader.as_ref(), Ok(&event));
+    assert_eq!(r.rest(), TAIL);
+
+    let enc = event.to_bytes();
+    assert_eq!(WatcherEvent::from_bytes(&enc).as_ref(), Ok(&event));
+    assert!(enc.len() <= body.len());
+    if !supplementary(&event.path) {
+        assert_eq!(enc, body, "re-encoding of {event:?}");
+    }
+    check_prefix_free(body, |b| WatcherEvent::from_bytes(b).is_ok());
+    got.ok()
+}
+
+// ---------------------------------------------------------------------------
+// stream
+// ---------------------------------------------------------------------------
+
+/// A whole server-to-client byte stream, as a client consumes it: frames
+/// split with the default limit; the first is a ConnectResponse, each later
+/// one a reply header plus body. Notifications (xid -1), pings (-2) and auth
+/// replies (-4) are decoded as such; any other xid answers the op
+/// `REPLY_OPS[xid mod len]`, and its body is decoded only when `err` is 0.
+/// The stream ends at the first frame a client would drop the connection on.
+pub fn stream(data: &[u8]) {
+    let mut rest = data;
+    let mut connected = false;
+    while let Ok(Some((payload, used))) = split_frame(rest, DEFAULT_MAX_FRAME) {
+        assert!(used <= rest.len());
+        rest = &rest[used..];
+        if !connected {
+            if check_connect_response(payload).is_none() {
+                return;
+            }
+            connected = true;
+            continue;
+        }
+        let Some((header, body)) = check_reply_header(payload) else {
+            return;
+        };
+        let ok = match header.xid {
+            NOTIFICATION_XID => check_watcher_event(&header, body).is_some(),
+            PING_XID => check_response(OpCode::Ping, body),
+            AUTH_XID => header.err != 0 || check_response(OpCode::Auth, body),
+            xid if header.err == 0 => {
+                let idx = usize::try_from(xid.rem_euclid(REPLY_OPS.len() as i32)).unwrap_or(0);
+                check_response(REPLY_OPS[idx], body)
+            }
+            _ => true,
+        };
+        if !ok {
+            return;
+        }
+    }
+}
