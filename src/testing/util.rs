@@ -1,0 +1,315 @@
+//! Helpers shared by the servers: temp dirs, free ports, locating java and
+//! the jars, four-letter words, log tails.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::Error;
+
+/// The Debian location of the ZooKeeper server jar.
+const DEBIAN_ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// An slf4j binding that logs to stderr; without one the server logs nothing.
+const DEBIAN_SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+/// The largest four-letter-word reply read.
+const MAX_4LW_REPLY: u64 = 1 << 20;
+
+/// What a server says it is, from the `Mode:` line of `srvr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerMode {
+    /// A standalone server.
+    Standalone,
+    /// The ensemble's leader.
+    Leader,
+    /// A follower.
+    Follower,
+    /// An observer.
+    Observer,
+    /// A member serving read-only requests without a quorum.
+    ReadOnly,
+    /// Any other mode, as reported.
+    Other(String),
+}
+
+impl ServerMode {
+    /// Finds the `Mode:` line in a `srvr` or `stat` reply. A server that is
+    /// not serving has no such line.
+    pub(crate) fn from_srvr(reply: &str) -> Option<ServerMode> {
+        let mode = reply
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("Mode:"))?
+            .trim();
+        Some(match mode {
+            "standalone" => ServerMode::Standalone,
+            "leader" => ServerMode::Leader,
+            "follower" => ServerMode::Follower,
+            "observer" => ServerMode::Observer,
+            "read-only" => ServerMode::ReadOnly,
+            other => ServerMode::Other(other.to_owned()),
+        })
+    }
+}
+
+/// Sends a four-letter word (`ruok`, `srvr`, `stat`, `mntr`, `cons`, `dump`,
+/// `wchc`, ...) to the server at `addr` and returns its whole reply (the server
+/// closes the connection after replying). `timeout` bounds the connect and
+/// each read and write; replies are cut at 1 MiB.
+pub fn four_letter_word(
+    addr: SocketAddr,
+    command: &str,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let context = |what: &str| format!("four-letter word `{command}` to {addr}: {what}");
+    let timeout = timeout.max(Duration::from_millis(1));
+    let mut stream =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| Error::io(context("connect"), e))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| Error::io(context("set timeouts"), e))?;
+    stream
+        .write_all(command.as_bytes())
+        .map_err(|e| Error::io(context("send"), e))?;
+    // Closing our side tells nothing to the server; it replies and closes.
+    let mut reply = Vec::new();
+    stream
+        .take(MAX_4LW_REPLY)
+        .read_to_end(&mut reply)
+        .map_err(|e| Error::io(context("read the reply"), e))?;
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// Asks `srvr` and parses the mode; `None` when the server does not answer or
+/// is not serving.
+pub(crate) fn server_mode(addr: SocketAddr, timeout: Duration) -> Option<ServerMode> {
+    four_letter_word(addr, "srvr", timeout)
+        .ok()
+        .and_then(|reply| ServerMode::from_srvr(&reply))
+}
+
+/// A `Duration` from a number of ms.
+pub(crate) fn ms(ms: u32) -> Duration {
+    Duration::from_millis(u64::from(ms))
+}
+
+/// The time left until `deadline`, at least 1 ms so it can be a socket timeout.
+pub(crate) fn remaining(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
+}
+
+/// Sleeps one polling interval (never past `deadline`).
+pub(crate) fn poll_pause(deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    std::thread::sleep(left.min(Duration::from_millis(25)));
+}
+
+/// Ports handed out by this process and not yet forgotten, so two servers
+/// started at the same time never get the same one.
+static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// Finds `count` distinct free loopback ports. The kernel picks them; they are
+/// free when this returns but nothing holds them, so a server start can still
+/// race another process for them (the callers retry on "Address already in
+/// use").
+pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
+    // Holding the listeners until all are picked keeps the kernel from
+    // handing out the same port twice.
+    let mut listeners = Vec::with_capacity(count);
+    let mut ports = Vec::with_capacity(count);
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    let mut seen: HashSet<u16> = handed_out.iter().copied().collect();
+    let mut attempts = 0;
+    while ports.len() < count {
+        attempts += 1;
+        if attempts > count + 64 {
+            return Err(Error::InvalidConfig(
+                "could not find enough free loopback ports".into(),
+            ));
+        }
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| Error::io("bind a loopback port to find a free one", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("read a bound port", e))?
+            .port();
+        if seen.insert(port) {
+            ports.push(port);
+        }
+        listeners.push(listener);
+    }
+    handed_out.extend_from_slice(&ports);
+    // Remember a bounded number: enough to cover servers running together.
+    let excess = handed_out.len().saturating_sub(4096);
+    handed_out.drain(..excess);
+    Ok(ports)
+}
+
+/// A fresh, empty temporary directory, named from the pid, a counter and the
+/// time: `zklock-<what>-<pid>-<n>-<nanos>` under the system temp dir.
+pub(crate) fn temp_dir(what: &str) -> Result<PathBuf, Error> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    for _ in 0..100 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = base.join(format!("zklock-{what}-{}-{n}-{nanos}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(format!("create temp dir {}", dir.display()), e)),
+        }
+    }
+    Err(Error::InvalidConfig(format!(
+        "could not create a unique temp dir under {}",
+        base.display()
+    )))
+}
+
+/// Creates `path` and its parents.
+pub(crate) fn create_dir_all(path: &Path) -> Result<(), Error> {
+    fs::create_dir_all(path).map_err(|e| Error::io(format!("create {}", path.display()), e))
+}
+
+/// Writes a whole file.
+pub(crate) fn write_file(path: &Path, contents: &str) -> Result<(), Error> {
+    fs::write(path, contents).map_err(|e| Error::io(format!("write {}", path.display()), e))
+}
+
+/// Removes everything under `root` except the files named in `keep`. Errors
+/// are ignored: this runs in destructors.
+pub(crate) fn remove_all_but(root: &Path, keep: &[PathBuf]) {
+    if keep.is_empty() {
+        let _ = fs::remove_dir_all(root);
+        return;
+    }
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if keep.iter().any(|k| k == &path) {
+            continue;
+        }
+        if keep.iter().any(|k| k.starts_with(&path)) {
+            remove_all_but(&path, keep);
+        } else if path.is_dir() {
+            let _ = fs::remove_dir_all(&path);
+        } else {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+/// The last `lines` lines of a log file (reading at most its last 16 KiB).
+pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(mut file) = fs::File::open(path) else {
+        return String::from("(no log)");
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(16 * 1024)));
+    let mut bytes = Vec::new();
+    let _ = file.take(16 * 1024).read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Whether a failed start was a port clash (worth retrying on new ports).
+pub(crate) fn is_port_clash(err: &Error) -> bool {
+    matches!(err, Error::Exited { tail, .. } if tail.contains("Address already in use"))
+}
+
+/// The java executable and the classpath to run ZooKeeper with.
+#[derive(Debug, Clone)]
+pub(crate) struct JavaSetup {
+    pub(crate) java: PathBuf,
+    pub(crate) classpath: String,
+}
+
+impl JavaSetup {
+    /// Finds java and the ZooKeeper jars, or says what to install.
+    pub(crate) fn locate() -> Result<JavaSetup, Error> {
+        let java = match std::env::var_os("ZKLOCK_JAVA") {
+            Some(java) => {
+                let java = PathBuf::from(java);
+                if !java.is_file() {
+                    return Err(Error::JavaNotFound {
+                        looked_for: format!("$ZKLOCK_JAVA = {}", java.display()),
+                    });
+                }
+                java
+            }
+            None => find_on_path("java").ok_or_else(|| Error::JavaNotFound {
+                looked_for: "`java` on the PATH".into(),
+            })?,
+        };
+        let classpath = match std::env::var("ZKLOCK_ZOOKEEPER_CLASSPATH") {
+            Ok(cp) if !cp.is_empty() => cp,
+            _ => {
+                let jar = Path::new(DEBIAN_ZOOKEEPER_JAR);
+                if !jar.is_file() {
+                    return Err(Error::ZooKeeperNotFound { path: jar.into() });
+                }
+                // The jar's manifest Class-Path names its dependencies; the
+                // slf4j binding is not among them.
+                let mut cp = DEBIAN_ZOOKEEPER_JAR.to_owned();
+                if Path::new(DEBIAN_SLF4J_SIMPLE_JAR).is_file() {
+                    cp.push(':');
+                    cp.push_str(DEBIAN_SLF4J_SIMPLE_JAR);
+                }
+                cp
+            }
+        };
+        Ok(JavaSetup { java, classpath })
+    }
+}
+
+/// Looks an executable name up in `$PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Shuts a stream down both ways, ignoring errors.
+pub(crate) fn shutdown_quietly(stream: &TcpStream) {
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_modes() {
+        let reply =
+            "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: leader\nNode count: 5\n";
+        assert_eq!(ServerMode::from_srvr(reply), Some(ServerMode::Leader));
+        assert_eq!(
+            ServerMode::from_srvr("Mode: standalone\n"),
+            Some(ServerMode::Standalone)
+        );
+        assert_eq!(
+            ServerMode::from_srvr("This ZooKeeper instance is not currently serving requests\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn ports_are_distinct() {
+        let ports = free_ports(6).unwrap_or_default();
+        let set: HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(set.len(), 6);
+    }
+}
