@@ -4,12 +4,18 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod client;
 mod error;
 pub mod proto;
 mod rand;
 pub mod session;
 
+pub use client::{
+    Client, ClientBuilder, Config, Op, OpOutcome, ReadOp, ReadOutcome, WatchReceiver,
+};
 pub use error::{Error, Result};
+pub use proto::{Acl, AddWatchMode, CreateMode, EventType, Id, KeeperState, Stat, WatcherType};
+pub use session::{State, WatchedEvent};
 
 #[cfg(feature = "testing")]
 pub mod testing;

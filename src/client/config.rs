@@ -1,0 +1,150 @@
+//! Client configuration and its builder.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::proto::DEFAULT_MAX_FRAME;
+use crate::session::State;
+
+use super::Client;
+
+/// A callback for session state changes, run on the client's event thread.
+pub type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
+
+/// How a [`Client`] connects. Built with [`Client::builder`]; every setter on
+/// [`ClientBuilder`] has a getter of the same name here.
+#[derive(Clone)]
+pub struct Config {
+    pub(crate) session_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) can_be_read_only: bool,
+    pub(crate) digest: Vec<(String, String)>,
+    pub(crate) max_frame: usize,
+    pub(crate) state_handler: Option<StateHandler>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            session_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            can_be_read_only: false,
+            digest: Vec::new(),
+            max_frame: DEFAULT_MAX_FRAME,
+            state_handler: None,
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("can_be_read_only", &self.can_be_read_only)
+            .field(
+                "digest_users",
+                &self.digest.iter().map(|(u, _)| u).collect::<Vec<_>>(),
+            )
+            .field("max_frame", &self.max_frame)
+            .field("state_handler", &self.state_handler.is_some())
+            .finish()
+    }
+}
+
+impl Config {
+    /// The requested session timeout (default 30 s). The server clamps it
+    /// to its own bounds (by default 2 to 20 ticks).
+    pub fn session_timeout(&self) -> Duration {
+        self.session_timeout
+    }
+
+    /// How long one TCP connect plus handshake may take per host (default 5 s).
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// Whether read-only servers are acceptable (default false).
+    pub fn can_be_read_only(&self) -> bool {
+        self.can_be_read_only
+    }
+
+    /// The digest users whose credentials are added to every connection.
+    pub fn digest_users(&self) -> impl Iterator<Item = &str> {
+        self.digest.iter().map(|(user, _)| user.as_str())
+    }
+
+    /// The largest frame sent or accepted (default 1 MiB `jute.maxbuffer` plus 64 KiB).
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+}
+
+/// Builds a [`Client`].
+///
+/// ```no_run
+/// # fn main() -> zklock::Result<()> {
+/// use std::time::Duration;
+/// let client = zklock::Client::builder()
+///     .session_timeout(Duration::from_secs(10))
+///     .digest("app", "secret")
+///     .connect("zk1:2181,zk2:2181,zk3:2181/myapp")?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct ClientBuilder {
+    config: Config,
+}
+
+impl ClientBuilder {
+    /// Sets the requested session timeout. A dead connection is detected
+    /// after 2/3 of the negotiated timeout.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.config.session_timeout = timeout;
+        self
+    }
+
+    /// Sets how long one TCP connect plus handshake may take per host.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Allows connecting to read-only servers (writes then fail with `NotReadOnly`).
+    pub fn can_be_read_only(mut self, allowed: bool) -> Self {
+        self.config.can_be_read_only = allowed;
+        self
+    }
+
+    /// Adds digest credentials, sent on every connection.
+    pub fn digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.config.digest.push((user.into(), password.into()));
+        self
+    }
+
+    /// Sets the largest frame sent or accepted.
+    pub fn max_frame(mut self, bytes: usize) -> Self {
+        self.config.max_frame = bytes;
+        self
+    }
+
+    /// Calls `handler` on every session state change, on the client's event
+    /// thread (so a slow handler never delays replies).
+    pub fn state_handler(mut self, handler: impl Fn(State) + Send + Sync + 'static) -> Self {
+        self.config.state_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// The configuration so far.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Connects and waits until the session is established.
+    pub fn connect(self, connect_string: &str) -> Result<Client> {
+        Client::connect_with(connect_string, self.config)
+    }
+}

@@ -1,0 +1,235 @@
+//! State shared between the calling threads and the I/O thread, and the
+//! mechanics of one blocking call.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use crate::error::{Error, Result};
+use crate::proto::{OpCode, Record, Response};
+use crate::session::{Event, Session, State, WatchRequest, WatchedEvent};
+
+/// Who a watch notifies.
+#[derive(Clone)]
+pub(crate) enum Watcher {
+    /// A user's receiver; sending on an unbounded channel never blocks.
+    Channel(Sender<WatchedEvent>),
+    /// An internal callback; must return quickly (it runs on the I/O thread).
+    Notify(Arc<dyn Fn(&WatchedEvent) + Send + Sync>),
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Watcher::Channel(_) => f.write_str("Watcher::Channel"),
+            Watcher::Notify(_) => f.write_str("Watcher::Notify"),
+        }
+    }
+}
+
+impl Watcher {
+    pub(crate) fn deliver(&self, event: &WatchedEvent) {
+        match self {
+            Watcher::Channel(tx) => {
+                let _ = tx.send(event.clone());
+            }
+            Watcher::Notify(f) => f(event),
+        }
+    }
+}
+
+/// Where one call's reply lands; the calling thread sleeps on the condvar.
+#[derive(Debug, Default)]
+pub(crate) struct ReplySlot {
+    result: Mutex<Option<Result<Response>>>,
+    ready: Condvar,
+}
+
+impl ReplySlot {
+    fn complete(&self, result: Result<Response>) {
+        *lock(&self.result) = Some(result);
+        self.ready.notify_one();
+    }
+
+    pub(crate) fn wait(&self) -> Result<Response> {
+        let mut guard = lock(&self.result);
+        loop {
+            if let Some(result) = guard.take() {
+                return result;
+            }
+            guard = self.ready.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+pub(crate) type ClientSession = Session<Arc<ReplySlot>, Watcher>;
+
+/// Everything behind the session lock.
+pub(crate) struct Core {
+    pub(crate) session: ClientSession,
+    /// The socket of the current connection, for writing.
+    pub(crate) stream: Option<Arc<TcpStream>>,
+    /// True while some thread is writing the outbox to the socket; others
+    /// just append and leave, so writes coalesce.
+    flushing: bool,
+    /// Buffers swapped with the session's outbox, to avoid allocating.
+    spare: Vec<u8>,
+}
+
+/// State shared by every clone of a client and its threads.
+pub(crate) struct Shared {
+    core: Mutex<Core>,
+    state: Mutex<State>,
+    state_changed: Condvar,
+    listeners: Mutex<Vec<Sender<State>>>,
+    events: Mutex<Option<Sender<State>>>,
+    pub(crate) last_connect_error: Mutex<Option<String>>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks cannot leave the data
+    // half-updated in a way that matters more than stopping would.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    pub(crate) fn new(session: ClientSession, events: Option<Sender<State>>) -> Shared {
+        Shared {
+            core: Mutex::new(Core {
+                session,
+                stream: None,
+                flushing: false,
+                spare: Vec::new(),
+            }),
+            state: Mutex::new(State::Disconnected),
+            state_changed: Condvar::new(),
+            listeners: Mutex::new(Vec::new()),
+            events: Mutex::new(events),
+            last_connect_error: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    /// Sends a request and blocks until its reply (or failure) arrives.
+    pub(crate) fn call(
+        &self,
+        op: OpCode,
+        body: &impl Record,
+        watch: Option<WatchRequest<Watcher>>,
+    ) -> Result<Response> {
+        let slot = Arc::new(ReplySlot::default());
+        self.core()
+            .session
+            .submit(Instant::now(), op, body, slot.clone(), watch)?;
+        self.flush();
+        slot.wait()
+    }
+
+    /// Submits through `f` (under the session lock), then flushes.
+    pub(crate) fn with_session<R>(&self, f: impl FnOnce(&mut ClientSession) -> R) -> R {
+        let out = f(&mut self.core().session);
+        self.flush();
+        out
+    }
+
+    /// Writes whatever the session has queued. Only one thread writes at a
+    /// time; a thread that finds another writing leaves its bytes for it.
+    pub(crate) fn flush(&self) {
+        let mut buf = Vec::new();
+        let mut core = self.core();
+        if core.flushing {
+            return;
+        }
+        loop {
+            std::mem::swap(&mut buf, &mut core.spare);
+            buf.clear();
+            core.session.poll_transmit(&mut buf);
+            let stream = core.stream.clone();
+            if buf.is_empty() || stream.is_none() {
+                core.spare = buf;
+                core.flushing = false;
+                return;
+            }
+            core.flushing = true;
+            drop(core);
+            if let Some(stream) = stream {
+                if let Err(e) = (&*stream).write_all(&buf) {
+                    log::debug!("write failed: {e}");
+                    // The I/O thread sees the shutdown and handles the loss.
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                }
+            }
+            core = self.core();
+            std::mem::swap(&mut buf, &mut core.spare);
+        }
+    }
+
+    /// Delivers session outputs (outside the session lock).
+    pub(crate) fn dispatch(&self, events: Vec<Event<Arc<ReplySlot>, Watcher>>) {
+        for event in events {
+            match event {
+                Event::Reply { token, result } => token.complete(result),
+                Event::Watch { watchers, event } => {
+                    for w in &watchers {
+                        w.deliver(&event);
+                    }
+                }
+                Event::State(state) => self.publish_state(state),
+            }
+        }
+    }
+
+    fn publish_state(&self, state: State) {
+        *lock(&self.state) = state;
+        self.state_changed.notify_all();
+        lock(&self.listeners).retain(|tx| tx.send(state).is_ok());
+        if let Some(tx) = lock(&self.events).as_ref() {
+            let _ = tx.send(state);
+        }
+    }
+
+    /// Lets the event thread end once the queue is drained.
+    pub(crate) fn drop_event_sender(&self) {
+        lock(&self.events).take();
+    }
+
+    pub(crate) fn state(&self) -> State {
+        *lock(&self.state)
+    }
+
+    pub(crate) fn subscribe(&self, tx: Sender<State>) {
+        lock(&self.listeners).push(tx);
+    }
+
+    /// Waits until `done(state)` holds or `deadline` passes; returns the state.
+    pub(crate) fn wait_state(&self, deadline: Instant, done: impl Fn(State) -> bool) -> State {
+        let mut state = lock(&self.state);
+        loop {
+            let now = Instant::now();
+            if done(*state) || now >= deadline {
+                return *state;
+            }
+            state = self
+                .state_changed
+                .wait_timeout(state, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+/// Collects the session's pending outputs.
+pub(crate) fn drain_events(session: &mut ClientSession) -> Vec<Event<Arc<ReplySlot>, Watcher>> {
+    std::iter::from_fn(|| session.poll_event()).collect()
+}
+
+/// Maps an unexpected reply body to a protocol error.
+pub(crate) fn unexpected(op: &'static str) -> Error {
+    Error::Protocol(crate::proto::DecodeError::Malformed(op))
+}

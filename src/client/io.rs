@@ -1,0 +1,154 @@
+//! The I/O thread: connects, reads, and turns time and bytes into session
+//! inputs. All protocol decisions are the session's.
+
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::core::{drain_events, lock, Shared};
+use crate::rand::Rng;
+
+/// Longest a blocking read or wait lasts before the loop looks around again.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// Runs until the session is over (expired, auth failed or closed).
+pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
+    let mut read_buf = vec![0u8; 64 * 1024];
+    let mut rng = Rng::new();
+    loop {
+        let Some((host, not_before)) = next_attempt(&shared) else {
+            return;
+        };
+        if !wait_until(&shared, &wake, not_before) {
+            return;
+        }
+        let connect_timeout = shared.core().session.config().connect_timeout;
+        match connect(&host, connect_timeout, &mut rng) {
+            Ok(stream) => {
+                *lock(&shared.last_connect_error) = None;
+                serve(&shared, Arc::new(stream), &mut read_buf);
+            }
+            Err(e) => {
+                log::debug!("connect to {host} failed: {e}");
+                *lock(&shared.last_connect_error) = Some(format!("{host}: {e}"));
+                shared.core().session.handle_connect_failed(Instant::now());
+            }
+        }
+    }
+}
+
+/// Handles timers, then asks the session where to go next.
+fn next_attempt(shared: &Shared) -> Option<(String, Instant)> {
+    let now = Instant::now();
+    let mut core = shared.core();
+    core.session.handle_timeout(now);
+    let next = core.session.next_host(now);
+    let events = drain_events(&mut core.session);
+    drop(core);
+    shared.dispatch(events);
+    next
+}
+
+/// Sleeps until `until`, still serving timers (requests waiting for a
+/// connection have deadlines) and waking for `close`. False if the session
+/// ended meanwhile.
+fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
+    loop {
+        let now = Instant::now();
+        let mut core = shared.core();
+        core.session.handle_timeout(now);
+        let over = core.session.fatal_error().is_some();
+        let deadline = core.session.poll_timeout().map_or(until, |t| t.min(until));
+        let events = drain_events(&mut core.session);
+        drop(core);
+        shared.dispatch(events);
+        if over {
+            return false;
+        }
+        if now >= until {
+            return true;
+        }
+        let _ = wake.recv_timeout(deadline.saturating_duration_since(now).min(MAX_WAIT));
+    }
+}
+
+fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
+    let addr = addrs.get(rng.below(addrs.len())).copied().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
+    })?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_nodelay(true)?;
+    socket.connect_timeout(&addr.into(), timeout)?;
+    socket.set_keepalive(true)?;
+    Ok(socket.into())
+}
+
+/// One connection's life: handshake, then reads until it is lost.
+fn serve(shared: &Shared, stream: Arc<TcpStream>, buf: &mut [u8]) {
+    {
+        let mut core = shared.core();
+        core.stream = Some(stream.clone());
+        core.session.handle_connected(Instant::now());
+    }
+    shared.flush();
+    let mut current_timeout = None;
+    loop {
+        let timeout = {
+            let core = shared.core();
+            let now = Instant::now();
+            core.session
+                .poll_timeout()
+                .map_or(MAX_WAIT, |t| t.saturating_duration_since(now).min(MAX_WAIT))
+                .max(Duration::from_millis(1))
+        };
+        if current_timeout != Some(timeout) && stream.set_read_timeout(Some(timeout)).is_ok() {
+            current_timeout = Some(timeout);
+        }
+        let read = (&*stream).read(buf);
+        let now = Instant::now();
+        let mut core = shared.core();
+        let lost = match read {
+            Ok(0) => Some("the server closed the connection".to_owned()),
+            Ok(n) => {
+                core.session
+                    .handle_bytes(now, buf.get(..n).unwrap_or_default());
+                None
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        core.session.handle_timeout(now);
+        let dropped = core.session.poll_disconnect().map(|e| e.to_string());
+        if let Some(reason) = lost.or(dropped) {
+            log::debug!("connection lost: {reason}");
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            core.stream = None;
+            core.session.handle_disconnected(now);
+            let events = drain_events(&mut core.session);
+            drop(core);
+            shared.dispatch(events);
+            return;
+        }
+        let events = drain_events(&mut core.session);
+        let has_transmit = core.session.has_transmit();
+        drop(core);
+        shared.dispatch(events);
+        if has_transmit {
+            shared.flush();
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The blocking client: one cheap-to-clone handle over one session.
+
+mod config;
+mod connect_string;
+pub(crate) mod core;
+mod io;
+mod multi;
+mod ops;
+pub(crate) mod path;
+
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::error::{Error, Result};
+use crate::proto::AuthPacket;
+use crate::session::{Session, SessionConfig, State, WatchedEvent};
+
+pub use config::{ClientBuilder, Config, StateHandler};
+pub use connect_string::DEFAULT_PORT;
+pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
+
+use self::connect_string::ConnectString;
+use self::core::{drain_events, lock, ReplySlot, Shared};
+
+/// Receives the events of one watch: exactly one event for a one-shot
+/// watch, a stream for a persistent one. When the session ends, a last event
+/// with `EventType::None` and the final state arrives, then the channel
+/// disconnects.
+pub type WatchReceiver = Receiver<WatchedEvent>;
+
+/// A ZooKeeper client: `Send + Sync`, cheap to clone, and every clone shares
+/// one session. Calls block the calling thread until their reply arrives;
+/// calls from many threads are pipelined on one connection.
+///
+/// Dropping the last clone closes the session, like [`Client::close`].
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    chroot: Option<String>,
+    hosts: String,
+    wake: Sender<()>,
+    threads: Mutex<Threads>,
+}
+
+#[derive(Default)]
+struct Threads {
+    io: Option<JoinHandle<()>>,
+    events: Option<JoinHandle<()>>,
+    ids: Vec<ThreadId>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("hosts", &self.inner.hosts)
+            .field("chroot", &self.inner.chroot)
+            .field("session_id", &format_args!("{:#x}", self.session_id()))
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects with the default configuration and waits until the session
+    /// is established. `connect_string` is `host[:port][,host[:port]...][/chroot]`.
+    pub fn connect(connect_string: &str) -> Result<Client> {
+        Client::builder().connect(connect_string)
+    }
+
+    /// A builder for the other settings.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    pub(crate) fn connect_with(connect_string: &str, config: Config) -> Result<Client> {
+        let parsed = ConnectString::parse(connect_string)?;
+        for (name, value) in [
+            ("session_timeout", config.session_timeout),
+            ("connect_timeout", config.connect_timeout),
+        ] {
+            if value < Duration::from_millis(1) {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} must be at least 1 ms, not {value:?}"
+                )));
+            }
+        }
+        if config.max_frame < 1024 {
+            return Err(Error::InvalidArgument(format!(
+                "max_frame must be at least 1024 bytes, not {}",
+                config.max_frame
+            )));
+        }
+        let now = Instant::now();
+        let mut session = Session::new(
+            SessionConfig {
+                session_timeout: config.session_timeout,
+                connect_timeout: config.connect_timeout,
+                can_be_read_only: config.can_be_read_only,
+                max_frame: config.max_frame,
+                chroot: parsed.chroot.clone(),
+            },
+            parsed.hosts.clone(),
+            now,
+        );
+        let mut auth_slots = Vec::new();
+        for (user, password) in &config.digest {
+            let slot = Arc::new(ReplySlot::default());
+            session.add_auth(now, digest_packet(user, password), slot.clone())?;
+            auth_slots.push(slot);
+        }
+        let mut threads = Threads::default();
+        let event_tx = config.state_handler.clone().map(|handler| {
+            let (tx, rx) = crossbeam_channel::unbounded::<State>();
+            let spawned = std::thread::Builder::new()
+                .name("zklock-events".into())
+                .spawn(move || rx.iter().for_each(|state| handler(state)));
+            if let Ok(handle) = spawned {
+                threads.ids.push(handle.thread().id());
+                threads.events = Some(handle);
+            }
+            tx
+        });
+        let shared = Arc::new(Shared::new(session, event_tx));
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        let io_shared = shared.clone();
+        let io = std::thread::Builder::new()
+            .name("zklock-io".into())
+            .spawn(move || io::run(io_shared, wake_rx))?;
+        threads.ids.push(io.thread().id());
+        threads.io = Some(io);
+        let client = Client {
+            inner: Arc::new(Inner {
+                shared,
+                chroot: parsed.chroot,
+                hosts: parsed.hosts.join(","),
+                wake,
+                threads: Mutex::new(threads),
+            }),
+        };
+        let budget = config.connect_timeout * u32::try_from(parsed.hosts.len()).unwrap_or(u32::MAX);
+        let state = client
+            .inner
+            .shared
+            .wait_state(now + budget, |s| s.is_connected() || s.is_terminal());
+        if !state.is_connected() {
+            let fatal = client.inner.shared.core().session.fatal_error().cloned();
+            client.inner.shutdown();
+            return Err(fatal.unwrap_or_else(|| Error::ConnectFailed {
+                hosts: client.inner.hosts.clone(),
+                timeout: budget,
+                last_error: lock(&client.inner.shared.last_connect_error)
+                    .clone()
+                    .unwrap_or_else(|| "no handshake response".into()),
+            }));
+        }
+        for slot in auth_slots {
+            match slot.wait() {
+                Ok(_) | Err(Error::ConnectionLoss) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(client)
+    }
+
+    /// The current session state.
+    pub fn state(&self) -> State {
+        self.inner.shared.state()
+    }
+
+    /// A channel receiving every later state change.
+    pub fn state_changes(&self) -> Receiver<State> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.inner.shared.subscribe(tx);
+        rx
+    }
+
+    /// Blocks until connected (to any server), the session ends, or
+    /// `timeout` passes.
+    pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let state = self
+            .inner
+            .shared
+            .wait_state(deadline, |s| s.is_connected() || s.is_terminal());
+        match state {
+            s if s.is_connected() => Ok(()),
+            _ => Err(self.fatal_error().unwrap_or(Error::Timeout {
+                what: "a connection to the ensemble",
+                after: timeout,
+            })),
+        }
+    }
+
+    /// The session id (unique per ensemble).
+    pub fn session_id(&self) -> i64 {
+        self.inner.shared.core().session.session_id()
+    }
+
+    /// The session password; with the id, another connection can resume
+    /// (or close) this session.
+    pub fn session_password(&self) -> Vec<u8> {
+        self.inner.shared.core().session.password().to_vec()
+    }
+
+    /// The session timeout the server granted.
+    pub fn negotiated_timeout(&self) -> Option<Duration> {
+        self.inner.shared.core().session.negotiated_timeout()
+    }
+
+    /// The chroot every path is relative to, if any.
+    pub fn chroot(&self) -> Option<&str> {
+        self.inner.chroot.as_deref()
+    }
+
+    /// Closes the session: the server deletes its ephemeral nodes (and so
+    /// releases its locks) at once. Waits for the I/O thread to finish.
+    /// Later calls on any clone fail with `Closed`.
+    pub fn close(&self) -> Result<()> {
+        self.inner.shutdown();
+        Ok(())
+    }
+
+    fn fatal_error(&self) -> Option<Error> {
+        self.inner.shared.core().session.fatal_error().cloned()
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        let events = {
+            let mut core = self.shared.core();
+            core.session.close(Instant::now());
+            drain_events(&mut core.session)
+        };
+        self.shared.dispatch(events);
+        self.shared.flush();
+        let _ = self.wake.try_send(());
+        let mut threads = lock(&self.threads);
+        let me = std::thread::current().id();
+        if threads.ids.contains(&me) {
+            // Called from our own thread (e.g. a state handler dropping the
+            // last clone): it cannot join itself; it ends on its own.
+            return;
+        }
+        if let Some(io) = threads.io.take() {
+            let _ = io.join();
+        }
+        self.shared.drop_event_sender();
+        if let Some(events) = threads.events.take() {
+            let _ = events.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn digest_packet(user: &str, password: &str) -> AuthPacket {
+    AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: format!("{user}:{password}").into_bytes(),
+    }
+}

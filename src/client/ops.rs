@@ -1,0 +1,459 @@
+//! The operations, each a blocking call.
+
+use std::time::Duration;
+
+use crossbeam_channel::unbounded;
+
+use super::core::{unexpected, Watcher};
+use super::path::validate;
+use super::{Client, WatchReceiver};
+use crate::error::{Error, Result};
+use crate::proto::{
+    Acl, AddWatchMode, AddWatchRequest, AuthPacket, ClientInfo, CreateMode, CreateRequest,
+    CreateTtlRequest, DeleteRequest, EventType, ExistsRequest, GetAclRequest, GetChildrenRequest,
+    GetDataRequest, OpCode, PathRecord, RemoveWatchesRequest, Response, SetAclRequest,
+    SetDataRequest, Stat, WatcherType,
+};
+use crate::session::{WatchKind, WatchRequest, WatchedEvent};
+
+/// The largest TTL the server accepts, in ms.
+const MAX_TTL_MS: u128 = 0xFF_FFFF_FFFF;
+
+impl Client {
+    /// Validates a user path and adds the chroot.
+    pub(crate) fn server_path(&self, path: &str) -> Result<String> {
+        self.server_path_for(path, false)
+    }
+
+    fn server_path_for(&self, path: &str, sequential: bool) -> Result<String> {
+        validate(path, sequential)?;
+        Ok(match self.chroot() {
+            None => path.to_owned(),
+            Some(chroot) if path == "/" => chroot.to_owned(),
+            Some(chroot) => format!("{chroot}{path}"),
+        })
+    }
+
+    /// Removes the chroot from a path the server returned.
+    pub(crate) fn client_path(&self, server_path: String) -> String {
+        match self.chroot() {
+            None => server_path,
+            Some(chroot) => match server_path.strip_prefix(chroot) {
+                Some("") => "/".to_owned(),
+                Some(rest) if rest.starts_with('/') => rest.to_owned(),
+                _ => server_path,
+            },
+        }
+    }
+
+    pub(crate) fn create_request(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<CreateRequest> {
+        if acl.is_empty() {
+            return Err(Error::InvalidArgument("the ACL must not be empty".into()));
+        }
+        Ok(CreateRequest {
+            path: self.server_path_for(path, mode.is_sequential())?,
+            data: Some(data.to_vec()),
+            acl: acl.to_vec(),
+            mode,
+        })
+    }
+
+    /// Creates a node and returns its path (with the sequence suffix for
+    /// sequential modes). Containers use `createContainer`; TTL modes need
+    /// [`Client::create_ttl`].
+    pub fn create(&self, path: &str, data: &[u8], acl: &[Acl], mode: CreateMode) -> Result<String> {
+        if mode.is_container() {
+            return self.create_with_stat(path, data, acl, mode).map(|(p, _)| p);
+        }
+        reject_ttl(mode)?;
+        let request = self.create_request(path, data, acl, mode)?;
+        match self.shared().call(OpCode::Create, &request, None)? {
+            Response::Create(r) => Ok(self.client_path(r.path)),
+            _ => Err(unexpected("create reply")),
+        }
+    }
+
+    /// Creates a node and returns its path and Stat (`create2`, or
+    /// `createContainer` for containers).
+    pub fn create_with_stat(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<(String, Stat)> {
+        reject_ttl(mode)?;
+        let request = self.create_request(path, data, acl, mode)?;
+        let op = if mode.is_container() {
+            OpCode::CreateContainer
+        } else {
+            OpCode::Create2
+        };
+        match self.shared().call(op, &request, None)? {
+            Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
+            _ => Err(unexpected("create2 reply")),
+        }
+    }
+
+    /// Creates a TTL node (`PersistentWithTtl` or `PersistentSequentialWithTtl`):
+    /// the server deletes it once it has had no children and no change for
+    /// `ttl`. The server must run with `-Dzookeeper.extendedTypesEnabled=true`,
+    /// otherwise this fails with `Unimplemented`.
+    pub fn create_ttl(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Duration,
+    ) -> Result<(String, Stat)> {
+        if !mode.is_ttl() {
+            return Err(Error::InvalidArgument(format!(
+                "{mode:?} is not a TTL mode"
+            )));
+        }
+        let ttl_ms = ttl.as_millis();
+        if ttl_ms == 0 || ttl_ms > MAX_TTL_MS {
+            return Err(Error::InvalidArgument(format!(
+                "TTL must be between 1 ms and {MAX_TTL_MS} ms, not {ttl:?}"
+            )));
+        }
+        let CreateRequest {
+            path,
+            data,
+            acl,
+            mode,
+        } = self.create_request(path, data, acl, mode)?;
+        let request = CreateTtlRequest {
+            path,
+            data,
+            acl,
+            mode,
+            ttl: ttl_ms as i64,
+        };
+        match self.shared().call(OpCode::CreateTtl, &request, None)? {
+            Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
+            _ => Err(unexpected("createTTL reply")),
+        }
+    }
+
+    /// Deletes a node. `version` is the expected data version; `None` matches any.
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        let request = DeleteRequest {
+            path: self.server_path(path)?,
+            version: version.unwrap_or(-1),
+        };
+        self.shared().call(OpCode::Delete, &request, None).map(drop)
+    }
+
+    /// The node's Stat, or `None` if it does not exist.
+    pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
+        self.exists_inner(path, None)
+    }
+
+    /// Like [`Client::exists`], and leaves a one-shot watch: NodeCreated if
+    /// the node is missing; NodeDataChanged or NodeDeleted if it exists.
+    pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, WatchReceiver)> {
+        let (tx, rx) = unbounded();
+        let stat = self.exists_inner(path, Some(Watcher::Channel(tx)))?;
+        Ok((stat, rx))
+    }
+
+    pub(crate) fn exists_inner(
+        &self,
+        path: &str,
+        watcher: Option<Watcher>,
+    ) -> Result<Option<Stat>> {
+        let path = self.server_path(path)?;
+        let request = ExistsRequest {
+            path: path.clone(),
+            watch: watcher.is_some(),
+        };
+        let watch = watcher.map(|watcher| WatchRequest {
+            kind: WatchKind::Exist,
+            path,
+            watcher,
+        });
+        match self.shared().call(OpCode::Exists, &request, watch) {
+            Ok(Response::Exists(r)) => Ok(Some(r.stat)),
+            Err(Error::NoNode) => Ok(None),
+            Ok(_) => Err(unexpected("exists reply")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The node's data and Stat. A node created with null data reads as empty.
+    pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_inner(path, None)
+    }
+
+    /// Like [`Client::get_data`], and leaves a one-shot data watch
+    /// (NodeDataChanged or NodeDeleted).
+    pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, WatchReceiver)> {
+        let (tx, rx) = unbounded();
+        let (data, stat) = self.get_data_inner(path, Some(Watcher::Channel(tx)))?;
+        Ok((data, stat, rx))
+    }
+
+    pub(crate) fn get_data_inner(
+        &self,
+        path: &str,
+        watcher: Option<Watcher>,
+    ) -> Result<(Vec<u8>, Stat)> {
+        let path = self.server_path(path)?;
+        let request = GetDataRequest {
+            path: path.clone(),
+            watch: watcher.is_some(),
+        };
+        let watch = watcher.map(|watcher| WatchRequest {
+            kind: WatchKind::Data,
+            path,
+            watcher,
+        });
+        match self.shared().call(OpCode::GetData, &request, watch)? {
+            Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
+            _ => Err(unexpected("getData reply")),
+        }
+    }
+
+    /// Sets the node's data. `version` is the expected data version; `None` matches any.
+    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        let request = SetDataRequest {
+            path: self.server_path(path)?,
+            data: Some(data.to_vec()),
+            version: version.unwrap_or(-1),
+        };
+        match self.shared().call(OpCode::SetData, &request, None)? {
+            Response::SetData(r) => Ok(r.stat),
+            _ => Err(unexpected("setData reply")),
+        }
+    }
+
+    /// The names of the node's children, in no particular order.
+    pub fn get_children(&self, path: &str) -> Result<Vec<String>> {
+        self.get_children_inner(path, None)
+    }
+
+    /// Like [`Client::get_children`], and leaves a one-shot child watch
+    /// (NodeChildrenChanged or NodeDeleted).
+    pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, WatchReceiver)> {
+        let (tx, rx) = unbounded();
+        let children = self.get_children_inner(path, Some(Watcher::Channel(tx)))?;
+        Ok((children, rx))
+    }
+
+    fn get_children_inner(&self, path: &str, watcher: Option<Watcher>) -> Result<Vec<String>> {
+        let path = self.server_path(path)?;
+        let request = GetChildrenRequest {
+            path: path.clone(),
+            watch: watcher.is_some(),
+        };
+        let watch = watcher.map(|watcher| WatchRequest {
+            kind: WatchKind::Child,
+            path,
+            watcher,
+        });
+        match self.shared().call(OpCode::GetChildren, &request, watch)? {
+            Response::GetChildren(r) => Ok(r.children),
+            _ => Err(unexpected("getChildren reply")),
+        }
+    }
+
+    /// The children's names and the node's Stat (`getChildren2`).
+    pub fn get_children_with_stat(&self, path: &str) -> Result<(Vec<String>, Stat)> {
+        let request = GetChildrenRequest {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        match self.shared().call(OpCode::GetChildren2, &request, None)? {
+            Response::GetChildren2(r) => Ok((r.children, r.stat)),
+            _ => Err(unexpected("getChildren2 reply")),
+        }
+    }
+
+    /// The node's ACL and Stat.
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
+        let request = GetAclRequest {
+            path: self.server_path(path)?,
+        };
+        match self.shared().call(OpCode::GetAcl, &request, None)? {
+            Response::GetAcl(r) => Ok((r.acl, r.stat)),
+            _ => Err(unexpected("getACL reply")),
+        }
+    }
+
+    /// Replaces the node's ACL. `version` is the expected ACL version
+    /// (`aversion`); `None` matches any.
+    pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
+        if acl.is_empty() {
+            return Err(Error::InvalidArgument("the ACL must not be empty".into()));
+        }
+        let request = SetAclRequest {
+            path: self.server_path(path)?,
+            acl: acl.to_vec(),
+            version: version.unwrap_or(-1),
+        };
+        match self.shared().call(OpCode::SetAcl, &request, None)? {
+            Response::SetAcl(r) => Ok(r.stat),
+            _ => Err(unexpected("setACL reply")),
+        }
+    }
+
+    /// Waits until the server this client is connected to has caught up with
+    /// the leader, so a following read sees every write committed before.
+    pub fn sync(&self, path: &str) -> Result<()> {
+        let request = PathRecord {
+            path: self.server_path(path)?,
+        };
+        match self.shared().call(OpCode::Sync, &request, None)? {
+            Response::Sync(_) => Ok(()),
+            _ => Err(unexpected("sync reply")),
+        }
+    }
+
+    /// This session's ephemeral nodes whose paths start with `prefix` (a
+    /// plain string prefix). Paths are returned relative to the chroot.
+    pub fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>> {
+        let request = PathRecord {
+            path: self.server_path(prefix)?,
+        };
+        match self.shared().call(OpCode::GetEphemerals, &request, None)? {
+            Response::GetEphemerals(r) => Ok(r
+                .ephemerals
+                .into_iter()
+                .map(|p| self.client_path(p))
+                .collect()),
+            _ => Err(unexpected("getEphemerals reply")),
+        }
+    }
+
+    /// The number of descendants of `path` (all levels).
+    pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
+        let request = PathRecord {
+            path: self.server_path(path)?,
+        };
+        match self
+            .shared()
+            .call(OpCode::GetAllChildrenNumber, &request, None)?
+        {
+            Response::GetAllChildrenNumber(r) => Ok(r.total_number),
+            _ => Err(unexpected("getAllChildrenNumber reply")),
+        }
+    }
+
+    /// Adds credentials to the session (re-sent after every reconnect).
+    /// A failure ends the session with `AuthFailed`.
+    pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
+        if scheme.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the auth scheme must not be empty".into(),
+            ));
+        }
+        let packet = AuthPacket {
+            auth_type: 0,
+            scheme: scheme.to_owned(),
+            auth: auth.to_vec(),
+        };
+        let slot = std::sync::Arc::new(super::core::ReplySlot::default());
+        self.shared()
+            .with_session(|s| s.add_auth(std::time::Instant::now(), packet, slot.clone()))?;
+        slot.wait().map(drop)
+    }
+
+    /// The identities this session is authenticated as.
+    pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
+        match self.shared().call(OpCode::WhoAmI, &(), None)? {
+            Response::WhoAmI(r) => Ok(r.client_info),
+            _ => Err(unexpected("whoAmI reply")),
+        }
+    }
+
+    /// Adds a persistent watch on `path` (which need not exist). Every
+    /// matching event arrives on the receiver until
+    /// [`Client::remove_watches`] or the end of the session.
+    pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<WatchReceiver> {
+        let path = self.server_path(path)?;
+        let (tx, rx) = unbounded();
+        let kind = match mode {
+            AddWatchMode::Persistent => WatchKind::Persistent,
+            AddWatchMode::PersistentRecursive => WatchKind::PersistentRecursive,
+        };
+        let request = AddWatchRequest {
+            path: path.clone(),
+            mode,
+        };
+        let watch = WatchRequest {
+            kind,
+            path,
+            watcher: Watcher::Channel(tx),
+        };
+        match self
+            .shared()
+            .call(OpCode::AddWatch, &request, Some(watch))?
+        {
+            Response::AddWatch(r) if r.err == 0 => Ok(rx),
+            Response::AddWatch(r) => Err(Error::from_code(r.err)),
+            _ => Err(unexpected("addWatch reply")),
+        }
+    }
+
+    /// Removes this session's watches of `watcher_type` on `path`, on the
+    /// server and locally. Each removed watcher gets a last
+    /// `DataWatchRemoved`, `ChildWatchRemoved` or `PersistentWatchRemoved`
+    /// event, then its receiver disconnects. `NoWatcher` if there was none.
+    pub fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<()> {
+        let path = self.server_path(path)?;
+        let request = RemoveWatchesRequest {
+            path: path.clone(),
+            watcher_type,
+        };
+        self.shared().call(OpCode::RemoveWatches, &request, None)?;
+        let kinds: &[WatchKind] = match watcher_type {
+            WatcherType::Children => &[WatchKind::Child],
+            WatcherType::Data => &[WatchKind::Data, WatchKind::Exist],
+            WatcherType::Persistent => &[WatchKind::Persistent],
+            WatcherType::PersistentRecursive => &[WatchKind::PersistentRecursive],
+            WatcherType::Any => &[
+                WatchKind::Data,
+                WatchKind::Exist,
+                WatchKind::Child,
+                WatchKind::Persistent,
+                WatchKind::PersistentRecursive,
+            ],
+        };
+        let removed = self
+            .shared()
+            .with_session(|s| s.remove_watchers(&path, kinds));
+        let client_path = self.client_path(path);
+        for (kind, watcher) in removed {
+            let event_type = match kind {
+                WatchKind::Data | WatchKind::Exist => EventType::DataWatchRemoved,
+                WatchKind::Child => EventType::ChildWatchRemoved,
+                WatchKind::Persistent | WatchKind::PersistentRecursive => {
+                    EventType::PersistentWatchRemoved
+                }
+            };
+            watcher.deliver(&WatchedEvent {
+                event_type,
+                state: crate::proto::KeeperState::SyncConnected,
+                path: client_path.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn reject_ttl(mode: CreateMode) -> Result<()> {
+    if mode.is_ttl() {
+        return Err(Error::InvalidArgument(format!(
+            "{mode:?} needs a TTL: use create_ttl"
+        )));
+    }
+    Ok(())
+}

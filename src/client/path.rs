@@ -1,0 +1,119 @@
+//! Path rules, checked before anything is sent (the server's own rules).
+
+use crate::error::{Error, Result};
+
+/// Checks `path` by the server's rules. A sequential create appends a
+/// number, so its path may end in `/` (it is checked with a digit appended).
+pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
+    let invalid = |reason| {
+        Err(Error::InvalidPath {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    if path.is_empty() {
+        return invalid("the path is empty");
+    }
+    if !path.starts_with('/') {
+        return invalid("the path must start with '/'");
+    }
+    if path.len() == 1 {
+        return if sequential {
+            invalid("a sequential node needs a name prefix or parent")
+        } else {
+            Ok(())
+        };
+    }
+    if path.ends_with('/') && !sequential {
+        return invalid("the path must not end with '/'");
+    }
+    if let Some(c) = path.chars().find(|c| forbidden_char(*c)) {
+        return invalid(if c == '\0' {
+            "the path contains a NUL character"
+        } else {
+            "the path contains a control or reserved character (U+0001-U+001F, U+007F-U+009F, U+E000-U+F8FF or U+FFF0-U+FFFF)"
+        });
+    }
+    let segments: Vec<&str> = path[1..].split('/').collect();
+    let last = segments.len() - 1;
+    for (i, segment) in segments.iter().enumerate() {
+        match *segment {
+            "" if i == last && sequential => {}
+            "" => return invalid("the path contains an empty segment ('//')"),
+            "." => return invalid("the path contains a '.' segment"),
+            ".." => return invalid("the path contains a '..' segment"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn forbidden_char(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+}
+
+/// Joins a parent path and a child name.
+pub(crate) fn join(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+/// The parent of `path`, or `None` for the root.
+pub(crate) fn parent(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => Some("/"),
+        Some(0) | None => None,
+        Some(i) => Some(&path[..i]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(path: &str) -> &'static str {
+        match validate(path, false) {
+            Err(Error::InvalidPath { reason, .. }) => reason,
+            other => panic!("{path:?} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_paths() {
+        for p in ["/", "/a", "/a/b.c", "/a/..b", "/ünï/路径", "/a/.x"] {
+            assert_eq!(validate(p, false), Ok(()), "{p}");
+        }
+        assert_eq!(validate("/a/", true), Ok(()));
+        assert_eq!(validate("/a/lock-", true), Ok(()));
+    }
+
+    #[test]
+    fn each_rule_has_its_own_message() {
+        assert_eq!(reason(""), "the path is empty");
+        assert_eq!(reason("a/b"), "the path must start with '/'");
+        assert_eq!(reason("/a/"), "the path must not end with '/'");
+        assert_eq!(reason("/a//b"), "the path contains an empty segment ('//')");
+        assert_eq!(reason("/a/./b"), "the path contains a '.' segment");
+        assert_eq!(reason("/a/.."), "the path contains a '..' segment");
+        assert_eq!(reason("/a\0b"), "the path contains a NUL character");
+        assert!(reason("/a\u{1}").contains("control"));
+        assert!(reason("/a\u{9f}").contains("control"));
+        assert!(reason("/a\u{e000}").contains("control"));
+        assert!(reason("/a\u{fff0}").contains("control"));
+        assert!(validate("/", true).is_err());
+        assert!(validate("/a//", true).is_err());
+    }
+
+    #[test]
+    fn parents_and_joins() {
+        assert_eq!(parent("/a/b"), Some("/a"));
+        assert_eq!(parent("/a"), Some("/"));
+        assert_eq!(parent("/"), None);
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+    }
+}
