@@ -23,6 +23,7 @@ pub struct Config {
     pub(crate) digest: Vec<(String, String)>,
     pub(crate) max_frame: usize,
     pub(crate) state_handler: Option<StateHandler>,
+    pub(crate) session: Option<(i64, Vec<u8>)>,
 }
 
 impl Default for Config {
@@ -34,6 +35,7 @@ impl Default for Config {
             digest: Vec::new(),
             max_frame: DEFAULT_MAX_FRAME,
             state_handler: None,
+            session: None,
         }
     }
 }
@@ -50,6 +52,7 @@ impl fmt::Debug for Config {
             )
             .field("max_frame", &self.max_frame)
             .field("state_handler", &self.state_handler.is_some())
+            .field("session_id", &self.session.as_ref().map(|(id, _)| format!("{id:#x}")))
             .finish()
     }
 }
@@ -79,6 +82,11 @@ impl Config {
     /// The largest frame sent or accepted (default 1 MiB `jute.maxbuffer` plus 64 KiB).
     pub fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    /// The id of an existing session to resume instead of creating one.
+    pub fn session(&self) -> Option<i64> {
+        self.session.as_ref().map(|(id, _)| *id)
     }
 }
 
@@ -135,6 +143,15 @@ impl ClientBuilder {
     /// thread (so a slow handler never delays replies).
     pub fn state_handler(mut self, handler: impl Fn(State) + Send + Sync + 'static) -> Self {
         self.config.state_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Resumes an existing session (from [`Client::session_id`] and
+    /// [`Client::session_password`]) instead of creating a new one. Two
+    /// connections then share the session; closing either ends it. If the
+    /// session is gone, `connect` fails with `SessionExpired`.
+    pub fn session(mut self, id: i64, password: Vec<u8>) -> Self {
+        self.config.session = Some((id, password));
         self
     }
 

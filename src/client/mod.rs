@@ -109,6 +109,9 @@ impl Client {
             parsed.hosts.clone(),
             now,
         );
+        if let Some((id, password)) = &config.session {
+            session.resume(*id, password.clone());
+        }
         let mut auth_slots = Vec::new();
         for (user, password) in &config.digest {
             let slot = Arc::new(ReplySlot::default());
