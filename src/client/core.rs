@@ -65,6 +65,9 @@ impl ReplySlot {
     }
 }
 
+/// An internal state listener; runs on the I/O thread, so it must be quick.
+pub(crate) type StateCallback = Arc<dyn Fn(State) + Send + Sync>;
+
 pub(crate) type ClientSession = Session<Arc<ReplySlot>, Watcher>;
 
 /// Everything behind the session lock.
@@ -85,6 +88,8 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     state_changed: Condvar,
     listeners: Mutex<Vec<Sender<State>>>,
+    callbacks: Mutex<Vec<(u64, StateCallback)>>,
+    next_callback: std::sync::atomic::AtomicU64,
     events: Mutex<Option<Sender<State>>>,
     pub(crate) last_connect_error: Mutex<Option<String>>,
 }
@@ -107,6 +112,8 @@ impl Shared {
             state: Mutex::new(State::Disconnected),
             state_changed: Condvar::new(),
             listeners: Mutex::new(Vec::new()),
+            callbacks: Mutex::new(Vec::new()),
+            next_callback: std::sync::atomic::AtomicU64::new(0),
             events: Mutex::new(events),
             last_connect_error: Mutex::new(None),
         }
@@ -189,6 +196,11 @@ impl Shared {
         *lock(&self.state) = state;
         self.state_changed.notify_all();
         lock(&self.listeners).retain(|tx| tx.send(state).is_ok());
+        let callbacks: Vec<StateCallback> =
+            lock(&self.callbacks).iter().map(|(_, f)| f.clone()).collect();
+        for callback in callbacks {
+            callback(state);
+        }
         if let Some(tx) = lock(&self.events).as_ref() {
             let _ = tx.send(state);
         }
@@ -205,6 +217,19 @@ impl Shared {
 
     pub(crate) fn subscribe(&self, tx: Sender<State>) {
         lock(&self.listeners).push(tx);
+    }
+
+    /// Registers an internal state listener; returns its id for removal.
+    pub(crate) fn add_state_callback(&self, callback: StateCallback) -> u64 {
+        let id = self
+            .next_callback
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.callbacks).push((id, callback));
+        id
+    }
+
+    pub(crate) fn remove_state_callback(&self, id: u64) {
+        lock(&self.callbacks).retain(|(i, _)| *i != id);
     }
 
     /// Waits until `done(state)` holds or `deadline` passes; returns the state.

@@ -152,6 +152,15 @@ impl Client {
         self.shared().call(OpCode::Delete, &request, None).map(drop)
     }
 
+    /// Deletes `path` without waiting: the delete is retried after every
+    /// reconnect for as long as the session lives, and is ordered before any
+    /// later request of this client.
+    pub(crate) fn delete_in_background(&self, server_path: String) -> Result<()> {
+        let now = std::time::Instant::now();
+        self.shared()
+            .with_session(|s| s.submit_background_delete(now, server_path, -1))
+    }
+
     /// The node's Stat, or `None` if it does not exist.
     pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
         self.exists_inner(path, None)
