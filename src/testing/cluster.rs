@@ -261,7 +261,7 @@ impl TestCluster {
         self.start(i)
     }
 
-    /// Freezes member `i` (SIGSTOP).
+    /// Freezes member `i` (SIGSTOP), like [`TestServer::pause`](super::TestServer::pause).
     pub fn pause(&self, i: usize) -> Result<(), Error> {
         self.member(i)?
             .lock()

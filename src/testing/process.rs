@@ -21,6 +21,9 @@ const JVM_OPTIONS: &[&str] = &[
     "-Djava.awt.headless=true",
 ];
 
+/// How long pause and resume wait for the threads to change state.
+const THREAD_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// System properties every server gets, before the user's (later ones win).
 const BASE_PROPERTIES: &[(&str, &str)] = &[
     // slf4j-simple: timestamps, and INFO and above.
@@ -169,17 +172,58 @@ impl JvmProcess {
     }
 
     /// Stops the process (SIGSTOP): it keeps its sockets but does nothing.
+    /// Returns once every thread has stopped: kill(2) returns before the
+    /// threads of a busy process have all stopped, and one that has not can
+    /// still answer a request.
     pub(crate) fn pause(&mut self) -> Result<(), Error> {
         self.signal("STOP")?;
         self.paused = true;
-        Ok(())
+        self.wait_threads(true)
     }
 
-    /// Continues a paused process (SIGCONT).
+    /// Continues a paused process (SIGCONT), returning once no thread is
+    /// stopped any more.
     pub(crate) fn resume(&mut self) -> Result<(), Error> {
         self.signal("CONT")?;
         self.paused = false;
-        Ok(())
+        self.wait_threads(false)
+    }
+
+    /// Waits until all threads are stopped (or none is), from their states in
+    /// `/proc/<pid>/task/*/stat`. Where there is no `/proc` (not Linux), it
+    /// returns at once.
+    fn wait_threads(&mut self, stopped: bool) -> Result<(), Error> {
+        let deadline = Instant::now() + THREAD_STOP_TIMEOUT;
+        let task_dir = PathBuf::from(format!("/proc/{}/task", self.pid()));
+        loop {
+            let Some(states) = thread_states(&task_dir) else {
+                return Ok(());
+            };
+            let is_stopped = |state: &u8| matches!(state, b'T' | b't');
+            let is_halted = |state: &u8| matches!(state, b'T' | b't' | b'Z' | b'X');
+            let done = if stopped {
+                states.iter().all(is_halted)
+            } else {
+                !states.iter().any(is_stopped)
+            };
+            if done {
+                return Ok(());
+            }
+            if let Some(err) = self.exited_error() {
+                return Err(err);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "the threads of pid {} to {}",
+                        self.pid(),
+                        if stopped { "stop" } else { "continue" }
+                    ),
+                    waited: THREAD_STOP_TIMEOUT,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Asks the JVM to exit (SIGTERM) and waits up to `grace`; kills it if it
@@ -268,6 +312,27 @@ impl Drop for JvmProcess {
     fn drop(&mut self) {
         let _ = self.kill();
     }
+}
+
+/// The state letter of every thread under `/proc/<pid>/task`; `None` if the
+/// directory cannot be read.
+fn thread_states(task_dir: &Path) -> Option<Vec<u8>> {
+    let entries = std::fs::read_dir(task_dir).ok()?;
+    let mut states = Vec::new();
+    for entry in entries.flatten() {
+        // A thread may exit between the listing and the read.
+        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
+            continue;
+        };
+        // "tid (comm) S ...": comm may hold anything, so look after the last ')'.
+        let state = stat
+            .iter()
+            .rposition(|&b| b == b')')
+            .and_then(|close| stat.get(close + 2))
+            .copied();
+        states.extend(state);
+    }
+    Some(states)
 }
 
 /// Opens (creating) a log file for appending.

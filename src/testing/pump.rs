@@ -186,6 +186,10 @@ impl<'a> Pump<'a> {
     fn write_due(&mut self, dst: &TcpStream) -> bool {
         let now = Instant::now();
         while self.queue.front().is_some_and(|c| c.due <= now) {
+            // A blackhole set meanwhile holds what is still queued.
+            if self.shared.settings().mode == ProxyMode::Blackhole {
+                return true;
+            }
             let Some(chunk) = self.queue.pop_front() else {
                 break;
             };

@@ -364,7 +364,8 @@ impl TestServer {
     }
 
     /// Freezes the JVM (SIGSTOP): connections stay open (the kernel even
-    /// accepts new ones) but nothing is answered, like a long GC pause.
+    /// accepts new ones) but nothing is answered, like a long GC pause. On
+    /// Linux it returns once every JVM thread has stopped.
     pub fn pause(&self) -> Result<(), Error> {
         self.lock().as_mut().ok_or(Error::NotRunning)?.pause()
     }

@@ -75,7 +75,7 @@ pub fn four_letter_word(
     stream
         .write_all(command.as_bytes())
         .map_err(|e| Error::io(context("send"), e))?;
-    // Closing our side tells nothing to the server; it replies and closes.
+    // The server replies and then closes the connection.
     let mut reply = Vec::new();
     stream
         .take(MAX_4LW_REPLY)
