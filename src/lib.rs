@@ -8,6 +8,7 @@ pub mod client;
 mod error;
 pub mod proto;
 mod rand;
+pub mod recipes;
 pub mod session;
 
 pub use client::{
@@ -15,6 +16,10 @@ pub use client::{
 };
 pub use error::{Error, Result};
 pub use proto::{Acl, AddWatchMode, CreateMode, EventType, Id, KeeperState, Stat, WatcherType};
+pub use recipes::{
+    LockState, Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard, RwLock, RwLockReadGuard,
+    RwLockWriteGuard,
+};
 pub use session::{State, WatchedEvent};
 
 #[cfg(feature = "testing")]

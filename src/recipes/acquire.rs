@@ -1,0 +1,378 @@
+//! The acquisition engine shared by every lock kind.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::held::HeldLock;
+use super::naming::{contenders, node_prefix, Contender};
+use crate::client::core::{lock, Watcher};
+use crate::client::path::{join, parent, validate};
+use crate::error::{Error, Result};
+use crate::proto::{Acl, CreateMode, EventType};
+use crate::rand::Rng;
+use crate::Client;
+
+/// Creates are retried this often when a container parent is reaped
+/// between creating it and creating the lock node, or the connection drops.
+const MAX_CREATE_ATTEMPTS: usize = 10;
+
+/// Where a lock lives and what its nodes carry.
+#[derive(Debug, Clone)]
+pub(crate) struct LockSpec {
+    pub client: Client,
+    /// The lock directory, as the user gave it.
+    pub path: String,
+    /// Node data; `None` means "host, pid and thread" at acquisition time.
+    pub data: Option<Vec<u8>>,
+    pub acl: Vec<Acl>,
+}
+
+impl LockSpec {
+    pub(crate) fn new(client: &Client, path: &str) -> Result<LockSpec> {
+        validate(path, false)?;
+        if path == "/" {
+            return Err(Error::InvalidPath {
+                path: path.to_owned(),
+                reason: "a lock needs its own directory, not the root",
+            });
+        }
+        Ok(LockSpec {
+            client: client.clone(),
+            path: path.to_owned(),
+            data: None,
+            acl: Acl::open_unsafe(),
+        })
+    }
+
+    fn node_data(&self) -> Vec<u8> {
+        self.data.clone().unwrap_or_else(default_node_data)
+    }
+}
+
+/// `host=<name> pid=<pid> thread=<name>`: who holds a lock, for tools.
+fn default_node_data() -> Vec<u8> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let current = std::thread::current();
+    let thread = current
+        .name()
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{:?}", current.id()));
+    format!("host={host} pid={} thread={thread}", std::process::id()).into_bytes()
+}
+
+/// What a contender should do, given the sorted contenders and its index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// It holds the lock.
+    Acquired,
+    /// Wait for this node to go. With `acquired_on_delete`, its deletion
+    /// alone means the lock is held (it was the only node that blocked, and
+    /// sequence numbers only grow), so no re-listing is needed.
+    Wait {
+        node: String,
+        acquired_on_delete: bool,
+    },
+}
+
+/// The blocking decision of a mutex or a write lock: the lowest node holds.
+pub(crate) fn exclusive(contenders: &[Contender], ours: usize) -> Decision {
+    match ours.checked_sub(1).and_then(|i| contenders.get(i)) {
+        None => Decision::Acquired,
+        Some(predecessor) => Decision::Wait {
+            node: predecessor.name.clone(),
+            acquired_on_delete: ours == 1,
+        },
+    }
+}
+
+/// Wakes waiting threads: a watch fired, or `cancel` was called.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeup {
+    flags: Mutex<WakeFlags>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct WakeFlags {
+    event: Option<EventType>,
+    cancelled: bool,
+}
+
+impl Wakeup {
+    fn notify(&self, event: EventType) {
+        lock(&self.flags).event = Some(event);
+        self.cv.notify_all();
+    }
+
+    fn cancel(&self) {
+        lock(&self.flags).cancelled = true;
+        self.cv.notify_all();
+    }
+
+    fn is_cancelled(&self) -> bool {
+        lock(&self.flags).cancelled
+    }
+
+    /// Waits for a watch event; `Ok(None)` when the deadline passes first.
+    fn wait(&self, deadline: Option<Instant>) -> Result<Option<EventType>> {
+        let mut flags = lock(&self.flags);
+        loop {
+            if flags.cancelled {
+                return Err(Error::Cancelled);
+            }
+            if let Some(event) = flags.event.take() {
+                return Ok(Some(event));
+            }
+            flags = match deadline {
+                None => self.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    self.cv
+                        .wait_timeout(flags, deadline - now)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0)
+                }
+            };
+        }
+    }
+}
+
+/// The attempts in progress on one lock object, so `cancel` can reach them.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    list: Mutex<Vec<Arc<Wakeup>>>,
+}
+
+impl Waiters {
+    fn register(&self) -> Arc<Wakeup> {
+        let wakeup = Arc::new(Wakeup::default());
+        lock(&self.list).push(wakeup.clone());
+        wakeup
+    }
+
+    fn unregister(&self, wakeup: &Arc<Wakeup>) {
+        lock(&self.list).retain(|w| !Arc::ptr_eq(w, wakeup));
+    }
+
+    /// Wakes every attempt in progress with `Cancelled`.
+    pub(crate) fn cancel(&self) {
+        for w in lock(&self.list).iter() {
+            w.cancel();
+        }
+    }
+}
+
+/// One acquisition: which marker our node gets, which children contend,
+/// and the decision rule.
+pub(crate) struct Attempt<'a> {
+    pub spec: &'a LockSpec,
+    pub marker: &'static str,
+    pub markers: &'static [&'static str],
+    pub decide: &'a dyn Fn(&[Contender], usize) -> Decision,
+    pub waiters: &'a Waiters,
+}
+
+impl Attempt<'_> {
+    /// Acquires, waiting until `deadline` (`None`: forever; a past instant:
+    /// one try). `Ok(None)` when the deadline passed. Whenever the attempt
+    /// does not end holding the lock, its node is deleted.
+    pub(crate) fn run(&self, deadline: Option<Instant>) -> Result<Option<HeldLock>> {
+        let wakeup = self.waiters.register();
+        let mut node = None;
+        let result = self.acquire(deadline, &wakeup, &mut node);
+        self.waiters.unregister(&wakeup);
+        match (&result, node) {
+            (Ok(Some(_)), _) | (_, None) => {}
+            (_, Some((name, _))) => {
+                let server_path = self.spec.client.server_path(&join(&self.spec.path, &name));
+                if let Ok(server_path) = server_path {
+                    if let Err(e) = self.spec.client.delete_in_background(server_path) {
+                        log::debug!("abandoned lock node {name} goes with the session: {e}");
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        wakeup: &Arc<Wakeup>,
+        node: &mut Option<(String, i64)>,
+    ) -> Result<Option<HeldLock>> {
+        let client = &self.spec.client;
+        let (name, token) = self.create_protected()?;
+        *node = Some((name.clone(), token));
+        let mut retry_budget = RetryBudget::new(client);
+        loop {
+            if wakeup.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let children = match client.get_children(&self.spec.path) {
+                Ok(children) => children,
+                Err(Error::NoNode) => return Err(Error::LockLost),
+                Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                Err(e) => return Err(e),
+            };
+            let sorted = contenders(&children, self.markers);
+            let Some(ours) = sorted.iter().position(|c| c.name == name) else {
+                // Our node is gone: the session expired or someone deleted it.
+                return Err(Error::LockLost);
+            };
+            let (watched, acquired_on_delete) = match (self.decide)(&sorted, ours) {
+                Decision::Acquired => return Ok(Some(self.held(&name, token)?)),
+                Decision::Wait {
+                    node,
+                    acquired_on_delete,
+                } => (node, acquired_on_delete),
+            };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            let notify = wakeup.clone();
+            let watcher = Watcher::Notify(Arc::new(move |event| notify.notify(event.event_type)));
+            match client.get_data_inner(&join(&self.spec.path, &watched), Some(watcher)) {
+                Ok(_) => {}
+                Err(Error::NoNode) => {
+                    if acquired_on_delete {
+                        return Ok(Some(self.held(&name, token)?));
+                    }
+                    continue;
+                }
+                Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                Err(e) => return Err(e),
+            }
+            match wakeup.wait(deadline)? {
+                None => return Ok(None),
+                Some(EventType::NodeDeleted) if acquired_on_delete => {
+                    return Ok(Some(self.held(&name, token)?))
+                }
+                Some(_) => retry_budget.reset(),
+            }
+        }
+    }
+
+    fn held(&self, name: &str, token: i64) -> Result<HeldLock> {
+        let client = &self.spec.client;
+        let node = client.server_path(&join(&self.spec.path, name))?;
+        Ok(HeldLock::new(client, node, token))
+    }
+
+    /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that
+    /// after a connection loss during the create it can be found again (and
+    /// checked to belong to this session) instead of being orphaned.
+    fn create_protected(&self) -> Result<(String, i64)> {
+        let client = &self.spec.client;
+        let uuid = Rng::new().uuid();
+        let prefix = node_prefix(&uuid, self.marker);
+        let full_prefix = join(&self.spec.path, &prefix);
+        let data = self.spec.node_data();
+        let mut last_error = Error::ConnectionLoss;
+        for _ in 0..MAX_CREATE_ATTEMPTS {
+            match client.create_with_stat(
+                &full_prefix,
+                &data,
+                &self.spec.acl,
+                CreateMode::EphemeralSequential,
+            ) {
+                Ok((path, stat)) => {
+                    let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                    return Ok((name, stat.czxid));
+                }
+                Err(Error::NoNode) => {
+                    // The lock directory is missing, or was reaped since.
+                    self.ensure_dir(&self.spec.path)?;
+                    last_error = Error::NoNode;
+                }
+                Err(e) if e.is_retryable() => {
+                    if let Some(found) = self.find_own_node(&prefix)? {
+                        return Ok(found);
+                    }
+                    last_error = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error)
+    }
+
+    /// After an ambiguous create: our node, if the create did happen.
+    fn find_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
+        let client = &self.spec.client;
+        let children = match client.get_children(&self.spec.path) {
+            Ok(children) => children,
+            Err(Error::NoNode) => return Ok(None),
+            Err(e) if e.is_retryable() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let session = client.session_id();
+        for name in children.into_iter().filter(|n| n.starts_with(prefix)) {
+            match client.exists(&join(&self.spec.path, &name)) {
+                Ok(Some(stat)) if stat.ephemeral_owner == session => {
+                    return Ok(Some((name, stat.czxid)))
+                }
+                Ok(_) => {}
+                Err(e) if e.is_retryable() => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Creates `dir` and its missing ancestors as containers, which the
+    /// server deletes once they are empty.
+    fn ensure_dir(&self, dir: &str) -> Result<()> {
+        let client = &self.spec.client;
+        match client.create(dir, &[], &self.spec.acl, CreateMode::Container) {
+            Ok(_) | Err(Error::NodeExists) => Ok(()),
+            Err(Error::NoNode) => {
+                if let Some(up) = parent(dir).filter(|p| *p != "/") {
+                    self.ensure_dir(up)?;
+                }
+                match client.create(dir, &[], &self.spec.acl, CreateMode::Container) {
+                    Ok(_) | Err(Error::NodeExists) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Bounds how long a waiter keeps retrying through connection losses: two
+/// session timeouts without progress, after which the error is returned.
+struct RetryBudget {
+    since: Option<Instant>,
+    limit: Duration,
+}
+
+impl RetryBudget {
+    fn new(client: &Client) -> RetryBudget {
+        let timeout = client
+            .negotiated_timeout()
+            .unwrap_or(Duration::from_secs(30));
+        RetryBudget {
+            since: None,
+            limit: timeout * 2,
+        }
+    }
+
+    fn allows(&mut self) -> bool {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        now < since + self.limit
+    }
+
+    fn reset(&mut self) {
+        self.since = None;
+    }
+}

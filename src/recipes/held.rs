@@ -1,0 +1,200 @@
+//! A lock node this process holds: its state, its fencing token, and its
+//! guaranteed release.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::client::core::{lock, Watcher};
+use crate::error::{Error, Result};
+use crate::proto::EventType;
+use crate::session::State;
+use crate::Client;
+
+/// Whether a held lock can still be relied on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockState {
+    /// Held: the session is connected and the lock node exists.
+    Held,
+    /// The connection is lost but the session may live. Do not touch the
+    /// protected resource: if the session expires, another contender can
+    /// acquire. Becomes `Held` again if the client reconnects in time.
+    Suspended,
+    /// The session ended or the lock node was deleted. Final.
+    Lost,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<(LockState, Vec<Sender<LockState>>)>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn set(&self, new: LockState) {
+        let mut guard = lock(&self.state);
+        let (state, listeners) = &mut *guard;
+        if *state == new || *state == LockState::Lost {
+            return;
+        }
+        *state = new;
+        listeners.retain(|tx| tx.send(new).is_ok());
+        drop(guard);
+        self.changed.notify_all();
+    }
+}
+
+/// An acquired lock node. Dropping it deletes the node in the background;
+/// [`HeldLock::release`] deletes it and waits for the server's answer.
+#[derive(Debug)]
+pub(crate) struct HeldLock {
+    client: Client,
+    /// The node's server path (chroot included).
+    node: String,
+    /// The node as the user sees it (chroot removed).
+    user_node: String,
+    fencing_token: i64,
+    shared: Arc<Shared>,
+    callback: u64,
+    released: bool,
+}
+
+impl HeldLock {
+    /// Starts tracking `node`, held by `client`'s session.
+    pub(crate) fn new(client: &Client, node: String, fencing_token: i64) -> HeldLock {
+        let shared = Arc::new(Shared {
+            state: Mutex::new((LockState::Held, Vec::new())),
+            changed: Condvar::new(),
+        });
+        let on_state = shared.clone();
+        let callback = client.shared().add_state_callback(Arc::new(move |state| {
+            on_state.set(match state {
+                State::Connected | State::ConnectedReadOnly => LockState::Held,
+                State::Disconnected => LockState::Suspended,
+                State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
+            })
+        }));
+        let user_node = client.client_path(node.clone());
+        let held = HeldLock {
+            client: client.clone(),
+            node,
+            user_node,
+            fencing_token,
+            shared,
+            callback,
+            released: false,
+        };
+        held.watch_node();
+        // The connection may have dropped between acquiring and registering.
+        if !client.state().is_connected() {
+            held.shared.set(LockState::Suspended);
+        }
+        held
+    }
+
+    /// Watches the node so that its deletion by anyone else marks it lost.
+    fn watch_node(&self) {
+        let on_event = self.shared.clone();
+        let watcher = Watcher::Notify(Arc::new(move |event| {
+            if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
+                on_event.set(LockState::Lost);
+            }
+        }));
+        match self.client.exists_inner(&self.user_node, Some(watcher)) {
+            Ok(Some(_)) => {}
+            Ok(None) => self.shared.set(LockState::Lost),
+            Err(e) if e.is_session_lost() => self.shared.set(LockState::Lost),
+            // A connection loss leaves the state to the state callback.
+            Err(_) => {}
+        }
+    }
+
+    pub(crate) fn node(&self) -> &str {
+        &self.user_node
+    }
+
+    pub(crate) fn fencing_token(&self) -> i64 {
+        self.fencing_token
+    }
+
+    pub(crate) fn state(&self) -> LockState {
+        lock(&self.shared.state).0
+    }
+
+    /// Blocks until the state is no longer `Held` or `timeout` passes, and
+    /// returns the state then.
+    pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut guard = lock(&self.shared.state);
+        loop {
+            if guard.0 != LockState::Held {
+                return guard.0;
+            }
+            guard = match deadline {
+                None => self
+                    .shared
+                    .changed
+                    .wait(guard)
+                    .unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return guard.0;
+                    }
+                    self.shared
+                        .changed
+                        .wait_timeout(guard, deadline - now)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0)
+                }
+            };
+        }
+    }
+
+    /// A channel that receives every later state change.
+    pub(crate) fn state_changes(&self) -> Receiver<LockState> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut guard = lock(&self.shared.state);
+        if guard.0 == LockState::Lost {
+            let _ = tx.send(LockState::Lost);
+        } else {
+            guard.1.push(tx);
+        }
+        rx
+    }
+
+    /// Deletes the node and waits for the server to confirm.
+    pub(crate) fn release(mut self) -> Result<()> {
+        self.released = true;
+        let lost = self.state() == LockState::Lost;
+        let result = match self.client.delete(&self.user_node, None) {
+            Ok(()) if lost => Err(Error::LockLost),
+            Ok(()) => Ok(()),
+            Err(Error::NoNode) => Err(Error::LockLost),
+            Err(e) => {
+                // Still guarantee the release if the session lives on.
+                if e.is_retryable() {
+                    let _ = self.client.delete_in_background(self.node.clone());
+                }
+                Err(e)
+            }
+        };
+        self.shared.set(LockState::Lost);
+        result
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        self.client.shared().remove_state_callback(self.callback);
+        if !self.released {
+            // Sent without waiting, retried through reconnects while the
+            // session lives, and ordered before this client's next request.
+            if let Err(e) = self.client.delete_in_background(self.node.clone()) {
+                log::debug!("release of {} not needed: {e}", self.node);
+            }
+            self.shared.set(LockState::Lost);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Distributed locks built on the client.
+//!
+//! Every lock kind follows one recipe: each contender creates an
+//! EPHEMERAL_SEQUENTIAL node under the lock path; the lowest sequence (or,
+//! for readers, every node before the first writer) holds; the others each
+//! watch one node and sleep on a condvar until it is deleted. A crashed
+//! holder's node disappears with its session.
+
+mod acquire;
+mod held;
+mod mutex;
+mod naming;
+mod rwlock;
+
+pub use held::LockState;
+pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

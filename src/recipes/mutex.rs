@@ -1,0 +1,361 @@
+//! `Mutex` and `ReentrantMutex`: fair, exclusive, across processes.
+
+use std::marker::PhantomData;
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::acquire::{exclusive, Attempt, LockSpec, Waiters};
+use super::held::{HeldLock, LockState};
+use super::naming::{KAZOO_MARKER, MUTEX_MARKER};
+use crate::client::core::lock;
+use crate::error::{Error, Result};
+use crate::proto::Acl;
+use crate::Client;
+
+/// A fair (first come, first served) distributed mutex at a lock path.
+///
+/// Contenders in any process create an EPHEMERAL_SEQUENTIAL node under the
+/// path; the lowest sequence holds the lock, and each other contender watches
+/// only its predecessor. Nodes are named `_c_<uuid>-lock-<seq>` like Curator's
+/// `InterProcessMutex`, and kazoo's `<uuid>__lock__<seq>` nodes count as
+/// contenders too, so zklock, Curator and kazoo processes can share a path.
+#[derive(Debug)]
+pub struct Mutex {
+    spec: LockSpec,
+    waiters: Waiters,
+    holder: std::sync::Mutex<Option<ThreadId>>,
+}
+
+const MUTEX_MARKERS: &[&str] = &[MUTEX_MARKER, KAZOO_MARKER];
+
+impl Mutex {
+    /// A mutex at `path` (created on demand as container nodes, which the
+    /// server deletes once empty).
+    pub fn new(client: &Client, path: &str) -> Result<Mutex> {
+        Ok(Mutex {
+            spec: LockSpec::new(client, path)?,
+            waiters: Waiters::default(),
+            holder: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Sets the data stored in this mutex's lock nodes (default:
+    /// `host=<name> pid=<pid> thread=<name>`, so tools can show the holder).
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.spec.data = Some(data.into());
+        self
+    }
+
+    /// Sets the ACL of the lock nodes and directories (default: open).
+    pub fn with_acl(mut self, acl: Vec<Acl>) -> Self {
+        self.spec.acl = acl;
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.spec.path
+    }
+
+    /// Blocks until the lock is held. Fails if the session is lost, or with
+    /// `Cancelled` after [`Mutex::cancel`], or with `WouldDeadlock` if this
+    /// thread already holds it.
+    pub fn lock(&self) -> Result<MutexGuard<'_>> {
+        self.acquire(None)?
+            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+    }
+
+    /// One attempt, without waiting: `Ok(None)` if another contender holds it.
+    pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
+        self.acquire(Some(Instant::now()))
+    }
+
+    /// Waits up to `timeout`: `Ok(None)` if the lock was not acquired in time.
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<'_>>> {
+        self.acquire(Some(Instant::now() + timeout))
+    }
+
+    /// Waits until `deadline`: `Ok(None)` if the lock was not acquired in time.
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MutexGuard<'_>>> {
+        self.acquire(Some(deadline))
+    }
+
+    /// Wakes every `lock` call waiting on this mutex, which then fail with
+    /// `Cancelled` and leave no node behind. Callable from any thread.
+    pub fn cancel(&self) {
+        self.waiters.cancel();
+    }
+
+    /// True if the calling thread holds this mutex.
+    pub fn is_held_by_current_thread(&self) -> bool {
+        *lock(&self.holder) == Some(std::thread::current().id())
+    }
+
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<MutexGuard<'_>>> {
+        if self.is_held_by_current_thread() {
+            return Err(Error::WouldDeadlock);
+        }
+        let held = attempt(&self.spec, &self.waiters, deadline)?;
+        Ok(held.map(|held| {
+            *lock(&self.holder) = Some(std::thread::current().id());
+            MutexGuard {
+                mutex: self,
+                held: Some(held),
+            }
+        }))
+    }
+}
+
+fn attempt(
+    spec: &LockSpec,
+    waiters: &Waiters,
+    deadline: Option<Instant>,
+) -> Result<Option<HeldLock>> {
+    Attempt {
+        spec,
+        marker: MUTEX_MARKER,
+        markers: MUTEX_MARKERS,
+        decide: &exclusive,
+        waiters,
+    }
+    .run(deadline)
+}
+
+/// Proof that a [`Mutex`] is held. Dropping it releases the lock: the node's
+/// delete is sent at once without waiting, retried through reconnects while
+/// the session lives, and ordered before any later request of the client.
+/// [`MutexGuard::unlock`] releases and waits for the server's confirmation.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct MutexGuard<'a> {
+    mutex: &'a Mutex,
+    held: Option<HeldLock>,
+}
+
+/// What every guard offers: the fencing token and the lock's state.
+macro_rules! guard_accessors {
+    () => {
+        /// The lock node's creation zxid. It strictly increases from one
+        /// holder of this path to the next, even across re-creations of the
+        /// lock directory: give it to the protected storage so that it can
+        /// reject writes from a holder that has since lost the lock.
+        pub fn fencing_token(&self) -> i64 {
+            self.held().fencing_token()
+        }
+
+        /// The lock node's path.
+        pub fn node(&self) -> &str {
+            self.held().node()
+        }
+
+        /// `Held`, `Suspended` (connection lost: stop touching the resource)
+        /// or `Lost` (final).
+        pub fn state(&self) -> LockState {
+            self.held().state()
+        }
+
+        /// Blocks until the state is no longer `Held` (or `timeout` passes)
+        /// and returns it.
+        pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+            self.held().wait_while_held(timeout)
+        }
+
+        /// A channel that receives every later change of [`Self::state`].
+        pub fn state_changes(&self) -> Receiver<LockState> {
+            self.held().state_changes()
+        }
+    };
+}
+pub(crate) use guard_accessors;
+
+impl MutexGuard<'_> {
+    fn held(&self) -> &HeldLock {
+        // Present from construction until `unlock` or drop consumes it.
+        self.held
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("guard used after release"))
+    }
+
+    guard_accessors!();
+
+    /// Releases the lock and waits for the server to confirm the delete.
+    /// `LockLost` if the lock had already been lost.
+    pub fn unlock(mut self) -> Result<()> {
+        *lock(&self.mutex.holder) = None;
+        match self.held.take() {
+            Some(held) => held.release(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for MutexGuard<'_> {
+    fn drop(&mut self) {
+        if self.held.take().is_some() {
+            *lock(&self.mutex.holder) = None;
+        }
+    }
+}
+
+/// A [`Mutex`] that the holding thread may lock again, with Curator
+/// `InterProcessMutex` semantics: a per-thread hold count, and the node is
+/// deleted when the count returns to zero.
+#[derive(Debug)]
+pub struct ReentrantMutex {
+    spec: LockSpec,
+    waiters: Waiters,
+    holder: std::sync::Mutex<Option<Reentry>>,
+}
+
+#[derive(Debug)]
+struct Reentry {
+    thread: ThreadId,
+    count: usize,
+    held: HeldLock,
+}
+
+impl ReentrantMutex {
+    /// A reentrant mutex at `path`.
+    pub fn new(client: &Client, path: &str) -> Result<ReentrantMutex> {
+        Ok(ReentrantMutex {
+            spec: LockSpec::new(client, path)?,
+            waiters: Waiters::default(),
+            holder: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Sets the data stored in the lock nodes.
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.spec.data = Some(data.into());
+        self
+    }
+
+    /// Blocks until held; returns at once (counting) if this thread holds it.
+    pub fn lock(&self) -> Result<ReentrantMutexGuard<'_>> {
+        self.acquire(None)?
+            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+    }
+
+    /// One attempt, without waiting.
+    pub fn try_lock(&self) -> Result<Option<ReentrantMutexGuard<'_>>> {
+        self.acquire(Some(Instant::now()))
+    }
+
+    /// Waits up to `timeout`.
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<ReentrantMutexGuard<'_>>> {
+        self.acquire(Some(Instant::now() + timeout))
+    }
+
+    /// Waits until `deadline`.
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<ReentrantMutexGuard<'_>>> {
+        self.acquire(Some(deadline))
+    }
+
+    /// Wakes every waiting `lock` call with `Cancelled`.
+    pub fn cancel(&self) {
+        self.waiters.cancel();
+    }
+
+    /// How many times the calling thread holds the lock (0 if not at all).
+    pub fn hold_count(&self) -> usize {
+        let me = std::thread::current().id();
+        lock(&self.holder)
+            .as_ref()
+            .filter(|r| r.thread == me)
+            .map_or(0, |r| r.count)
+    }
+
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<ReentrantMutexGuard<'_>>> {
+        let me = std::thread::current().id();
+        if let Some(reentry) = lock(&self.holder).as_mut().filter(|r| r.thread == me) {
+            reentry.count += 1;
+            return Ok(Some(ReentrantMutexGuard {
+                mutex: self,
+                _not_send: PhantomData,
+            }));
+        }
+        let Some(held) = attempt(&self.spec, &self.waiters, deadline)? else {
+            return Ok(None);
+        };
+        *lock(&self.holder) = Some(Reentry {
+            thread: me,
+            count: 1,
+            held,
+        });
+        Ok(Some(ReentrantMutexGuard {
+            mutex: self,
+            _not_send: PhantomData,
+        }))
+    }
+
+    /// Drops one hold; the last one takes the node out.
+    fn release_one(&self) -> Option<HeldLock> {
+        let mut holder = lock(&self.holder);
+        let reentry = holder.as_mut()?;
+        reentry.count = reentry.count.saturating_sub(1);
+        if reentry.count > 0 {
+            return None;
+        }
+        holder.take().map(|r| r.held)
+    }
+}
+
+/// One hold of a [`ReentrantMutex`]; the lock is released when the last
+/// hold of the thread is dropped. Not `Send`: holds belong to a thread.
+#[must_use = "the hold is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct ReentrantMutexGuard<'a> {
+    mutex: &'a ReentrantMutex,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl ReentrantMutexGuard<'_> {
+    fn with_held<R>(&self, f: impl FnOnce(&HeldLock) -> R) -> R {
+        let holder = lock(&self.mutex.holder);
+        match holder.as_ref() {
+            Some(reentry) => f(&reentry.held),
+            None => unreachable!("a live reentrant guard implies a holder"),
+        }
+    }
+
+    /// The lock node's creation zxid (see [`MutexGuard::fencing_token`]).
+    pub fn fencing_token(&self) -> i64 {
+        self.with_held(HeldLock::fencing_token)
+    }
+
+    /// `Held`, `Suspended` or `Lost`.
+    pub fn state(&self) -> LockState {
+        self.with_held(HeldLock::state)
+    }
+
+    /// A channel that receives every later state change.
+    pub fn state_changes(&self) -> Receiver<LockState> {
+        self.with_held(HeldLock::state_changes)
+    }
+
+    /// Drops this hold; if it was the last, releases the lock and waits for
+    /// the server's confirmation.
+    pub fn unlock(self) -> Result<()> {
+        let last = self.mutex.release_one();
+        std::mem::forget(self);
+        match last {
+            Some(held) => held.release(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ReentrantMutexGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.mutex.release_one());
+    }
+}
+
+impl Client {
+    /// A [`Mutex`] at `path` on this client's session.
+    pub fn mutex(&self, path: &str) -> Result<Mutex> {
+        Mutex::new(self, path)
+    }
+}

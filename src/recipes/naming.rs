@@ -1,0 +1,153 @@
+//! Lock node names, and which children of a lock path contend in what order.
+//!
+//! Names follow Curator's protected form, `_c_<uuid>-<marker><sequence>`:
+//! `lock-` for a mutex (Curator `InterProcessMutex`), `__READ__` and
+//! `__WRIT__` for the two sides of a read-write lock (Curator
+//! `InterProcessReadWriteLock`). kazoo's `Lock` names its nodes
+//! `<hex uuid>__lock__<sequence>`; a mutex counts those as contenders too.
+
+/// The marker of a mutex node written by zklock and Curator.
+pub(crate) const MUTEX_MARKER: &str = "lock-";
+/// The marker of a mutex node written by kazoo.
+pub(crate) const KAZOO_MARKER: &str = "__lock__";
+/// The marker of a read node (Curator `InterProcessReadWriteLock`).
+pub(crate) const READ_MARKER: &str = "__READ__";
+/// The marker of a write node.
+pub(crate) const WRITE_MARKER: &str = "__WRIT__";
+
+/// One contender: a child of the lock path that matches a lock naming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Contender {
+    /// The child's name (not its full path).
+    pub name: String,
+    /// The sequence suffix, ordered as an unsigned 32-bit number.
+    pub sequence: u32,
+    /// Which marker matched.
+    pub marker: &'static str,
+}
+
+/// The name prefix of a new contender node: `_c_<uuid>-<marker>`.
+pub(crate) fn node_prefix(uuid: &str, marker: &str) -> String {
+    format!("_c_{uuid}-{marker}")
+}
+
+/// The children that match one of `markers`, in sequence order.
+///
+/// The server appends the parent's child version as a signed 32-bit number
+/// (`%010d`), so after 2^31 creations under one parent the suffix turns
+/// negative (`-2147483648`, then `-000000005`...). Ordering the suffix as an
+/// unsigned number keeps the order right across that wrap; it breaks only
+/// after 2^32 creations under a parent that never became empty (an empty
+/// container parent is deleted by the server, which restarts the count).
+pub(crate) fn contenders(children: &[String], markers: &[&'static str]) -> Vec<Contender> {
+    let mut out: Vec<Contender> = children
+        .iter()
+        .filter_map(|name| {
+            markers.iter().find_map(|marker| {
+                let at = name.rfind(marker)?;
+                let suffix = name.get(at + marker.len()..)?;
+                let sequence = parse_sequence(suffix)?;
+                Some(Contender {
+                    name: name.clone(),
+                    sequence,
+                    marker,
+                })
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.sequence
+            .cmp(&b.sequence)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    out
+}
+
+/// A server sequence suffix: ten digits, or a minus sign and digits to a
+/// width of ten after the wrap.
+fn parse_sequence(suffix: &str) -> Option<u32> {
+    let well_formed = suffix.len() >= 10
+        && suffix.len() <= 11
+        && suffix
+            .char_indices()
+            .all(|(i, c)| c.is_ascii_digit() || (i == 0 && c == '-'));
+    if !well_formed {
+        return None;
+    }
+    suffix.parse::<i32>().ok().map(|n| n as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(children: &[&str], markers: &[&'static str]) -> Vec<String> {
+        let children: Vec<String> = children.iter().map(|s| s.to_string()).collect();
+        contenders(&children, markers)
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    }
+
+    #[test]
+    fn sorts_by_sequence_across_namings_and_ignores_other_children() {
+        let got = names(
+            &[
+                "_c_b-lock-0000000003",
+                "deadbeef__lock__0000000001",
+                "config",
+                "_c_a-lock-0000000002",
+                "_c_x-lock-12",
+                "leader",
+            ],
+            &[MUTEX_MARKER, KAZOO_MARKER],
+        );
+        assert_eq!(
+            got,
+            [
+                "deadbeef__lock__0000000001",
+                "_c_a-lock-0000000002",
+                "_c_b-lock-0000000003"
+            ]
+        );
+    }
+
+    #[test]
+    fn read_write_markers() {
+        let got = names(
+            &[
+                "_c_a-__WRIT__0000000005",
+                "_c_b-__READ__0000000004",
+                "_c_c-lock-0000000001",
+            ],
+            &[READ_MARKER, WRITE_MARKER],
+        );
+        assert_eq!(got, ["_c_b-__READ__0000000004", "_c_a-__WRIT__0000000005"]);
+    }
+
+    #[test]
+    fn order_survives_the_signed_wrap_of_the_sequence() {
+        let got = names(
+            &[
+                "_c_c-lock--000000005",
+                "_c_a-lock-2147483647",
+                "_c_b-lock--2147483648",
+            ],
+            &[MUTEX_MARKER],
+        );
+        assert_eq!(
+            got,
+            [
+                "_c_a-lock-2147483647",
+                "_c_b-lock--2147483648",
+                "_c_c-lock--000000005"
+            ]
+        );
+    }
+
+    #[test]
+    fn prefixes_are_curator_shaped() {
+        assert_eq!(node_prefix("u-1", MUTEX_MARKER), "_c_u-1-lock-");
+        assert_eq!(node_prefix("u", READ_MARKER), "_c_u-__READ__");
+    }
+}

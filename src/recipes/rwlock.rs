@@ -1,0 +1,257 @@
+//! `RwLock`: many readers or one writer, across processes.
+
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::acquire::{exclusive, Attempt, Decision, LockSpec, Waiters};
+use super::held::{HeldLock, LockState};
+use super::mutex::guard_accessors;
+use super::naming::{Contender, READ_MARKER, WRITE_MARKER};
+use crate::client::core::lock;
+use crate::error::{Error, Result};
+use crate::Client;
+
+const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
+
+/// A fair distributed read-write lock, node-compatible with Curator's
+/// `InterProcessReadWriteLock` (`__READ__` and `__WRIT__` nodes).
+///
+/// A reader waits only for earlier writers, watching the nearest one; a
+/// writer waits for every earlier node, watching its immediate predecessor.
+/// The thread holding the write lock may also take the read lock.
+#[derive(Debug)]
+pub struct RwLock {
+    spec: LockSpec,
+    waiters: Waiters,
+    writer: std::sync::Mutex<Option<ThreadId>>,
+}
+
+impl RwLock {
+    /// A read-write lock at `path`.
+    pub fn new(client: &Client, path: &str) -> Result<RwLock> {
+        Ok(RwLock {
+            spec: LockSpec::new(client, path)?,
+            waiters: Waiters::default(),
+            writer: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Sets the data stored in the lock nodes.
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.spec.data = Some(data.into());
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.spec.path
+    }
+
+    /// Blocks until a read lock is held.
+    pub fn read(&self) -> Result<RwLockReadGuard<'_>> {
+        self.acquire_read(None)?
+            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+    }
+
+    /// One attempt at a read lock, without waiting.
+    pub fn try_read(&self) -> Result<Option<RwLockReadGuard<'_>>> {
+        self.acquire_read(Some(Instant::now()))
+    }
+
+    /// Waits up to `timeout` for a read lock.
+    pub fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard<'_>>> {
+        self.acquire_read(Some(Instant::now() + timeout))
+    }
+
+    /// Waits until `deadline` for a read lock.
+    pub fn try_read_until(&self, deadline: Instant) -> Result<Option<RwLockReadGuard<'_>>> {
+        self.acquire_read(Some(deadline))
+    }
+
+    /// Blocks until the write lock is held. `WouldDeadlock` if this thread
+    /// already holds it.
+    pub fn write(&self) -> Result<RwLockWriteGuard<'_>> {
+        self.acquire_write(None)?
+            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+    }
+
+    /// One attempt at the write lock, without waiting.
+    pub fn try_write(&self) -> Result<Option<RwLockWriteGuard<'_>>> {
+        self.acquire_write(Some(Instant::now()))
+    }
+
+    /// Waits up to `timeout` for the write lock.
+    pub fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard<'_>>> {
+        self.acquire_write(Some(Instant::now() + timeout))
+    }
+
+    /// Waits until `deadline` for the write lock.
+    pub fn try_write_until(&self, deadline: Instant) -> Result<Option<RwLockWriteGuard<'_>>> {
+        self.acquire_write(Some(deadline))
+    }
+
+    /// Wakes every waiting `read` and `write` call with `Cancelled`.
+    pub fn cancel(&self) {
+        self.waiters.cancel();
+    }
+
+    fn holds_write(&self) -> bool {
+        *lock(&self.writer) == Some(std::thread::current().id())
+    }
+
+    fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
+        let writer_is_us = self.holds_write();
+        let decide = move |contenders: &[Contender], ours: usize| {
+            if writer_is_us {
+                return Decision::Acquired;
+            }
+            read_decision(contenders, ours)
+        };
+        let held = Attempt {
+            spec: &self.spec,
+            marker: READ_MARKER,
+            markers: RW_MARKERS,
+            decide: &decide,
+            waiters: &self.waiters,
+        }
+        .run(deadline)?;
+        Ok(held.map(|held| RwLockReadGuard { _lock: self, held }))
+    }
+
+    fn acquire_write(&self, deadline: Option<Instant>) -> Result<Option<RwLockWriteGuard<'_>>> {
+        if self.holds_write() {
+            return Err(Error::WouldDeadlock);
+        }
+        let held = Attempt {
+            spec: &self.spec,
+            marker: WRITE_MARKER,
+            markers: RW_MARKERS,
+            decide: &exclusive,
+            waiters: &self.waiters,
+        }
+        .run(deadline)?;
+        Ok(held.map(|held| {
+            *lock(&self.writer) = Some(std::thread::current().id());
+            RwLockWriteGuard {
+                lock: self,
+                held: Some(held),
+            }
+        }))
+    }
+}
+
+/// A reader holds unless a writer comes before it; it watches the nearest
+/// such writer.
+fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
+    let earlier = contenders.get(..ours).unwrap_or_default();
+    match earlier.iter().rev().find(|c| c.marker == WRITE_MARKER) {
+        None => Decision::Acquired,
+        Some(writer) => Decision::Wait {
+            node: writer.name.clone(),
+            acquired_on_delete: earlier.iter().filter(|c| c.marker == WRITE_MARKER).count() == 1,
+        },
+    }
+}
+
+/// A held read lock; dropping it releases it (see [`super::MutexGuard`]).
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct RwLockReadGuard<'a> {
+    _lock: &'a RwLock,
+    held: HeldLock,
+}
+
+impl RwLockReadGuard<'_> {
+    fn held(&self) -> &HeldLock {
+        &self.held
+    }
+
+    guard_accessors!();
+
+    /// Releases the read lock and waits for the server's confirmation.
+    pub fn unlock(self) -> Result<()> {
+        self.held.release()
+    }
+}
+
+/// The held write lock; dropping it releases it.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct RwLockWriteGuard<'a> {
+    lock: &'a RwLock,
+    held: Option<HeldLock>,
+}
+
+impl RwLockWriteGuard<'_> {
+    fn held(&self) -> &HeldLock {
+        self.held
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("guard used after release"))
+    }
+
+    guard_accessors!();
+
+    /// Releases the write lock and waits for the server's confirmation.
+    pub fn unlock(mut self) -> Result<()> {
+        *lock(&self.lock.writer) = None;
+        match self.held.take() {
+            Some(held) => held.release(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RwLockWriteGuard<'_> {
+    fn drop(&mut self) {
+        if self.held.take().is_some() {
+            *lock(&self.lock.writer) = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipes::naming::contenders;
+
+    fn sorted(names: &[&str]) -> Vec<Contender> {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        contenders(&names, RW_MARKERS)
+    }
+
+    #[test]
+    fn readers_wait_only_for_earlier_writers_and_watch_the_nearest() {
+        let c = sorted(&[
+            "_c_a-__READ__0000000001",
+            "_c_b-__WRIT__0000000002",
+            "_c_c-__READ__0000000003",
+            "_c_d-__WRIT__0000000004",
+            "_c_e-__READ__0000000005",
+        ]);
+        assert_eq!(read_decision(&c, 0), Decision::Acquired);
+        assert_eq!(
+            read_decision(&c, 2),
+            Decision::Wait {
+                node: "_c_b-__WRIT__0000000002".into(),
+                acquired_on_delete: true
+            }
+        );
+        assert_eq!(
+            read_decision(&c, 4),
+            Decision::Wait {
+                node: "_c_d-__WRIT__0000000004".into(),
+                acquired_on_delete: false
+            }
+        );
+        assert_eq!(
+            exclusive(&c, 3),
+            Decision::Wait {
+                node: "_c_c-__READ__0000000003".into(),
+                acquired_on_delete: false
+            }
+        );
+        assert_eq!(exclusive(&c, 0), Decision::Acquired);
+    }
+}
