@@ -1,5 +1,29 @@
 //! zklock: a synchronous ZooKeeper client with a hand-written wire protocol,
-//! and fair distributed locks built on it.
+//! and fair distributed locks built on it. No async runtime.
+//!
+//! ```no_run
+//! # fn main() -> zklock::Result<()> {
+//! let client = zklock::Client::connect("127.0.0.1:2181")?;
+//! let stock = client.mutex("/locks/stock/42")?;
+//! {
+//!     let guard = stock.lock()?; // blocks until held; fair, first come first served
+//!     let (data, _) = client.get_data("/stock/42")?;
+//!     let left: u32 = String::from_utf8_lossy(&data).parse().unwrap_or(0);
+//!     // Pass the fencing token to storage that can reject stale writers.
+//!     println!("holding with token {}", guard.fencing_token());
+//!     client.set_data("/stock/42", (left - 1).to_string().as_bytes(), None)?;
+//! } // dropping the guard releases the lock
+//! # Ok(()) }
+//! ```
+//!
+//! - [`Client`]: one session shared by cheap clones; calls block the calling
+//!   thread and are pipelined on one connection. Reconnects resume the
+//!   session; watches are re-registered.
+//! - [`Mutex`], [`ReentrantMutex`], [`RwLock`]: locks whose guards report
+//!   [`LockState`] (`Held`, `Suspended`, `Lost`) and carry a fencing token.
+//! - [`proto`]: the jute codec, with no I/O. [`session`]: the protocol state
+//!   machine, with no I/O.
+//! - `testing` (feature): real ZooKeeper servers and a TCP fault proxy for tests.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
