@@ -193,11 +193,18 @@ impl Shared {
     }
 
     fn publish_state(&self, state: State) {
+        // The state is updated under the listeners' lock, so a subscriber
+        // either sees the old state and then gets this change, or sees the
+        // new one and does not: never a change it had already seen.
+        let mut listeners = lock(&self.listeners);
         *lock(&self.state) = state;
         self.state_changed.notify_all();
-        lock(&self.listeners).retain(|tx| tx.send(state).is_ok());
-        let callbacks: Vec<StateCallback> =
-            lock(&self.callbacks).iter().map(|(_, f)| f.clone()).collect();
+        listeners.retain(|tx| tx.send(state).is_ok());
+        drop(listeners);
+        let callbacks: Vec<StateCallback> = lock(&self.callbacks)
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect();
         for callback in callbacks {
             callback(state);
         }
