@@ -10,8 +10,10 @@ mod acquire;
 mod held;
 mod mutex;
 mod naming;
+mod queue;
 mod rwlock;
 
 pub use held::LockState;
 pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};
+pub use queue::{lock_queue, QueueEntry};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -1,0 +1,276 @@
+//! `zklock bench`: the lock and raw-client workloads of `lock-compare`, as
+//! one JSON line on stdout.
+//!
+//! - `uncontended`: one session, one lock path, N lock/unlock cycles.
+//! - `contended`: C sessions, one thread each, N acquisitions in all on one
+//!   path; each critical section checks an in-process flag for overlap.
+//! - `get` / `set`: C threads share one client; N calls in all on a 100-byte node.
+//!
+//! Latency is measured from the `lock()` call to acquisition (or per call).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use zklock::{Acl, Client, CreateMode, Error};
+
+use crate::args::{self, Args, Usage};
+use crate::holders::quote;
+use crate::{Common, Outcome};
+
+struct Options {
+    common: Common,
+    mode: String,
+    clients: usize,
+    ops: usize,
+    path: String,
+    /// Skips the lock in contended mode, to show the violation check works.
+    without_lock: bool,
+}
+
+fn parse(args: &mut Args) -> Result<Options, Usage> {
+    let mut o = Options {
+        common: Common::new(),
+        mode: String::new(),
+        clients: 1,
+        ops: 1000,
+        path: "/zklock-bench".into(),
+        without_lock: false,
+    };
+    args.options(|name, value| {
+        if o.common.option(name, value)? {
+            return Ok(());
+        }
+        match name {
+            "mode" => o.mode = value()?,
+            "clients" => o.clients = args::number(name, &value()?)?,
+            "ops" => o.ops = args::number(name, &value()?)?,
+            "path" => o.path = value()?,
+            "without-lock" => o.without_lock = true,
+            _ => return Err(Usage(format!("unknown option --{name}"))),
+        }
+        Ok(())
+    })?;
+    args.finish()?;
+    if !matches!(o.mode.as_str(), "uncontended" | "contended" | "get" | "set") {
+        return Err(Usage(format!(
+            "--mode must be uncontended, contended, get or set, not {:?}",
+            o.mode
+        )));
+    }
+    if o.clients == 0 || o.ops == 0 {
+        return Err(Usage("--clients and --ops must be positive".into()));
+    }
+    Ok(o)
+}
+
+pub fn run(mut args: Args) -> Outcome {
+    let options = match parse(&mut args) {
+        Ok(o) => o,
+        Err(e) => return e.into(),
+    };
+    let cpu_before = cpu_seconds();
+    let started = Instant::now();
+    let result = match options.mode.as_str() {
+        "uncontended" => uncontended(&options),
+        "contended" => contended(&options),
+        _ => raw(&options),
+    };
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    match result {
+        Ok((mut latencies, violations)) => {
+            latencies.sort_unstable();
+            let ops = latencies.len();
+            println!(
+                "{{\"impl\": \"zklock\", \"mode\": {}, \"clients\": {}, \"ops\": {ops}, \"secs\": {secs:.3}, \"ops_per_s\": {:.1}, \"p50_us\": {}, \"p99_us\": {}, \"violations\": {violations}, \"cpu_s\": {cpu:.3}}}",
+                quote(&options.mode),
+                options.clients,
+                ops as f64 / secs.max(1e-9),
+                percentile(&latencies, 50),
+                percentile(&latencies, 99),
+            );
+            Outcome::Exit(0)
+        }
+        Err(e) => e.into(),
+    }
+}
+
+type Measured = Result<(Vec<u64>, usize), Error>;
+
+fn client(options: &Options) -> Result<Client, Error> {
+    Client::builder()
+        .session_timeout(options.common.session_timeout)
+        .connect(&options.common.connect)
+}
+
+fn uncontended(options: &Options) -> Measured {
+    let client = client(options)?;
+    let lock = client.mutex(&options.path)?;
+    let mut latencies = Vec::with_capacity(options.ops);
+    for _ in 0..options.ops {
+        let start = Instant::now();
+        let guard = lock.lock()?;
+        latencies.push(micros(start.elapsed()));
+        drop(guard);
+    }
+    client.close()?;
+    Ok((latencies, 0))
+}
+
+fn contended(options: &Options) -> Measured {
+    let remaining = AtomicUsize::new(options.ops);
+    let inside = AtomicBool::new(false);
+    let violations = AtomicUsize::new(0);
+    let clients = (0..options.clients)
+        .map(|_| client(options))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results: Vec<Result<Vec<u64>, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = clients
+            .iter()
+            .map(|client| {
+                let (remaining, inside, violations) = (&remaining, &inside, &violations);
+                scope.spawn(move || {
+                    let lock = client.mutex(&options.path)?;
+                    let mut latencies = Vec::new();
+                    while take_one(remaining) {
+                        let start = Instant::now();
+                        let guard = if options.without_lock {
+                            None
+                        } else {
+                            Some(lock.lock()?)
+                        };
+                        latencies.push(micros(start.elapsed()));
+                        if inside.swap(true, Ordering::SeqCst) {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // A critical section long enough for an overlap to show.
+                        std::thread::yield_now();
+                        inside.store(false, Ordering::SeqCst);
+                        drop(guard);
+                    }
+                    Ok(latencies)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(Error::Cancelled)))
+            .collect()
+    });
+    let mut latencies = Vec::with_capacity(options.ops);
+    for r in results {
+        latencies.extend(r?);
+    }
+    for client in clients {
+        client.close()?;
+    }
+    Ok((latencies, violations.load(Ordering::SeqCst)))
+}
+
+fn raw(options: &Options) -> Measured {
+    let client = client(options)?;
+    let data = vec![b'x'; 100];
+    match client.create(
+        &options.path,
+        &data,
+        &Acl::open_unsafe(),
+        CreateMode::Persistent,
+    ) {
+        Ok(_) | Err(Error::NodeExists) => {}
+        Err(Error::NoNode) => {
+            create_parents(&client, &options.path)?;
+            match client.create(
+                &options.path,
+                &data,
+                &Acl::open_unsafe(),
+                CreateMode::Persistent,
+            ) {
+                Ok(_) | Err(Error::NodeExists) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    let remaining = AtomicUsize::new(options.ops);
+    let set = options.mode == "set";
+    let results: Vec<Result<Vec<u64>, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..options.clients)
+            .map(|_| {
+                let (client, remaining, data) = (&client, &remaining, &data);
+                scope.spawn(move || {
+                    let mut latencies = Vec::new();
+                    while take_one(remaining) {
+                        let start = Instant::now();
+                        if set {
+                            client.set_data(&options.path, data, None)?;
+                        } else {
+                            client.get_data(&options.path)?;
+                        }
+                        latencies.push(micros(start.elapsed()));
+                    }
+                    Ok(latencies)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(Error::Cancelled)))
+            .collect()
+    });
+    let mut latencies = Vec::with_capacity(options.ops);
+    for r in results {
+        latencies.extend(r?);
+    }
+    client.close()?;
+    Ok((latencies, 0))
+}
+
+fn create_parents(client: &Client, path: &str) -> Result<(), Error> {
+    let mut prefix = String::new();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    for segment in segments.iter().take(segments.len().saturating_sub(1)) {
+        prefix.push('/');
+        prefix.push_str(segment);
+        match client.create(&prefix, &[], &Acl::open_unsafe(), CreateMode::Persistent) {
+            Ok(_) | Err(Error::NodeExists) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn take_one(remaining: &AtomicUsize) -> bool {
+    remaining
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (sorted.len() * p).div_ceil(100).clamp(1, sorted.len());
+    sorted.get(rank - 1).copied().unwrap_or(0)
+}
+
+/// User plus system CPU time of this process, from /proc (0 where unavailable).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields overall, in clock ticks (100 per second on Linux).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}

@@ -1,0 +1,104 @@
+//! `zklock holders LOCK_PATH [--json]`: the holder and the queue, in order.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use zklock::recipes::{lock_queue, QueueEntry};
+
+use crate::args::{Args, Usage};
+use crate::{Common, Outcome};
+
+pub fn run(mut args: Args) -> Outcome {
+    let mut common = Common::new();
+    let mut json = false;
+    let parsed = args.options(|name, value| {
+        if common.option(name, value)? {
+            return Ok(());
+        }
+        match name {
+            "json" => json = true,
+            _ => return Err(Usage(format!("unknown option --{name}"))),
+        }
+        Ok(())
+    });
+    if let Err(e) = parsed {
+        return e.into();
+    }
+    let path = match args
+        .positional("LOCK_PATH")
+        .and_then(|p| args.finish().map(|()| p))
+    {
+        Ok(p) => p,
+        Err(e) => return e.into(),
+    };
+    let client = match common.client() {
+        Ok(c) => c,
+        Err(e) => return e.into(),
+    };
+    let queue = match lock_queue(&client, &path) {
+        Ok(q) => q,
+        Err(e) => return e.into(),
+    };
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    if json {
+        println!("{}", to_json(&path, &queue, now_ms));
+    } else if queue.is_empty() {
+        println!("{path}: free");
+    } else {
+        for (i, entry) in queue.iter().enumerate() {
+            println!(
+                "{:<7} {} session={:#x} token={} age={:.1}s {}",
+                if i == 0 { "holder" } else { "waiting" },
+                entry.name,
+                entry.session_id,
+                entry.fencing_token,
+                (now_ms - entry.created_ms).max(0) as f64 / 1000.0,
+                String::from_utf8_lossy(&entry.data)
+            );
+        }
+    }
+    Outcome::Exit(0)
+}
+
+fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {
+    let entries: Vec<String> = queue
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!(
+                "{{\"position\":{i},\"node\":{},\"kind\":{},\"session_id\":\"{:#x}\",\"fencing_token\":{},\"age_ms\":{},\"data\":{}}}",
+                quote(&e.name),
+                quote(e.kind),
+                e.session_id,
+                e.fencing_token,
+                (now_ms - e.created_ms).max(0),
+                quote(&String::from_utf8_lossy(&e.data)),
+            )
+        })
+        .collect();
+    format!(
+        "{{\"path\":{},\"queue\":[{}]}}",
+        quote(path),
+        entries.join(",")
+    )
+}
+
+/// A JSON string literal.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
