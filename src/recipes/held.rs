@@ -51,9 +51,9 @@ impl Shared {
 pub(crate) struct HeldLock {
     client: Client,
     /// The node's server path (chroot included).
-    node: String,
+    server_node: String,
     /// The node as the user sees it (chroot removed).
-    user_node: String,
+    node: String,
     fencing_token: i64,
     shared: Arc<Shared>,
     callback: u64,
@@ -78,8 +78,8 @@ impl HeldLock {
         let user_node = client.client_path(node.clone());
         let held = HeldLock {
             client: client.clone(),
-            node,
-            user_node,
+            server_node: node,
+            node: user_node,
             fencing_token,
             shared,
             callback,
@@ -101,7 +101,7 @@ impl HeldLock {
                 on_event.set(LockState::Lost);
             }
         }));
-        match self.client.exists_inner(&self.user_node, Some(watcher)) {
+        match self.client.exists_inner(&self.node, Some(watcher)) {
             Ok(Some(_)) => {}
             Ok(None) => self.shared.set(LockState::Lost),
             Err(e) if e.is_session_lost() => self.shared.set(LockState::Lost),
@@ -111,7 +111,7 @@ impl HeldLock {
     }
 
     pub(crate) fn node(&self) -> &str {
-        &self.user_node
+        &self.node
     }
 
     pub(crate) fn fencing_token(&self) -> i64 {
@@ -168,14 +168,14 @@ impl HeldLock {
     pub(crate) fn release(mut self) -> Result<()> {
         self.released = true;
         let lost = self.state() == LockState::Lost;
-        let result = match self.client.delete(&self.user_node, None) {
+        let result = match self.client.delete(&self.node, None) {
             Ok(()) if lost => Err(Error::LockLost),
             Ok(()) => Ok(()),
             Err(Error::NoNode) => Err(Error::LockLost),
             Err(e) => {
                 // Still guarantee the release if the session lives on.
                 if e.is_retryable() {
-                    let _ = self.client.delete_in_background(self.node.clone());
+                    let _ = self.client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)
             }
@@ -191,8 +191,8 @@ impl Drop for HeldLock {
         if !self.released {
             // Sent without waiting, retried through reconnects while the
             // session lives, and ordered before this client's next request.
-            if let Err(e) = self.client.delete_in_background(self.node.clone()) {
-                log::debug!("release of {} not needed: {e}", self.node);
+            if let Err(e) = self.client.delete_in_background(self.server_node.clone()) {
+                log::debug!("release of {} not needed: {e}", self.server_node);
             }
             self.shared.set(LockState::Lost);
         }
