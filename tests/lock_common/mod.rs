@@ -1,0 +1,195 @@
+//! Helpers shared by the lock integration tests (`tests/lock_*.rs`).
+//!
+//! Every test starts its own server (or at least uses its own paths); every
+//! wait is bounded and either polls a condition with a deadline or blocks on
+//! a channel with a timeout, never a bare sleep.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use zklock::testing::{FaultProxy, TestServer};
+use zklock::{Acl, Client, CreateMode, Error};
+
+/// The session timeout of most clients: short enough for quick expiry
+/// tests, long enough for a loaded two-core machine.
+pub const SESSION_TIMEOUT: Duration = Duration::from_millis(3000);
+/// The per-host connect timeout of most clients.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
+/// The longest anything that should happen is waited for.
+pub const WAIT: Duration = Duration::from_secs(20);
+/// How long "nothing happens" is watched for, after the state it checks has
+/// been established by a round trip.
+pub const QUIET: Duration = Duration::from_millis(300);
+/// The pause between two looks at a polled condition.
+const POLL: Duration = Duration::from_millis(10);
+
+/// A standalone server with the harness defaults (tickTime 200 ms).
+pub fn server() -> TestServer {
+    TestServer::new().expect("start a ZooKeeper server")
+}
+
+/// A proxy in front of `server`.
+pub fn proxy(server: &TestServer) -> FaultProxy {
+    FaultProxy::start(server.addr()).expect("start a fault proxy")
+}
+
+/// A connected client with [`SESSION_TIMEOUT`].
+pub fn connect(connect_string: &str) -> Client {
+    connect_with(connect_string, SESSION_TIMEOUT)
+}
+
+/// A connected client asking for `session_timeout`.
+pub fn connect_with(connect_string: &str, session_timeout: Duration) -> Client {
+    Client::builder()
+        .session_timeout(session_timeout)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect(connect_string)
+        .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+}
+
+/// Creates a persistent node (and nothing else), for fixtures.
+pub fn mk(client: &Client, path: &str, data: &[u8]) {
+    client
+        .create(path, data, &Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap_or_else(|e| panic!("create {path}: {e}"));
+}
+
+/// The sequence number of a lock node (`..-0000000042`).
+pub fn sequence(name: &str) -> u32 {
+    let digits = name.rsplit(['-', '_']).next().unwrap_or_default();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no sequence suffix in {name:?}"))
+}
+
+/// The children of `dir` in sequence order; empty if `dir` does not exist.
+pub fn children(client: &Client, dir: &str) -> Vec<String> {
+    match client.get_children(dir) {
+        Ok(mut names) => {
+            names.sort_by_key(|n| sequence(n));
+            names
+        }
+        Err(Error::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {dir}: {e}"),
+    }
+}
+
+/// The session owning the ephemeral node `path`, or `None` if it is gone.
+pub fn owner(client: &Client, path: &str) -> Option<i64> {
+    client
+        .exists(path)
+        .unwrap_or_else(|e| panic!("exists {path}: {e}"))
+        .map(|stat| stat.ephemeral_owner)
+}
+
+/// Polls `done` until it holds (true) or `timeout` passes (false).
+pub fn poll(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Polls `done` until it holds; panics after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
+    assert!(poll(timeout, done), "timed out after {timeout:?}: {what}");
+}
+
+/// Waits until `dir` has exactly `n` children and returns them in order.
+pub fn wait_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
+    let mut last = Vec::new();
+    wait_until(&format!("{n} children under {dir}"), WAIT, || {
+        last = children(client, dir);
+        last.len() == n
+    });
+    last
+}
+
+/// Runs `f` on a new thread; its result arrives on the returned channel.
+/// The thread is named, so a hang shows up with its name in the output.
+pub fn spawn<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> (Receiver<T>, JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .expect("spawn a thread");
+    (rx, handle)
+}
+
+/// Receives within `timeout` or panics, naming `what`.
+pub fn recv<T>(rx: &Receiver<T>, timeout: Duration, what: &str) -> T {
+    match rx.recv_timeout(timeout) {
+        Ok(value) => value,
+        Err(RecvTimeoutError::Timeout) => panic!("timed out after {timeout:?}: {what}"),
+        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the sender is gone (it panicked?)"),
+    }
+}
+
+/// Checks that nothing arrives for [`QUIET`].
+pub fn expect_nothing<T: Debug>(rx: &Receiver<T>, what: &str) {
+    match rx.recv_timeout(QUIET) {
+        Err(RecvTimeoutError::Timeout) => {}
+        other => panic!("{what}: expected nothing, got {other:?}"),
+    }
+}
+
+/// Sessions watching each path, from the server's `wchp` four-letter word.
+///
+/// The reply lists each watched path on a line of its own, followed by one
+/// indented `0x<session id>` line per session watching it.
+pub fn watches_by_path(server: &TestServer) -> BTreeMap<String, Vec<i64>> {
+    let reply = server.four_letter("wchp").expect("wchp");
+    let mut map: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in reply.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            let hex = trimmed.trim_start_matches("0x");
+            let id = u64::from_str_radix(hex, 16)
+                .unwrap_or_else(|_| panic!("bad session id line {line:?} in wchp:\n{reply}"))
+                as i64;
+            let path = current
+                .as_ref()
+                .unwrap_or_else(|| panic!("session id before any path in wchp:\n{reply}"));
+            map.entry(path.clone()).or_default().push(id);
+        } else {
+            assert!(
+                trimmed.starts_with('/'),
+                "unexpected wchp line {line:?}:\n{reply}"
+            );
+            current = Some(trimmed.to_owned());
+            map.entry(trimmed.to_owned()).or_default();
+        }
+    }
+    map
+}
+
+/// A child process that is killed (SIGKILL) and reaped when dropped, so a
+/// failing test leaves nothing behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
