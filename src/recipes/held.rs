@@ -169,9 +169,13 @@ impl HeldLock {
         self.released = true;
         let lost = self.state() == LockState::Lost;
         let result = match self.client.delete(&self.node, None) {
-            Ok(()) if lost => Err(Error::LockLost),
+            // Already lost: whatever the delete says (NoNode, or the
+            // session's own end: SessionExpired, Closed...), the lock was
+            // not held up to this release.
+            Ok(()) | Err(_) if lost => Err(Error::LockLost),
             Ok(()) => Ok(()),
-            Err(Error::NoNode) => Err(Error::LockLost),
+            // The node went with the session, or someone deleted it.
+            Err(Error::NoNode | Error::SessionExpired) => Err(Error::LockLost),
             Err(e) => {
                 // Still guarantee the release if the session lives on.
                 if e.is_retryable() {
