@@ -1,0 +1,217 @@
+//! Holders that die or fall silent: the lock passes on once the holder's
+//! session expires, and a partitioned holder is told to stop (Suspended)
+//! before anyone else can acquire.
+
+mod lock_common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use lock_common::*;
+use zklock::testing::ProxyMode;
+use zklock::{Client, Error, LockState, Mutex};
+
+/// Tells the child test where to lock; without it the child does nothing.
+const CHILD_CONNECT_ENV: &str = "ZKLOCK_TEST_CHILD_CONNECT";
+const CHILD_PATH_ENV: &str = "ZKLOCK_TEST_CHILD_LOCK_PATH";
+/// The session timeout of the child holder.
+const CHILD_SESSION_TIMEOUT: Duration = Duration::from_millis(2000);
+
+/// Not a test of its own: the holder process of
+/// [`a_killed_holder_passes_the_lock_on_when_its_session_expires`], which
+/// runs this test binary again with only this test selected. It locks,
+/// prints `HELD <fencing token>`, and blocks until its stdin closes (or it
+/// is killed, which is the point).
+#[test]
+#[ignore = "runs only as the child process of a_killed_holder_passes_the_lock_on_when_its_session_expires"]
+fn child_holds_until_killed() {
+    let (Ok(connect_string), Ok(path)) = (
+        std::env::var(CHILD_CONNECT_ENV),
+        std::env::var(CHILD_PATH_ENV),
+    ) else {
+        return;
+    };
+    let client = connect_with(&connect_string, CHILD_SESSION_TIMEOUT);
+    let mutex = Mutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "HELD {}", guard.fencing_token()).unwrap();
+    out.flush().unwrap();
+    drop(out);
+    // Blocks until the parent closes our stdin or dies; the parent kills us
+    // long before that.
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}
+
+/// A holder process is killed with SIGKILL: its node stays until the
+/// server expires its session, then the waiter acquires with a larger
+/// fencing token.
+#[test]
+fn a_killed_holder_passes_the_lock_on_when_its_session_expires() {
+    const LOCK: &str = "/killed/lock";
+    let server = server();
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut child = KillOnDrop(
+        Command::new(exe)
+            .args([
+                "--exact",
+                "child_holds_until_killed",
+                "--nocapture",
+                "--ignored",
+            ])
+            .env(CHILD_CONNECT_ENV, server.connect_string())
+            .env(CHILD_PATH_ENV, LOCK)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the child holder"),
+    );
+    let stdout = child.0.stdout.take().expect("the child's stdout");
+    let (lines_tx, lines_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + WAIT;
+    let child_token: i64 = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = recv(&lines_rx, left, "the child to print HELD");
+        if let Some(token) = line.strip_prefix("HELD ") {
+            break token.trim().parse().expect("a fencing token");
+        }
+    };
+
+    let client = connect(&server.connect_string());
+    let held = children(&client, LOCK);
+    assert_eq!(held.len(), 1);
+    let child_session = owner(&client, &format!("{LOCK}/{}", held[0])).unwrap();
+    assert_ne!(child_session, client.session_id());
+
+    let waiter_client = client.clone();
+    let (acquired, waiter) = spawn("waiter", move || {
+        let mutex = Mutex::new(&waiter_client, LOCK).unwrap();
+        let guard = mutex.lock().unwrap();
+        let at = Instant::now();
+        let token = guard.fencing_token();
+        guard.unlock().unwrap();
+        (at, token)
+    });
+    wait_children(&client, LOCK, 2);
+    expect_nothing(&acquired, "the waiter acquires while the child holds");
+
+    let killed_at = Instant::now();
+    child.0.kill().expect("SIGKILL the child");
+    let status = child.0.wait().expect("reap the child");
+    assert_eq!(status.signal(), Some(9), "the child died of SIGKILL");
+
+    let (acquired_at, token) = recv(&acquired, WAIT, "the waiter to acquire after expiry");
+    waiter.join().unwrap();
+    let handover = acquired_at - killed_at;
+    // The closed socket alone releases nothing: the node goes when the
+    // session expires, at least a session timeout after the server last
+    // heard from the child (which pings every third of it).
+    assert!(
+        handover >= CHILD_SESSION_TIMEOUT / 2,
+        "acquired {handover:?} after the kill: before the session could expire"
+    );
+    assert!(
+        token > child_token,
+        "fencing token {token} after {child_token}"
+    );
+    assert!(children(&client, LOCK).is_empty());
+}
+
+/// The holder's link is blackholed past the session timeout. Its guard turns
+/// `Suspended` before the other contender acquires, and `Lost` once the
+/// client hears that the session expired.
+///
+/// The arithmetic, with a negotiated timeout T = 2000 ms: the client pings
+/// after T/3 without sending and drops a connection that has been silent
+/// for 2T/3 (the guard turns `Suspended` then); the server expires a
+/// session only after T without hearing from it (rounded up to its tick).
+/// The last thing the server heard (a ping) and the last thing the client
+/// received (its reply) are one round trip apart, so the client gives up
+/// about T/3 (~667 ms) before the server can hand the lock to anyone else.
+#[test]
+fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
+    const LOCK: &str = "/partition/lock";
+    const T: Duration = Duration::from_millis(2000);
+    let server = server();
+    let proxy = proxy(&server);
+    let holder_client = Client::builder()
+        .session_timeout(T)
+        .connect_timeout(Duration::from_millis(500))
+        .connect(&proxy.connect_string())
+        .unwrap();
+    assert_eq!(holder_client.negotiated_timeout(), Some(T));
+    let holder_mutex = Mutex::new(&holder_client, LOCK).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let holder_token = guard.fencing_token();
+
+    let changes = guard.state_changes();
+    let (states, observer) = {
+        let (tx, rx) = mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            while let Ok(state) = changes.recv_timeout(WAIT) {
+                let _ = tx.send((state, Instant::now()));
+                if state == LockState::Lost {
+                    break;
+                }
+            }
+        });
+        (rx, handle)
+    };
+
+    let other = connect(&server.connect_string());
+    let (acquired, contender) = spawn("contender", move || {
+        let mutex = Mutex::new(&other, LOCK).unwrap();
+        let guard = mutex.lock().unwrap();
+        let at = Instant::now();
+        let token = guard.fencing_token();
+        guard.unlock().unwrap();
+        (at, token)
+    });
+    wait_children(&holder_client, LOCK, 2);
+    expect_nothing(&acquired, "the contender acquires while the holder holds");
+
+    let blackholed_at = Instant::now();
+    proxy.set_mode(ProxyMode::Blackhole);
+    let (state, suspended_at) = recv(&states, WAIT, "the guard to turn Suspended");
+    assert_eq!(state, LockState::Suspended);
+    let (acquired_at, token) = recv(&acquired, WAIT, "the contender to acquire");
+    contender.join().unwrap();
+    assert_eq!(
+        guard.state(),
+        LockState::Suspended,
+        "the holder must not believe it holds once another does"
+    );
+    eprintln!(
+        "suspended after {:?}, other acquired after {:?}",
+        suspended_at - blackholed_at,
+        acquired_at - blackholed_at
+    );
+    assert!(
+        suspended_at < acquired_at,
+        "Suspended at +{:?} but the other acquired at +{:?}",
+        suspended_at - blackholed_at,
+        acquired_at - blackholed_at
+    );
+    assert!(token > holder_token);
+
+    // Healing the link tells the client that its session is gone.
+    proxy.set_mode(ProxyMode::Pass);
+    let (state, lost_at) = recv(&states, WAIT, "the guard to turn Lost");
+    assert_eq!(state, LockState::Lost);
+    assert!(lost_at > acquired_at);
+    observer.join().unwrap();
+    assert_eq!(guard.state(), LockState::Lost);
+    assert_eq!(guard.wait_while_held(Some(Duration::ZERO)), LockState::Lost);
+    assert_eq!(guard.unlock(), Err(Error::LockLost));
+}
