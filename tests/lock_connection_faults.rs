@@ -1,0 +1,219 @@
+//! Connection faults around the lock's own requests: a create whose reply
+//! is lost, and a release while the connection is down. Neither may leave
+//! a node behind nor a waiter hanging.
+
+mod lock_common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use lock_common::*;
+use zklock::testing::{FaultProxy, ProxyMode, TestServer};
+use zklock::{Client, LockState, Mutex};
+
+/// The opcode of `create2`, which lock nodes are created with.
+const CREATE2: i32 = 15;
+
+/// The nodes under `dir` owned by `session`.
+fn owned_by(client: &Client, dir: &str, session: i64) -> Vec<String> {
+    children(client, dir)
+        .into_iter()
+        .filter(|n| owner(client, &format!("{dir}/{n}")) == Some(session))
+        .collect()
+}
+
+/// Waits until `watcher`'s session watches a node under `dir` (per
+/// `wchp`): the waiter it belongs to has settled on a predecessor.
+fn wait_watching_under(server: &TestServer, dir: &str, watcher: i64) {
+    let prefix = format!("{dir}/");
+    wait_until(
+        &format!("{watcher:#x} to watch a node in {dir}"),
+        WAIT,
+        || {
+            watches_by_path(server)
+                .iter()
+                .any(|(path, sessions)| path.starts_with(&prefix) && sessions.contains(&watcher))
+        },
+    );
+}
+
+/// The reply to the lock's create2 never arrives (the connection is cut
+/// right after the request reached the server). The client reconnects,
+/// finds the node it did create by its protected name, and carries on with
+/// exactly that one: once while waiting behind a holder, once on a free
+/// lock. No node is orphaned and the other contender is never stuck.
+#[test]
+fn a_lost_create_reply_leaves_no_orphan_and_no_stuck_waiter() {
+    const DIR: &str = "/cut/lock";
+    let server = server();
+    let proxy = proxy(&server);
+    let a = connect(&proxy.connect_string());
+    let b = connect(&server.connect_string());
+    // A plain directory: the first create2 of a lock is then the one that
+    // makes its node (with a missing directory it would fail with NoNode).
+    mk(&b, "/cut", b"");
+    mk(&b, DIR, b"");
+    let a_session = a.session_id();
+
+    // Round 1: b holds; a's create is cut while a queues behind it.
+    let b_mutex = Mutex::new(&b, DIR).unwrap();
+    let b_guard = b_mutex.lock().unwrap();
+    proxy.cut_after_request(|opcode| opcode == CREATE2);
+    let (a_acquired, a_thread) = {
+        let a = a.clone();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (rx, handle) = spawn("a-round-1", move || {
+            let mutex = Mutex::new(&a, DIR).unwrap();
+            let guard = mutex.lock()?;
+            let node = guard.node().to_owned();
+            let _ = release_rx.recv_timeout(WAIT);
+            guard.unlock()?;
+            Ok::<_, zklock::Error>(node)
+        });
+        (rx, (handle, release_tx))
+    };
+    wait_until("the create2 to be cut", WAIT, || !proxy.is_cut_armed());
+    wait_watching_under(&server, DIR, a_session);
+    let a_nodes = owned_by(&b, DIR, a_session);
+    assert_eq!(a_nodes.len(), 1, "a's session owns one node: {a_nodes:?}");
+    assert_eq!(children(&b, DIR).len(), 2);
+    expect_nothing(&a_acquired, "a acquires while b holds");
+
+    b_guard.unlock().unwrap();
+    let (handle, release) = a_thread;
+    // a holds now; its node is the one it created before the cut.
+    wait_until("a to hold the lock alone", WAIT, || {
+        children(&b, DIR) == a_nodes
+    });
+    drop(release);
+    let held = recv(&a_acquired, WAIT, "a to acquire and release").unwrap();
+    handle.join().unwrap();
+    assert_eq!(held, format!("{DIR}/{}", a_nodes[0]));
+    assert!(children(&b, DIR).is_empty(), "nothing left after round 1");
+
+    // Round 2: the lock is free; a's create is cut, a recovers its node and
+    // holds; b waits and gets the lock once a releases.
+    proxy.cut_after_request(|opcode| opcode == CREATE2);
+    let a_mutex = Mutex::new(&a, DIR).unwrap();
+    let a_guard = a_mutex.lock().unwrap();
+    assert!(!proxy.is_cut_armed(), "the create2 was cut");
+    let a_nodes = owned_by(&b, DIR, a_session);
+    assert_eq!(a_nodes.len(), 1, "a's session owns one node: {a_nodes:?}");
+    assert_eq!(a_guard.node(), format!("{DIR}/{}", a_nodes[0]));
+    assert_eq!(children(&b, DIR), a_nodes);
+
+    let (b_acquired, b_thread) = {
+        let b = b.clone();
+        spawn("b-round-2", move || {
+            let mutex = Mutex::new(&b, DIR).unwrap();
+            let guard = mutex.lock()?;
+            let node = guard.node().to_owned();
+            guard.unlock()?;
+            Ok::<_, zklock::Error>(node)
+        })
+    };
+    wait_children(&b, DIR, 2);
+    expect_nothing(&b_acquired, "b acquires while a holds");
+    a_guard.unlock().unwrap();
+    recv(&b_acquired, WAIT, "b to acquire after a's release").unwrap();
+    b_thread.join().unwrap();
+    assert!(children(&b, DIR).is_empty(), "nothing left after round 2");
+    assert_eq!(a.session_id(), a_session, "a kept its session throughout");
+}
+
+/// Sets up a holder behind `proxy` (session timeout `timeout`) and a
+/// contender queued behind it, runs `disconnect` and waits for the guard to
+/// turn Suspended, drops the guard while the connection is down, checks that
+/// the node stays and the contender waits, runs `heal`, and checks that the
+/// delete reaches the server once the session reconnects.
+fn release_while_disconnected(
+    server: &TestServer,
+    proxy: &FaultProxy,
+    timeout: Duration,
+    disconnect: impl FnOnce(),
+    heal: impl FnOnce(),
+) {
+    const DIR: &str = "/dropped/lock";
+    let holder = connect_with(&proxy.connect_string(), timeout);
+    let session = holder.session_id();
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+    let changes = guard.state_changes();
+
+    let other = connect(&server.connect_string());
+    let (acquired, contender) = {
+        let other = other.clone();
+        spawn("contender", move || {
+            let mutex = Mutex::new(&other, DIR).unwrap();
+            let guard = mutex.lock()?;
+            let token = guard.fencing_token();
+            guard.unlock()?;
+            Ok::<_, zklock::Error>(token)
+        })
+    };
+    wait_children(&other, DIR, 2);
+
+    disconnect();
+    let state = changes
+        .recv_timeout(WAIT)
+        .expect("the guard to turn Suspended");
+    assert_eq!(state, LockState::Suspended);
+    let holder_token = guard.fencing_token();
+    drop(guard);
+    // The delete cannot have gone out: the node stays, the contender waits.
+    expect_nothing(
+        &acquired,
+        "the contender acquires while the delete is stuck",
+    );
+    assert_eq!(
+        owner(&other, &node),
+        Some(session),
+        "the node is still there"
+    );
+
+    heal();
+    let token = recv(&acquired, WAIT, "the contender to acquire after the heal").unwrap();
+    contender.join().unwrap();
+    assert!(token > holder_token);
+    assert_eq!(owner(&other, &node), None);
+    holder
+        .wait_connected(WAIT)
+        .expect("the holder reconnects to its session");
+    assert_eq!(holder.session_id(), session, "the session survived");
+    assert!(children(&other, DIR).is_empty());
+}
+
+/// The connection is cut and reconnects are refused; the guard dropped
+/// meanwhile has its delete sent after the reconnect.
+#[test]
+fn a_guard_dropped_while_the_connection_is_cut_is_released_after_reconnect() {
+    let server = server();
+    let proxy = proxy(&server);
+    release_while_disconnected(
+        &server,
+        &proxy,
+        Duration::from_millis(4000),
+        || {
+            proxy.refuse(true);
+            proxy.cut();
+        },
+        || proxy.refuse(false),
+    );
+}
+
+/// The same through a partition: the client notices the silence after two
+/// thirds of the session timeout (8 s here, so that the guard turning
+/// Suspended, the check and the reconnect all fit well inside it).
+#[test]
+fn a_guard_dropped_during_a_partition_is_released_after_it_heals() {
+    let server = server();
+    let proxy = proxy(&server);
+    release_while_disconnected(
+        &server,
+        &proxy,
+        Duration::from_millis(8000),
+        || proxy.set_mode(ProxyMode::Blackhole),
+        || proxy.set_mode(ProxyMode::Pass),
+    );
+}
