@@ -1,0 +1,212 @@
+//! The life of lock nodes and directories: failed tries and cancelled
+//! waits leave nothing behind, and empty lock directories are containers
+//! that the server reaps and the next acquisition recreates.
+
+mod lock_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_common::*;
+use zklock::testing::TestServer;
+use zklock::{Error, Mutex, ReentrantMutex, RwLock};
+
+/// `try_lock` on a held lock and `try_lock_for` running out both return
+/// `None` and delete their node, for every lock kind. Their own client's
+/// next request already sees the node gone (the delete is sent first).
+#[test]
+fn failed_tries_leave_no_node() {
+    const DIR: &str = "/tries/mutex";
+    const RW: &str = "/tries/rw";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let held = children(&holder, DIR);
+    assert_eq!(held.len(), 1);
+
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, DIR).unwrap();
+    assert!(mutex.try_lock().unwrap().is_none());
+    assert_eq!(children(&c, DIR), held, "try_lock left a node");
+
+    let wait = Duration::from_millis(300);
+    let started = Instant::now();
+    assert!(mutex.try_lock_for(wait).unwrap().is_none());
+    let waited = started.elapsed();
+    assert!(waited >= wait, "gave up after {waited:?}");
+    assert!(waited < WAIT, "gave up only after {waited:?}");
+    assert_eq!(children(&c, DIR), held, "try_lock_for left a node");
+
+    let deadline = Instant::now() + wait;
+    assert!(mutex.try_lock_until(deadline).unwrap().is_none());
+    assert!(Instant::now() >= deadline);
+    assert_eq!(children(&c, DIR), held, "try_lock_until left a node");
+
+    let reentrant = ReentrantMutex::new(&c, DIR).unwrap();
+    assert!(reentrant.try_lock().unwrap().is_none());
+    assert!(reentrant.try_lock_for(wait).unwrap().is_none());
+    assert_eq!(reentrant.hold_count(), 0);
+    assert_eq!(children(&c, DIR), held, "ReentrantMutex tries left a node");
+    // Seen from the other sessions too.
+    assert_eq!(children(&holder, DIR), held);
+
+    // The read-write lock: a write try against a reader, read tries
+    // against a writer.
+    let holder_rw = RwLock::new(&holder, RW).unwrap();
+    let rw = RwLock::new(&c, RW).unwrap();
+    let read = holder_rw.read().unwrap();
+    assert!(rw.try_write().unwrap().is_none());
+    assert!(rw.try_write_for(wait).unwrap().is_none());
+    assert_eq!(children(&c, RW).len(), 1, "write tries left a node");
+    read.unlock().unwrap();
+    let write = holder_rw.write().unwrap();
+    assert!(rw.try_read().unwrap().is_none());
+    assert!(rw.try_read_for(wait).unwrap().is_none());
+    assert!(rw.try_write().unwrap().is_none());
+    assert_eq!(children(&c, RW).len(), 1, "read tries left a node");
+    write.unlock().unwrap();
+
+    // Once free, a try succeeds at once.
+    guard.unlock().unwrap();
+    let mine = mutex.try_lock().unwrap().expect("a free lock");
+    assert_eq!(children(&c, DIR).len(), 1);
+    mine.unlock().unwrap();
+    assert!(children(&c, DIR).is_empty());
+    assert!(children(&c, RW).is_empty());
+}
+
+fn is_gone(server: &TestServer, path: &str) -> bool {
+    let c = connect(&server.connect_string());
+    c.exists(path).unwrap().is_none()
+}
+
+/// Lock directories (and their missing ancestors) are created as
+/// containers; once the last lock node goes, the server reaps them, and the
+/// next acquisition recreates them with a still larger fencing token.
+#[test]
+fn an_empty_lock_directory_is_reaped_and_recreated() {
+    const DIR: &str = "/reap/a/b/lock";
+    let server = TestServer::builder()
+        .container_check_interval_ms(100)
+        .start()
+        .expect("start a ZooKeeper server");
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, DIR).unwrap();
+
+    let mut last_token = 0;
+    for round in 0..3 {
+        let guard = mutex.lock().unwrap();
+        let token = guard.fencing_token();
+        assert!(
+            token > last_token,
+            "round {round}: token {token} after {last_token}"
+        );
+        last_token = token;
+        // (The server shows containers with an ephemeral owner of 0, like
+        // persistent nodes; that they are reaped below is what shows them
+        // to be containers.)
+        for dir in ["/reap", "/reap/a", "/reap/a/b", DIR] {
+            assert!(c.exists(dir).unwrap().is_some(), "{dir} exists");
+        }
+        guard.unlock().unwrap();
+        wait_until("the lock directory to be reaped", WAIT, || {
+            c.exists(DIR).unwrap().is_none()
+        });
+        // Its parents had a child once and are empty now: reaped in turn.
+        wait_until("the ancestors to be reaped", WAIT, || {
+            c.exists("/reap").unwrap().is_none()
+        });
+    }
+    assert!(is_gone(&server, "/reap"));
+
+    // Acquire right after release, over and over, while the reaper runs
+    // every 100 ms: a directory reaped between the checks and the create
+    // is simply made again.
+    for _ in 0..30 {
+        let guard = mutex.lock().unwrap();
+        assert!(guard.fencing_token() > last_token);
+        last_token = guard.fencing_token();
+        guard.unlock().unwrap();
+    }
+}
+
+/// `cancel` from another thread wakes every waiting `lock` of that object
+/// with `Cancelled`, and their nodes are deleted; it does not stick: a later
+/// `lock` waits and acquires normally.
+#[test]
+fn cancel_wakes_waiters_with_cancelled_and_deletes_their_nodes() {
+    const DIR: &str = "/cancel/lock";
+    const RW: &str = "/cancel/rw";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let held = children(&holder, DIR);
+
+    let c = connect(&server.connect_string());
+    let mutex = Arc::new(Mutex::new(&c, DIR).unwrap());
+    mutex.cancel(); // Nothing to cancel yet: no effect on later calls.
+    let waiters: Vec<_> = (0..3)
+        .map(|i| {
+            let mutex = mutex.clone();
+            spawn(&format!("waiter-{i}"), move || {
+                mutex.lock().map(|g| g.fencing_token())
+            })
+        })
+        .collect();
+    wait_children(&holder, DIR, 4);
+    for (rx, _) in &waiters {
+        expect_nothing(rx, "a waiter returns before the cancel");
+    }
+
+    let cancelled_at = Instant::now();
+    mutex.cancel();
+    for (i, (rx, handle)) in waiters.into_iter().enumerate() {
+        let result = recv(&rx, WAIT, &format!("waiter {i} to wake"));
+        assert_eq!(result, Err(Error::Cancelled), "waiter {i}");
+        handle.join().unwrap();
+    }
+    // A condvar wakeup, not a watch or a timeout.
+    let took = cancelled_at.elapsed();
+    assert!(took < Duration::from_secs(2), "the cancel took {took:?}");
+    assert_eq!(children(&c, DIR), held, "cancelled waiters left nodes");
+
+    // Not sticky: the next lock waits for the holder, then acquires.
+    let (acquired, waiter) = {
+        let mutex = mutex.clone();
+        spawn("after-cancel", move || {
+            mutex.lock().map(|g| g.fencing_token())
+        })
+    };
+    wait_children(&holder, DIR, 2);
+    expect_nothing(&acquired, "the lock after a cancel returns early");
+    let holder_token = guard.fencing_token();
+    guard.unlock().unwrap();
+    let token = recv(&acquired, WAIT, "the lock after the cancel").unwrap();
+    waiter.join().unwrap();
+    assert!(token > holder_token);
+    assert!(children(&c, DIR).is_empty());
+
+    // RwLock waits cancel the same way.
+    let holder_rw = RwLock::new(&holder, RW).unwrap();
+    let write = holder_rw.write().unwrap();
+    let rw = Arc::new(RwLock::new(&c, RW).unwrap());
+    let reader = {
+        let rw = rw.clone();
+        spawn("reader", move || rw.read().map(|_| ()))
+    };
+    let writer = {
+        let rw = rw.clone();
+        spawn("writer", move || rw.write().map(|_| ()))
+    };
+    wait_children(&holder, RW, 3);
+    rw.cancel();
+    for (name, (rx, handle)) in [("reader", reader), ("writer", writer)] {
+        assert_eq!(recv(&rx, WAIT, name), Err(Error::Cancelled), "{name}");
+        handle.join().unwrap();
+    }
+    assert_eq!(children(&c, RW).len(), 1);
+    write.unlock().unwrap();
+    assert!(children(&c, RW).is_empty());
+}
