@@ -1,0 +1,218 @@
+//! What each lock kind promises within a process: a Mutex refuses to be
+//! locked twice by its holder, a ReentrantMutex counts holds, and a RwLock
+//! shares between readers and orders writers fairly.
+
+mod lock_common;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use lock_common::*;
+use zklock::{Error, Mutex, ReentrantMutex, RwLock};
+
+/// Locking a held Mutex again from the holding thread fails at once with
+/// `WouldDeadlock` (any flavour of lock call) and creates no node; another
+/// thread on the same object just finds it held.
+#[test]
+fn relocking_a_mutex_from_its_holder_would_deadlock() {
+    const DIR: &str = "/deadlock/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+    assert!(mutex.is_held_by_current_thread());
+    let held = children(&c, DIR);
+
+    assert_eq!(mutex.lock().err(), Some(Error::WouldDeadlock));
+    assert_eq!(mutex.try_lock().err(), Some(Error::WouldDeadlock));
+    assert_eq!(
+        mutex.try_lock_for(Duration::from_secs(5)).err(),
+        Some(Error::WouldDeadlock)
+    );
+    assert_eq!(children(&c, DIR), held, "a refused relock created a node");
+
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(!mutex.is_held_by_current_thread());
+            assert!(
+                mutex.try_lock().unwrap().is_none(),
+                "held by the other thread"
+            );
+        })
+        .join()
+        .unwrap();
+    });
+    assert_eq!(children(&c, DIR), held);
+
+    let token = guard.fencing_token();
+    drop(guard);
+    assert!(!mutex.is_held_by_current_thread());
+    let again = mutex.lock().expect("free again after the drop");
+    assert!(again.fencing_token() > token);
+    again.unlock().unwrap();
+    assert!(children(&c, DIR).is_empty());
+}
+
+/// A ReentrantMutex counts the holding thread's holds; its node is deleted
+/// only when the count returns to zero. Other threads and sessions wait
+/// meanwhile.
+#[test]
+fn a_reentrant_mutex_deletes_its_node_when_the_count_reaches_zero() {
+    const DIR: &str = "/reentrant/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let other = connect(&server.connect_string());
+    let mutex = ReentrantMutex::new(&c, DIR).unwrap();
+    let other_mutex = ReentrantMutex::new(&other, DIR).unwrap();
+
+    let first = mutex.lock().unwrap();
+    let second = mutex.lock().unwrap();
+    let third = mutex.try_lock().unwrap().expect("reentry never waits");
+    assert_eq!(mutex.hold_count(), 3);
+    let node = children(&c, DIR);
+    assert_eq!(node.len(), 1, "one node for every hold");
+    let token = first.fencing_token();
+    assert_eq!(second.fencing_token(), token);
+    assert_eq!(third.fencing_token(), token);
+
+    assert!(other_mutex.try_lock().unwrap().is_none());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(mutex.hold_count(), 0, "holds belong to a thread");
+            assert!(mutex.try_lock().unwrap().is_none(), "another thread waits");
+        })
+        .join()
+        .unwrap();
+    });
+
+    drop(third);
+    assert_eq!(mutex.hold_count(), 2);
+    assert_eq!(children(&c, DIR), node);
+    second.unlock().unwrap();
+    assert_eq!(mutex.hold_count(), 1);
+    assert_eq!(children(&c, DIR), node, "released before the last hold");
+    assert!(other_mutex.try_lock().unwrap().is_none());
+
+    let (acquired, waiter) = spawn("other", move || {
+        let guard = other_mutex.lock().unwrap();
+        let token = guard.fencing_token();
+        guard.unlock().unwrap();
+        token
+    });
+    wait_children(&c, DIR, 2);
+    expect_nothing(
+        &acquired,
+        "the other session acquires before the last hold goes",
+    );
+    drop(first);
+    assert_eq!(mutex.hold_count(), 0);
+    assert!(
+        !children(&c, DIR).contains(&node[0]),
+        "the last hold deleted the node"
+    );
+    let other_token = recv(&acquired, WAIT, "the other session to acquire");
+    waiter.join().unwrap();
+    assert!(other_token > token);
+    assert!(children(&c, DIR).is_empty());
+}
+
+/// Readers share; a writer waits for the readers before it and keeps later
+/// readers out; a reader queued after a writer waits for that writer even
+/// though readers hold.
+#[test]
+fn readers_share_and_writers_wait_their_turn() {
+    const DIR: &str = "/rw/lock";
+    let server = server();
+    // Each contender in a session of its own.
+    let rw = || RwLock::new(&connect(&server.connect_string()), DIR).unwrap();
+    let (reader1, reader2) = (rw(), rw());
+    let observer = connect(&server.connect_string());
+
+    let r1 = reader1.read().unwrap();
+    let r2 = reader2.try_read().unwrap().expect("readers share");
+    assert_eq!(children(&observer, DIR).len(), 2);
+
+    // A writer queues behind both readers.
+    let writer = rw();
+    let (writer_tx, writer_rx) = mpsc::channel();
+    let (release_writer, writer_release) = mpsc::channel::<()>();
+    let writer_thread = spawn("writer", move || {
+        let guard = writer.write().unwrap();
+        writer_tx.send(Instant::now()).unwrap();
+        let _ = writer_release.recv_timeout(WAIT);
+        guard.unlock().unwrap();
+    });
+    wait_children(&observer, DIR, 3);
+
+    // A reader after the writer waits for it, though only readers hold.
+    let reader3 = rw();
+    let (reader3_tx, reader3_rx) = mpsc::channel();
+    let reader3_thread = spawn("reader3", move || {
+        let guard = reader3.read().unwrap();
+        reader3_tx.send(Instant::now()).unwrap();
+        guard.unlock().unwrap();
+    });
+    wait_children(&observer, DIR, 4);
+    expect_nothing(&writer_rx, "the writer acquires while readers hold");
+    expect_nothing(&reader3_rx, "a reader overtakes the queued writer");
+
+    // The writer needs both readers gone.
+    r1.unlock().unwrap();
+    expect_nothing(&writer_rx, "the writer acquires while a reader holds");
+    let last_reader_gone = Instant::now();
+    r2.unlock().unwrap();
+    let writer_at = recv(&writer_rx, WAIT, "the writer to acquire");
+    assert!(writer_at > last_reader_gone);
+
+    // While it writes, readers are out.
+    expect_nothing(&reader3_rx, "a reader acquires while the writer holds");
+    let late = rw();
+    assert!(
+        late.try_read().unwrap().is_none(),
+        "a reader got in beside the writer"
+    );
+    let writer_gone = Instant::now();
+    drop(release_writer);
+    let reader3_at = recv(&reader3_rx, WAIT, "the queued reader to acquire");
+    assert!(reader3_at > writer_gone);
+    for (rx, handle) in [writer_thread, reader3_thread] {
+        recv(&rx, WAIT, "a thread to finish");
+        handle.join().unwrap();
+    }
+    assert!(children(&observer, DIR).is_empty());
+}
+
+/// The thread holding the write lock may take the read lock too (and the
+/// read lock outlives the write lock if released first); taking the write
+/// lock twice would deadlock.
+#[test]
+fn the_write_holder_may_also_read() {
+    const DIR: &str = "/downgrade/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let other = RwLock::new(&connect(&server.connect_string()), DIR).unwrap();
+    let rw = RwLock::new(&c, DIR).unwrap();
+
+    let write = rw.write().unwrap();
+    let read = rw
+        .try_read()
+        .unwrap()
+        .expect("the write holder reads at once");
+    assert_eq!(children(&c, DIR).len(), 2);
+    assert_eq!(rw.write().err(), Some(Error::WouldDeadlock));
+    assert_eq!(rw.try_write().err(), Some(Error::WouldDeadlock));
+    assert!(other.try_read().unwrap().is_none());
+    assert!(other.try_write().unwrap().is_none());
+
+    // Dropping the write lock first leaves a plain reader: other readers
+    // join, writers still wait.
+    write.unlock().unwrap();
+    assert_eq!(children(&c, DIR).len(), 1);
+    let shared = other.try_read().unwrap().expect("readers share again");
+    assert!(other.try_write().unwrap().is_none());
+    shared.unlock().unwrap();
+    read.unlock().unwrap();
+    assert!(children(&c, DIR).is_empty());
+    let write = other.try_write().unwrap().expect("free");
+    write.unlock().unwrap();
+}
