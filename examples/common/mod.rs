@@ -1,0 +1,247 @@
+//! Shared by the examples (not an example itself): where ZooKeeper is, a
+//! private path prefix to work under, and a tiny flag parser.
+//!
+//! With `ZK_CONNECT` unset, an example starts a throwaway local ZooKeeper
+//! through `zklock::testing::TestServer` (Java and Debian's `zookeeper`
+//! package are needed) and stops it at the end. With `ZK_CONNECT` set (for
+//! example `ZK_CONNECT=zk1:2181,zk2:2181`), it uses that ensemble. Either way
+//! it works under `/zklock-examples/<example>-<pid>` and deletes that subtree
+//! when it finishes.
+
+#![allow(dead_code)]
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use zklock::testing::TestServer;
+use zklock::{Acl, Client, CreateMode};
+
+/// What an example's body returns: `Ok(true)` if its checks passed.
+pub type Outcome = Result<bool, Box<dyn Error>>;
+
+/// The parent of every example's prefix.
+const ROOT: &str = "/zklock-examples";
+
+/// The session timeout the examples ask for.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The ZooKeeper an example talks to, and its private path prefix.
+pub struct Zk {
+    /// The throwaway server, when `ZK_CONNECT` was unset (stopped on drop).
+    server: Option<TestServer>,
+    connect: String,
+    prefix: String,
+}
+
+impl Zk {
+    /// Connects to `$ZK_CONNECT`, or starts a local server, and creates
+    /// `/zklock-examples/<example>-<pid>`.
+    pub fn start(example: &str) -> Result<Zk, Box<dyn Error>> {
+        let (server, connect) = match std::env::var("ZK_CONNECT") {
+            Ok(connect) if !connect.is_empty() => {
+                println!("using the ZooKeeper ensemble at {connect} (ZK_CONNECT)");
+                (None, connect)
+            }
+            _ => {
+                print!("ZK_CONNECT is unset: starting a throwaway local ZooKeeper... ");
+                let server = TestServer::new()?;
+                let connect = server.connect_string();
+                println!("listening on {connect}");
+                (Some(server), connect)
+            }
+        };
+        let zk = Zk {
+            server,
+            connect,
+            prefix: format!("{ROOT}/{example}-{}", std::process::id()),
+        };
+        let client = zk.client()?;
+        for path in [ROOT, zk.prefix.as_str()] {
+            match client.create(path, &[], &Acl::open_unsafe(), CreateMode::Persistent) {
+                Ok(_) | Err(zklock::Error::NodeExists) => {}
+                Err(e) => return Err(format!("create {path}: {e}").into()),
+            }
+        }
+        client.close()?;
+        println!("working under {}", zk.prefix);
+        Ok(zk)
+    }
+
+    /// A new client: a session of its own.
+    pub fn client(&self) -> zklock::Result<Client> {
+        Client::builder()
+            .session_timeout(SESSION_TIMEOUT)
+            .connect_timeout(Duration::from_secs(5))
+            .connect(&self.connect)
+    }
+
+    /// `name` under this example's prefix.
+    pub fn path(&self, name: &str) -> String {
+        format!("{}/{name}", self.prefix)
+    }
+
+    /// Deletes the prefix (and `/zklock-examples` if nothing else is left).
+    fn clean_up(&self) -> zklock::Result<()> {
+        let client = self.client()?;
+        delete_tree(&client, &self.prefix)?;
+        match client.delete(ROOT, None) {
+            Ok(()) | Err(zklock::Error::NotEmpty) | Err(zklock::Error::NoNode) => {}
+            Err(e) => return Err(e),
+        }
+        client.close()
+    }
+}
+
+impl Drop for Zk {
+    fn drop(&mut self) {
+        if let Err(e) = self.clean_up() {
+            eprintln!("cleaning up {}: {e}", self.prefix);
+        }
+        if let Some(server) = self.server.take() {
+            // Dropping it kills the JVM and removes its directory.
+            drop(server);
+            println!("stopped the local ZooKeeper");
+        }
+    }
+}
+
+/// Deletes `path` and everything below it.
+fn delete_tree(client: &Client, path: &str) -> zklock::Result<()> {
+    let children = match client.get_children(path) {
+        Ok(children) => children,
+        Err(zklock::Error::NoNode) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for child in children {
+        delete_tree(client, &format!("{path}/{child}"))?;
+    }
+    match client.delete(path, None) {
+        Ok(()) | Err(zklock::Error::NoNode) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs an example's body with its ZooKeeper, cleans up, and turns the
+/// outcome into the exit status: 0 if the checks passed, 1 if not, 2 for
+/// bad flags, 3 for any other error.
+pub fn run(example: &str, body: impl FnOnce(&Zk, &mut Flags) -> Outcome) -> ExitCode {
+    let mut flags = Flags::from_env();
+    if flags.switch("--help") {
+        println!("see the doc comment at the top of examples/{example}.rs");
+        return ExitCode::SUCCESS;
+    }
+    let zk = match Zk::start(example) {
+        Ok(zk) => zk,
+        Err(e) => {
+            eprintln!("{example}: cannot reach ZooKeeper: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let outcome = body(&zk, &mut flags);
+    drop(zk);
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("{example}: CHECK FAILED");
+            ExitCode::FAILURE
+        }
+        Err(e) if e.is::<BadFlag>() => {
+            eprintln!("{example}: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("{example}: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// A bad command-line flag.
+#[derive(Debug)]
+pub struct BadFlag(String);
+
+impl BadFlag {
+    /// A bad flag, explained.
+    pub fn new(message: impl Into<String>) -> BadFlag {
+        BadFlag(message.into())
+    }
+}
+
+impl std::fmt::Display for BadFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for BadFlag {}
+
+/// `--name value` and `--switch` flags.
+pub struct Flags {
+    args: Vec<String>,
+}
+
+impl Flags {
+    fn from_env() -> Flags {
+        Flags {
+            args: std::env::args().skip(1).collect(),
+        }
+    }
+
+    /// True (and consumed) if `--name` was given.
+    pub fn switch(&mut self, name: &str) -> bool {
+        let before = self.args.len();
+        self.args.retain(|a| a != name);
+        self.args.len() != before
+    }
+
+    /// The value of `--name value` or `--name=value`, or `default`.
+    pub fn value<T: FromStr>(&mut self, name: &str, default: T) -> Result<T, BadFlag> {
+        let Some(i) = self
+            .args
+            .iter()
+            .position(|a| a == name || a.starts_with(&format!("{name}=")))
+        else {
+            return Ok(default);
+        };
+        let arg = self.args.remove(i);
+        let text = match arg.split_once('=') {
+            Some((_, v)) => v.to_owned(),
+            None if i < self.args.len() => self.args.remove(i),
+            None => return Err(BadFlag(format!("{name} needs a value"))),
+        };
+        text.parse()
+            .map_err(|_| BadFlag(format!("{name}: {text:?} is not a valid value")))
+    }
+
+    /// Fails if anything is left unparsed.
+    pub fn finish(&self) -> Result<(), BadFlag> {
+        match self.args.first() {
+            None => Ok(()),
+            Some(extra) => Err(BadFlag(format!("unknown argument {extra:?}"))),
+        }
+    }
+}
+
+/// Polls `done` every 10 ms until it is true; an error after `timeout`.
+pub fn wait_for(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> zklock::Result<bool>,
+) -> Result<(), Box<dyn Error>> {
+    let deadline = Instant::now() + timeout;
+    while !done()? {
+        if Instant::now() >= deadline {
+            return Err(format!("timed out after {timeout:?} waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Prints a check's result and returns whether it passed.
+pub fn check(passed: bool, what: &str) -> bool {
+    println!("check: {} {what}", if passed { "ok  " } else { "FAIL" });
+    passed
+}
