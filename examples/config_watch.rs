@@ -1,0 +1,162 @@
+//! Configuration reloaded on change, with a one-shot data watch. A watcher
+//! (its own session) reads a configuration znode with `get_data_w`, which
+//! also leaves a watch; when the watch fires it reloads, which re-arms the
+//! watch for the next change. An updater (another session) changes the
+//! configuration several times, then deletes it, which stops the watcher.
+//!
+//! A one-shot watch says that the node changed, not how many times: changes
+//! made before the watcher re-arms are seen together, as one reload of the
+//! latest data. So that the output shows one reload per change, the updater
+//! here waits until the watcher has loaded each version before it writes the
+//! next one.
+//!
+//! The example checks that the watcher loaded every version in order, once
+//! each, and that its last reload saw the last data written.
+//!
+//! ```sh
+//! cargo run --example config_watch
+//! cargo run --example config_watch -- --changes 10
+//! ```
+//!
+//! `--changes N` (default 5). Uses `$ZK_CONNECT` if set, else starts a
+//! throwaway local ZooKeeper (see `examples/common/mod.rs`). Exits 0 if the
+//! checks pass, 1 if not.
+
+mod common;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use common::{check, Flags, Outcome, Zk};
+use crossbeam_channel::{Receiver, Sender};
+use zklock::{Acl, Client, CreateMode, EventType};
+
+/// How long anything that should happen is waited for.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn main() -> ExitCode {
+    common::run("config_watch", config_watch)
+}
+
+/// One reload: the data version and the data.
+type Reload = (i32, String);
+
+fn config_watch(zk: &Zk, flags: &mut Flags) -> Outcome {
+    let changes: i32 = flags.value("--changes", 5)?;
+    flags.finish()?;
+    if changes < 1 {
+        return Err(common::BadFlag::new("--changes must be at least 1").into());
+    }
+    let path = zk.path("config");
+    let updater = zk.client()?;
+    updater.create(
+        &path,
+        config(0).as_bytes(),
+        &Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )?;
+
+    let (reload_tx, reloads) = crossbeam_channel::unbounded::<Reload>();
+    let watcher_client = zk.client()?;
+    let (loaded, watcher_end) = std::thread::scope(|scope| -> Result<_, String> {
+        let watcher = scope.spawn(|| watch(&watcher_client, &path, &reload_tx));
+        let mut loaded = Vec::new();
+        let outcome = update(&updater, &path, changes, &reloads, &mut loaded);
+        println!("updater: deleting the configuration");
+        let _ = updater.delete(&path, None);
+        if outcome.is_err() {
+            // Ends the watcher at once instead of after its timeout.
+            let _ = watcher_client.close();
+        }
+        let end = watcher
+            .join()
+            .unwrap_or_else(|_| Err("the watcher panicked".into()));
+        outcome.map(|()| (loaded, end))
+    })?;
+    updater.close()?;
+    watcher_client.close()?;
+
+    let versions: Vec<i32> = loaded.iter().map(|(v, _)| *v).collect();
+    let mut ok = true;
+    ok &= check(
+        versions == (0..=changes).collect::<Vec<_>>(),
+        &format!(
+            "the watcher loaded every version once, in order ({} reloads for {changes} changes)",
+            loaded.len()
+        ),
+    );
+    ok &= check(
+        loaded.last().map(|(_, data)| data.as_str()) == Some(config(changes).as_str()),
+        "the last reload saw the last data written",
+    );
+    ok &= check(
+        watcher_end == Ok(EventType::NodeDeleted),
+        "the watcher stopped when the configuration was deleted",
+    );
+    Ok(ok)
+}
+
+/// Writes versions 1..=`changes`, each once the watcher has loaded the
+/// previous one, and waits for the last reload.
+fn update(
+    updater: &Client,
+    path: &str,
+    changes: i32,
+    reloads: &Receiver<Reload>,
+    loaded: &mut Vec<Reload>,
+) -> Result<(), String> {
+    for version in 0..=changes {
+        let reload = reloads
+            .recv_timeout(WAIT)
+            .map_err(|_| format!("no reload of version {version} within {WAIT:?}"))?;
+        loaded.push(reload.clone());
+        if reload.0 != version {
+            return Err(format!(
+                "expected version {version} to load, not {}",
+                reload.0
+            ));
+        }
+        if version < changes {
+            println!("updater: writing version {}", version + 1);
+            updater
+                .set_data(path, config(version + 1).as_bytes(), None)
+                .map_err(|e| format!("set_data: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The configuration text for a version.
+fn config(version: i32) -> String {
+    let level = ["info", "debug", "warn"][version as usize % 3];
+    format!("max_connections={} log_level={level}", 100 + 10 * version)
+}
+
+/// Loads the configuration, and reloads it whenever its watch fires, until
+/// the node is deleted. Returns the event that ended the loop.
+fn watch(client: &Client, path: &str, reloads: &Sender<Reload>) -> Result<EventType, String> {
+    let mut count = 0;
+    loop {
+        // Reading the data arms the watch for the next change.
+        let (data, stat, events) = match client.get_data_w(path) {
+            Ok(found) => found,
+            Err(zklock::Error::NoNode) => return Ok(EventType::NodeDeleted),
+            Err(e) => return Err(format!("get_data_w: {e}")),
+        };
+        count += 1;
+        let text = String::from_utf8_lossy(&data).into_owned();
+        println!("watcher: reload #{count}: version {}: {text}", stat.version);
+        let _ = reloads.send((stat.version, text));
+        let event = events
+            .recv_timeout(WAIT)
+            .map_err(|_| format!("no change within {WAIT:?}"))?;
+        match event.event_type {
+            EventType::NodeDataChanged => println!("watcher: the configuration changed"),
+            EventType::NodeDeleted => {
+                println!("watcher: the configuration was deleted; stopping");
+                return Ok(EventType::NodeDeleted);
+            }
+            other => return Err(format!("watch ended with {other:?} ({:?})", event.state)),
+        }
+    }
+}
