@@ -130,12 +130,24 @@ impl Shared {
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
     ) -> Result<Response> {
+        let slot = self.start(op, body, watch)?;
+        self.flush();
+        slot.wait()
+    }
+
+    /// Queues a request without sending or waiting: several can be started
+    /// and then sent together by one `flush`. The reply lands in the slot.
+    pub(crate) fn start(
+        &self,
+        op: OpCode,
+        body: &impl Record,
+        watch: Option<WatchRequest<Watcher>>,
+    ) -> Result<Arc<ReplySlot>> {
         let slot = Arc::new(ReplySlot::default());
         self.core()
             .session
             .submit(Instant::now(), op, body, slot.clone(), watch)?;
-        self.flush();
-        slot.wait()
+        Ok(slot)
     }
 
     /// Submits through `f` (under the session lock), then flushes.

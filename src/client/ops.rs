@@ -101,6 +101,60 @@ impl Client {
         }
     }
 
+    /// Creates a node (`create2`) and lists `dir` in one round trip: the
+    /// server answers a session's requests in order, so the listing already
+    /// includes the new node.
+    pub(crate) fn create_then_list(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        dir: &str,
+    ) -> (Result<(String, Stat)>, Result<Vec<String>>) {
+        let create = match self.create_request(path, data, acl, mode) {
+            Ok(create) => create,
+            Err(e) => return (Err(e.clone()), Err(e)),
+        };
+        let list = match self.server_path(dir) {
+            Ok(dir) => GetChildrenRequest {
+                path: dir,
+                watch: false,
+            },
+            Err(e) => return (Err(e.clone()), Err(e)),
+        };
+        let shared = self.shared();
+        let created = shared.start(OpCode::Create2, &create, None);
+        let listed = shared.start(OpCode::GetChildren, &list, None);
+        shared.flush();
+        let created = created.and_then(|slot| match slot.wait()? {
+            Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
+            _ => Err(unexpected("create2 reply")),
+        });
+        let listed = listed.and_then(|slot| match slot.wait()? {
+            Response::GetChildren(r) => Ok(r.children),
+            _ => Err(unexpected("getChildren reply")),
+        });
+        (created, listed)
+    }
+
+    /// Leaves an exists watch on `path` without waiting for the reply.
+    pub(crate) fn watch_exists_nowait(&self, path: &str, watcher: Watcher) -> Result<()> {
+        let path = self.server_path(path)?;
+        let request = ExistsRequest {
+            path: path.clone(),
+            watch: true,
+        };
+        let watch = WatchRequest {
+            kind: WatchKind::Exist,
+            path,
+            watcher,
+        };
+        self.shared().start(OpCode::Exists, &request, Some(watch))?;
+        self.shared().flush();
+        Ok(())
+    }
+
     /// Creates a TTL node (`PersistentWithTtl` or `PersistentSequentialWithTtl`):
     /// the server deletes it once it has had no children and no change for
     /// `ttl`. The server must run with `-Dzookeeper.extendedTypesEnabled=true`,

@@ -210,14 +210,18 @@ impl Attempt<'_> {
         node: &mut Option<(String, i64)>,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        let (name, token) = self.create_protected()?;
+        let (name, token, mut prefetched) = self.create_protected()?;
         *node = Some((name.clone(), token));
         let mut retry_budget = RetryBudget::new(client);
         loop {
             if wakeup.is_cancelled() {
                 return Err(Error::Cancelled);
             }
-            let children = match client.get_children(&self.spec.path) {
+            let listed = match prefetched.take() {
+                Some(children) => Ok(children),
+                None => client.get_children(&self.spec.path),
+            };
+            let children = match listed {
                 Ok(children) => children,
                 Err(Error::NoNode) => return Err(Error::LockLost),
                 Err(e) if e.is_retryable() && retry_budget.allows() => continue,
@@ -270,7 +274,9 @@ impl Attempt<'_> {
     /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that
     /// after a connection loss during the create it can be found again (and
     /// checked to belong to this session) instead of being orphaned.
-    fn create_protected(&self) -> Result<(String, i64)> {
+    /// The listing of the lock path made right after the create comes back
+    /// too, when it succeeded: that saves a round trip.
+    fn create_protected(&self) -> Result<(String, i64, Option<Vec<String>>)> {
         let client = &self.spec.client;
         let uuid = Rng::new().uuid();
         let prefix = node_prefix(&uuid, self.marker);
@@ -278,15 +284,17 @@ impl Attempt<'_> {
         let data = self.spec.node_data();
         let mut last_error = Error::ConnectionLoss;
         for _ in 0..MAX_CREATE_ATTEMPTS {
-            match client.create_with_stat(
+            let (created, listed) = client.create_then_list(
                 &full_prefix,
                 &data,
                 &self.spec.acl,
                 CreateMode::EphemeralSequential,
-            ) {
+                &self.spec.path,
+            );
+            match created {
                 Ok((path, stat)) => {
                     let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                    return Ok((name, stat.czxid));
+                    return Ok((name, stat.czxid, listed.ok()));
                 }
                 Err(Error::NoNode) => {
                     // The lock directory is missing, or was reaped since.
@@ -294,8 +302,8 @@ impl Attempt<'_> {
                     last_error = Error::NoNode;
                 }
                 Err(e) if e.is_retryable() => {
-                    if let Some(found) = self.find_own_node(&prefix)? {
-                        return Ok(found);
+                    if let Some((name, token)) = self.find_own_node(&prefix)? {
+                        return Ok((name, token, None));
                     }
                     last_error = e;
                 }

@@ -101,12 +101,13 @@ impl HeldLock {
                 on_event.set(LockState::Lost);
             }
         }));
-        match self.client.exists_inner(&self.node, Some(watcher)) {
-            Ok(Some(_)) => {}
-            Ok(None) => self.shared.set(LockState::Lost),
-            Err(e) if e.is_session_lost() => self.shared.set(LockState::Lost),
-            // A connection loss leaves the state to the state callback.
-            Err(_) => {}
+        // Not waited for: acquisition stays one round trip. The node exists
+        // (we just saw it listed); if the session ends first, the state
+        // callback marks the lock lost.
+        if let Err(e) = self.client.watch_exists_nowait(&self.node, watcher) {
+            if e.is_session_lost() {
+                self.shared.set(LockState::Lost);
+            }
         }
     }
 
