@@ -161,10 +161,10 @@ pub fn run(mut args: Args) -> Outcome {
 
     let (done_tx, done_rx) = bounded::<()>(0);
     let acquired = std::thread::scope(|scope| {
-        scope.spawn(|| loop {
+        scope.spawn(|| {
             select! {
-                recv(signals) -> _ => { lock.cancel(); return; }
-                recv(done_rx) -> _ => return,
+                recv(signals) -> _ => lock.cancel(),
+                recv(done_rx) -> _ => {}
             }
         });
         if !options.quiet && options.wait != Some(Duration::ZERO) {
