@@ -27,7 +27,7 @@ mod common;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use common::{check, Flags, Outcome, Zk};
+use common::{check, BadFlag, Flags, Outcome, Zk};
 use crossbeam_channel::{Receiver, Sender};
 use zklock::{Acl, Client, CreateMode, EventType};
 
@@ -35,18 +35,22 @@ use zklock::{Acl, Client, CreateMode, EventType};
 const WAIT: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
-    common::run("config_watch", config_watch)
+    common::run("config_watch", parse, config_watch)
+}
+
+/// `--changes N`.
+fn parse(flags: &mut Flags) -> Result<i32, BadFlag> {
+    let changes = flags.value("--changes", 5)?;
+    if changes < 1 {
+        return Err(BadFlag::new("--changes must be at least 1"));
+    }
+    Ok(changes)
 }
 
 /// One reload: the data version and the data.
 type Reload = (i32, String);
 
-fn config_watch(zk: &Zk, flags: &mut Flags) -> Outcome {
-    let changes: i32 = flags.value("--changes", 5)?;
-    flags.finish()?;
-    if changes < 1 {
-        return Err(common::BadFlag::new("--changes must be at least 1").into());
-    }
+fn config_watch(zk: &Zk, changes: i32) -> Outcome {
     let path = zk.path("config");
     let updater = zk.client()?;
     updater.create(

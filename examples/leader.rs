@@ -22,7 +22,7 @@ mod common;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use common::{check, wait_for, Flags, Outcome, Zk};
+use common::{check, wait_for, BadFlag, Flags, Outcome, Zk};
 use crossbeam_channel::{Receiver, Sender};
 use zklock::recipes::lock_queue;
 use zklock::{Client, LockState};
@@ -34,7 +34,16 @@ const WAIT: Duration = Duration::from_secs(20);
 const ROUNDS: u32 = 3;
 
 fn main() -> ExitCode {
-    common::run("leader", leader)
+    common::run("leader", parse, leader)
+}
+
+/// `--candidates N`.
+fn parse(flags: &mut Flags) -> Result<usize, BadFlag> {
+    let count = flags.value("--candidates", 4)?;
+    if count < 2 {
+        return Err(BadFlag::new("--candidates must be at least 2"));
+    }
+    Ok(count)
 }
 
 enum Event {
@@ -44,12 +53,7 @@ enum Event {
     Failed { id: usize, error: zklock::Error },
 }
 
-fn leader(zk: &Zk, flags: &mut Flags) -> Outcome {
-    let count: usize = flags.value("--candidates", 4)?;
-    flags.finish()?;
-    if count < 2 {
-        return Err(common::BadFlag::new("--candidates must be at least 2").into());
-    }
+fn leader(zk: &Zk, count: usize) -> Outcome {
     let election = zk.path("election");
     let observer = zk.client()?;
     let (tx, rx) = crossbeam_channel::unbounded();

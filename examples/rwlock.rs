@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{check, wait_for, Flags, Outcome, Zk};
+use common::{check, wait_for, BadFlag, Flags, Outcome, Zk};
 use crossbeam_channel::{Receiver, Sender};
 use zklock::recipes::lock_queue;
 use zklock::{Client, RwLock};
@@ -37,7 +37,16 @@ use zklock::{Client, RwLock};
 const WAIT: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
-    common::run("rwlock", rwlock)
+    common::run("rwlock", parse, rwlock)
+}
+
+/// `--readers N`.
+fn parse(flags: &mut Flags) -> Result<usize, BadFlag> {
+    let count = flags.value("--readers", 3)?;
+    if count < 2 {
+        return Err(BadFlag::new("--readers must be at least 2"));
+    }
+    Ok(count)
 }
 
 /// Who is inside, updated by the holders themselves.
@@ -76,12 +85,7 @@ enum Entered {
     Writer { readers_inside: usize },
 }
 
-fn rwlock(zk: &Zk, flags: &mut Flags) -> Outcome {
-    let count: usize = flags.value("--readers", 3)?;
-    flags.finish()?;
-    if count < 2 {
-        return Err(common::BadFlag::new("--readers must be at least 2").into());
-    }
+fn rwlock(zk: &Zk, count: usize) -> Outcome {
     let path = zk.path("rwlock");
     let observer = zk.client()?;
     let inside = Inside::default();

@@ -33,11 +33,32 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use common::{check, Flags, Outcome, Zk};
+use common::{check, BadFlag, Flags, Outcome, Zk};
 use zklock::{Acl, Client, CreateMode};
 
 fn main() -> ExitCode {
-    common::run("stock", stock)
+    common::run("stock", parse, stock)
+}
+
+/// The flags.
+struct Options {
+    workers: usize,
+    initial: u64,
+    orders: usize,
+    no_lock: bool,
+}
+
+fn parse(flags: &mut Flags) -> Result<Options, BadFlag> {
+    let options = Options {
+        workers: flags.value("--workers", 8)?,
+        initial: flags.value("--stock", 20)?,
+        orders: flags.value("--orders", 5)?,
+        no_lock: flags.switch("--no-lock"),
+    };
+    if options.workers == 0 {
+        return Err(BadFlag::new("--workers must be at least 1"));
+    }
+    Ok(options)
 }
 
 /// What the workers counted, together.
@@ -55,12 +76,13 @@ struct Tally {
     last_token: std::sync::Mutex<i64>,
 }
 
-fn stock(zk: &Zk, flags: &mut Flags) -> Outcome {
-    let workers: usize = flags.value("--workers", 8)?;
-    let initial: u64 = flags.value("--stock", 20)?;
-    let orders: usize = flags.value("--orders", 5)?;
-    let no_lock = flags.switch("--no-lock");
-    flags.finish()?;
+fn stock(zk: &Zk, options: Options) -> Outcome {
+    let Options {
+        workers,
+        initial,
+        orders,
+        no_lock,
+    } = options;
 
     let stock_path = zk.path("stock");
     let lock_path = zk.path("stock-lock");

@@ -123,15 +123,26 @@ fn delete_tree(client: &Client, path: &str) -> zklock::Result<()> {
     }
 }
 
-/// Runs an example's body with its ZooKeeper, cleans up, and turns the
-/// outcome into the exit status: 0 if the checks passed, 1 if not, 2 for
-/// bad flags, 3 for any other error.
-pub fn run(example: &str, body: impl FnOnce(&Zk, &mut Flags) -> Outcome) -> ExitCode {
+/// Parses an example's flags, then runs its body with its ZooKeeper, cleans
+/// up, and turns the outcome into the exit status: 0 if the checks passed,
+/// 1 if not, 2 for bad flags (before anything starts), 3 for any other error.
+pub fn run<T>(
+    example: &str,
+    parse: impl FnOnce(&mut Flags) -> Result<T, BadFlag>,
+    body: impl FnOnce(&Zk, T) -> Outcome,
+) -> ExitCode {
     let mut flags = Flags::from_env();
     if flags.switch("--help") {
         println!("see the doc comment at the top of examples/{example}.rs");
         return ExitCode::SUCCESS;
     }
+    let options = match parse(&mut flags).and_then(|options| flags.finish().map(|()| options)) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("{example}: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let zk = match Zk::start(example) {
         Ok(zk) => zk,
         Err(e) => {
@@ -139,17 +150,13 @@ pub fn run(example: &str, body: impl FnOnce(&Zk, &mut Flags) -> Outcome) -> Exit
             return ExitCode::from(3);
         }
     };
-    let outcome = body(&zk, &mut flags);
+    let outcome = body(&zk, options);
     drop(zk);
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!("{example}: CHECK FAILED");
             ExitCode::FAILURE
-        }
-        Err(e) if e.is::<BadFlag>() => {
-            eprintln!("{example}: {e}");
-            ExitCode::from(2)
         }
         Err(e) => {
             eprintln!("{example}: {e}");
