@@ -1,0 +1,1230 @@
+//! Interoperability of zklock's locks with real Apache Curator and kazoo
+//! processes contending on the same lock path.
+//!
+//! Every contender, whatever its implementation, runs the same critical
+//! section against shared znodes under `/interop`:
+//!
+//! - `/interop/inside`: an EPHEMERAL node an exclusive holder (mutex or
+//!   writer) creates on entry and deletes before releasing; `NodeExists` on
+//!   entry is a violation. An exclusive holder also checks that
+//!   `/interop/readers` is empty.
+//! - `/interop/readers/<name>-<i>`: an EPHEMERAL node per reader inside; a
+//!   reader checks on entry that `/interop/inside` does not exist.
+//! - `/interop/counter`: read and rewritten unconditionally (+1) by each
+//!   exclusive holder, so any overlap can lose an update.
+//! - `/interop/log/entry-<seq>`: a PERSISTENT_SEQUENTIAL entry
+//!   `"<name> <lock node>"` per acquisition, made while holding the lock: the
+//!   order in which the lock was granted.
+//!
+//! The peers are `tests/interop/CuratorContender.java` and
+//! `tests/interop/kazoo_contender.py`. Requirements, checked before a test
+//! starts anything (a missing one fails the test with what to install):
+//!
+//! - Curator: a JDK and Debian's jars in `/usr/share/java` (`apt-get install
+//!   default-jdk-headless libcurator-recipes-java libcurator-framework-java
+//!   libcurator-client-java libzookeeper-java`). The peer is compiled once
+//!   per source version into `$CARGO_TARGET_TMPDIR/interop-java-<hash>`.
+//!   `ZKLOCK_JAVAC` and `ZKLOCK_JAVA` override `javac` and `java`.
+//! - kazoo: `$ZKLOCK_KAZOO_PYTHON`, a python that has kazoo 2.11; otherwise
+//!   a venv at `$CARGO_TARGET_TMPDIR/interop-venv`, created on first use with
+//!   `python3 -m venv` and `pip install kazoo==2.11.0` (needs python3-venv
+//!   and access to PyPI).
+//!
+//! Every peer process is killed when its handle drops, so a failing test
+//! leaves none behind; a peer also exits by itself if the test process dies.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use zklock::testing::TestServer;
+use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
+
+/// The session timeout of every client, zklock's and the peers'.
+const SESSION_TIMEOUT: Duration = Duration::from_millis(4000);
+/// The longest anything that should happen is waited for (a JVM starting
+/// on a loaded two-core machine included).
+const WAIT: Duration = Duration::from_secs(40);
+/// How long "a blocked contender stays blocked" is watched, once its node is
+/// known to be queued.
+const QUIET: Duration = Duration::from_millis(500);
+/// Acquisitions per contender in the contention runs.
+const ITERATIONS: usize = 25;
+
+/// The lock path every test contends on (each test has its own server).
+const LOCK: &str = "/locks/interop";
+const BASE: &str = "/interop";
+const INSIDE: &str = "/interop/inside";
+const READERS: &str = "/interop/readers";
+const COUNTER: &str = "/interop/counter";
+const LOG: &str = "/interop/log";
+
+/// The jars the Curator peer is compiled and run against.
+const JAVA_DIR: &str = "/usr/share/java";
+const CURATOR_JARS: [&str; 5] = [
+    "curator-recipes.jar",
+    "curator-framework.jar",
+    "curator-client.jar",
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+];
+const CURATOR_PACKAGES: &str = "default-jdk-headless libcurator-recipes-java \
+     libcurator-framework-java libcurator-client-java libzookeeper-java";
+const KAZOO: &str = "kazoo==2.11.0";
+
+// ---------------------------------------------------------------------------
+// Peer toolchains
+// ---------------------------------------------------------------------------
+
+fn tmp_dir() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// Runs `cmd` to completion within `timeout`, its output going to `log`.
+fn run_bounded(cmd: &mut Command, log: &Path, timeout: Duration) -> Result<ExitStatus, String> {
+    let out = fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("dup {}: {e}", log.display()))?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{cmd:?} did not finish within {timeout:?}"));
+            }
+            Err(e) => return Err(format!("waiting for {cmd:?}: {e}")),
+        }
+    }
+}
+
+fn log_text(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+/// FNV-1a, to name the class directory after the source it was built from.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The classpath that runs `CuratorContender`, compiling it on first use.
+fn curator_classpath() -> &'static str {
+    static CLASSPATH: OnceLock<Result<String, String>> = OnceLock::new();
+    match CLASSPATH.get_or_init(build_curator_contender) {
+        Ok(classpath) => classpath,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn build_curator_contender() -> Result<String, String> {
+    let hint = |what: String| {
+        format!(
+            "{what}. The Curator interop tests need a JDK (javac) and Debian's Curator and \
+             ZooKeeper jars in {JAVA_DIR}: apt-get install {CURATOR_PACKAGES}"
+        )
+    };
+    let mut jars = Vec::new();
+    for jar in CURATOR_JARS {
+        let path = Path::new(JAVA_DIR).join(jar);
+        if !path.is_file() {
+            return Err(hint(format!("{} is missing", path.display())));
+        }
+        jars.push(path);
+    }
+    // Optional: an slf4j binding that keeps slf4j's "no binding" warning out.
+    if let Some(binding) = ["slf4j-nop.jar", "slf4j-simple.jar"]
+        .iter()
+        .map(|jar| Path::new(JAVA_DIR).join(jar))
+        .find(|path| path.is_file())
+    {
+        jars.push(binding);
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/CuratorContender.java");
+    let text = fs::read(&source).map_err(|e| format!("read {}: {e}", source.display()))?;
+    let classes = tmp_dir().join(format!("interop-java-{:016x}", fnv1a(&text)));
+    let class_file = classes.join("CuratorContender.class");
+    let jar_path = std::env::join_paths(&jars).map_err(|e| e.to_string())?;
+    if !class_file.is_file() {
+        let staging = tmp_dir().join(format!("interop-java-staging-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).map_err(|e| format!("create {}: {e}", staging.display()))?;
+        let log = staging.with_extension("log");
+        let javac = std::env::var_os("ZKLOCK_JAVAC").unwrap_or_else(|| "javac".into());
+        let status = run_bounded(
+            Command::new(&javac)
+                .arg("-nowarn")
+                .arg("-d")
+                .arg(&staging)
+                .arg("-cp")
+                .arg(&jar_path)
+                .arg(&source),
+            &log,
+            Duration::from_secs(180),
+        )
+        .map_err(|e| {
+            let _ = fs::remove_dir_all(&staging);
+            hint(format!("javac failed to run ({e})"))
+        })?;
+        if !status.success() {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(format!(
+                "javac {} failed ({status}):\n{}",
+                source.display(),
+                log_text(&log)
+            ));
+        }
+        let _ = fs::remove_file(&log);
+        if let Err(e) = fs::rename(&staging, &classes) {
+            // Another test process may have finished the same build first.
+            let _ = fs::remove_dir_all(&staging);
+            if !class_file.is_file() {
+                return Err(format!("rename to {}: {e}", classes.display()));
+            }
+        }
+    }
+    let mut classpath = OsString::from(&classes);
+    classpath.push(":");
+    classpath.push(&jar_path);
+    classpath
+        .into_string()
+        .map_err(|p| format!("classpath is not UTF-8: {p:?}"))
+}
+
+/// A python that has kazoo, found or set up on first use.
+fn kazoo_python() -> &'static Path {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match PYTHON.get_or_init(find_kazoo_python) {
+        Ok(python) => python,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `Ok(version)` if `python` imports kazoo.
+fn kazoo_version(python: &Path) -> Result<String, String> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import kazoo.version; print(kazoo.version.__version__)",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(format!(
+            "{} cannot import kazoo: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn find_kazoo_python() -> Result<PathBuf, String> {
+    let hint = |what: String| {
+        format!(
+            "{what}. The kazoo interop tests need python3 with venv and pip (Debian: apt-get \
+             install python3-venv python3-pip) and network access to PyPI for `pip install \
+             {KAZOO}`, or ZKLOCK_KAZOO_PYTHON set to a python that has kazoo 2.11"
+        )
+    };
+    if let Some(python) = std::env::var_os("ZKLOCK_KAZOO_PYTHON") {
+        let python = PathBuf::from(python);
+        return match kazoo_version(&python) {
+            Ok(_) => Ok(python),
+            Err(e) => Err(hint(format!("ZKLOCK_KAZOO_PYTHON: {e}"))),
+        };
+    }
+    let venv = tmp_dir().join("interop-venv");
+    let python = venv.join("bin/python");
+    if kazoo_version(&python).is_ok_and(|v| v == "2.11.0") {
+        return Ok(python);
+    }
+    // Built aside and renamed into place, so a half-made venv is never used.
+    let staging = tmp_dir().join(format!("interop-venv-staging-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    let log = staging.with_extension("log");
+    let status = run_bounded(
+        Command::new("python3").arg("-m").arg("venv").arg(&staging),
+        &log,
+        Duration::from_secs(120),
+    )
+    .map_err(hint)?;
+    if !status.success() {
+        return Err(hint(format!(
+            "python3 -m venv failed ({status}):\n{}",
+            log_text(&log)
+        )));
+    }
+    let status = run_bounded(
+        Command::new(staging.join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .arg(KAZOO),
+        &log,
+        Duration::from_secs(300),
+    )
+    .map_err(hint)?;
+    if !status.success() {
+        return Err(hint(format!(
+            "pip install {KAZOO} failed ({status}):\n{}",
+            log_text(&log)
+        )));
+    }
+    let _ = fs::remove_file(&log);
+    let _ = fs::remove_dir_all(&venv);
+    if let Err(e) = fs::rename(&staging, &venv) {
+        let _ = fs::remove_dir_all(&staging);
+        if kazoo_version(&python).is_err() {
+            return Err(format!("rename to {}: {e}", venv.display()));
+        }
+    }
+    kazoo_version(&python).map_err(hint)?;
+    Ok(python)
+}
+
+// ---------------------------------------------------------------------------
+// Peer processes
+// ---------------------------------------------------------------------------
+
+/// One Curator or kazoo contender process, killed when dropped.
+struct Peer {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: PathBuf,
+}
+
+/// What a peer does with each acquisition (see the peers' usage text).
+#[derive(Debug, Clone, Copy)]
+enum Behaviour {
+    /// Acquire, run the critical section, release, `n` times.
+    Rmw,
+    /// Like `Rmw`, but each acquisition waits for [`Peer::go`].
+    Step,
+    /// Acquire, run the critical section, then hold until [`Peer::go`].
+    Hold,
+}
+
+impl Behaviour {
+    fn arg(self) -> &'static str {
+        match self {
+            Behaviour::Rmw => "rmw",
+            Behaviour::Step => "step",
+            Behaviour::Hold => "hold",
+        }
+    }
+}
+
+impl Peer {
+    /// A Curator contender: `mode` is `mutex` (`InterProcessMutex`), `read`
+    /// or `write` (`InterProcessReadWriteLock`).
+    fn curator(
+        server: &TestServer,
+        mode: &str,
+        iterations: usize,
+        behaviour: Behaviour,
+        name: &str,
+    ) -> Peer {
+        let classpath = curator_classpath();
+        let java = std::env::var_os("ZKLOCK_JAVA").unwrap_or_else(|| "java".into());
+        let mut cmd = Command::new(java);
+        cmd.args([
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-Xshare:auto",
+            "-Xmx128m",
+            "-cp",
+            classpath,
+            "CuratorContender",
+        ]);
+        Peer::spawn(cmd, server, mode, iterations, behaviour, name)
+    }
+
+    /// A kazoo `Lock(path, name, extra_lock_patterns=["-lock-"])` contender.
+    fn kazoo(server: &TestServer, iterations: usize, behaviour: Behaviour, name: &str) -> Peer {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/kazoo_contender.py");
+        let mut cmd = Command::new(kazoo_python());
+        cmd.arg("-u").arg(script);
+        Peer::spawn(cmd, server, "mutex", iterations, behaviour, name)
+    }
+
+    fn spawn(
+        mut cmd: Command,
+        server: &TestServer,
+        mode: &str,
+        iterations: usize,
+        behaviour: Behaviour,
+        name: &str,
+    ) -> Peer {
+        static SERIAL: AtomicUsize = AtomicUsize::new(0);
+        let logs = tmp_dir().join("interop-logs");
+        fs::create_dir_all(&logs).expect("create the peer log directory");
+        let stderr = logs.join(format!(
+            "{}-{}-{name}.stderr",
+            std::process::id(),
+            SERIAL.fetch_add(1, Ordering::Relaxed)
+        ));
+        let stderr_file = fs::File::create(&stderr).expect("create a peer log");
+        cmd.arg(server.connect_string())
+            .arg(LOCK)
+            .arg(mode)
+            .arg(iterations.to_string())
+            .arg(behaviour.arg())
+            .arg(BASE)
+            .arg(name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr_file);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start peer {name} ({cmd:?}): {e}"));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Peer {
+            name: name.to_owned(),
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    fn stderr_tail(&self) -> String {
+        let text = log_text(&self.stderr);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// The next line that starts with `kind`, as its fields; any other line
+    /// is skipped, except a `VIOLATION`, which fails the test.
+    fn expect(&mut self, kind: &str) -> Vec<String> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let line = match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => line,
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "peer {} printed no {kind} within {WAIT:?}; stderr:\n{}",
+                    self.name,
+                    self.stderr_tail()
+                ),
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "peer {} ended before printing {kind} ({:?}); stderr:\n{}",
+                    self.name,
+                    self.child.wait(),
+                    self.stderr_tail()
+                ),
+            };
+            let fields: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+            match fields.first().map(String::as_str) {
+                Some("VIOLATION") => panic!("peer {}: {line}", self.name),
+                Some(k) if k == kind => return fields,
+                _ => {}
+            }
+        }
+    }
+
+    /// Checks that the peer prints nothing for [`QUIET`] (it is blocked).
+    fn assert_quiet(&mut self, why: &str) {
+        match self.lines.recv_timeout(QUIET) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(line) => panic!("peer {} printed {line:?}, but {why}", self.name),
+            Err(RecvTimeoutError::Disconnected) => panic!(
+                "peer {} ended ({:?}), but {why}; stderr:\n{}",
+                self.name,
+                self.child.wait(),
+                self.stderr_tail()
+            ),
+        }
+    }
+
+    /// Lets a `Step` peer acquire, or a `Hold` peer release.
+    fn go(&mut self) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "go")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("write to peer {}: {e}", self.name));
+    }
+
+    /// Waits for `DONE` and a successful exit.
+    fn finish(mut self) {
+        self.expect("DONE");
+        self.stdin = None;
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(None) => panic!("peer {} did not exit within {WAIT:?}", self.name),
+                Err(e) => panic!("wait for peer {}: {e}", self.name),
+            }
+        };
+        assert!(
+            status.success(),
+            "peer {} exited with {status}; stderr:\n{}",
+            self.name,
+            self.stderr_tail()
+        );
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "peer {} log kept at {}:\n{}",
+                self.name,
+                self.stderr.display(),
+                self.stderr_tail()
+            );
+        } else {
+            let _ = fs::remove_file(&self.stderr);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// zklock contenders and the shared critical section
+// ---------------------------------------------------------------------------
+
+fn server() -> TestServer {
+    TestServer::new().expect("start a ZooKeeper server")
+}
+
+fn connect(server: &TestServer) -> Client {
+    Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(Duration::from_secs(2))
+        .connect(&server.connect_string())
+        .unwrap_or_else(|e| panic!("connect to {}: {e}", server.connect_string()))
+}
+
+fn open() -> Vec<Acl> {
+    Acl::open_unsafe()
+}
+
+/// Creates the shared state: counter 0, empty readers and log.
+fn setup(client: &Client) {
+    for (path, data) in [(BASE, ""), (COUNTER, "0"), (READERS, ""), (LOG, "")] {
+        client
+            .create(path, data.as_bytes(), &open(), CreateMode::Persistent)
+            .unwrap_or_else(|e| panic!("create {path}: {e}"));
+    }
+}
+
+fn leaf(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn counter(client: &Client) -> u64 {
+    let (data, _) = client.get_data(COUNTER).expect("read the counter");
+    String::from_utf8_lossy(&data)
+        .trim()
+        .parse()
+        .expect("a numeric counter")
+}
+
+fn log_entry(client: &Client, name: &str, node: &str) {
+    client
+        .create(
+            &format!("{LOG}/entry-"),
+            format!("{name} {node}").as_bytes(),
+            &open(),
+            CreateMode::PersistentSequential,
+        )
+        .expect("append to the log");
+}
+
+/// The acquisitions in order: (contender name, lock node).
+fn read_log(client: &Client) -> Vec<(String, String)> {
+    let mut entries = client.get_children(LOG).expect("list the log");
+    entries.sort();
+    entries
+        .iter()
+        .map(|entry| {
+            let (data, _) = client
+                .get_data(&format!("{LOG}/{entry}"))
+                .expect("read a log entry");
+            let text = String::from_utf8(data).expect("UTF-8 log entry");
+            let (name, node) = text.split_once(' ').expect("`name node` log entry");
+            (name.to_owned(), node.to_owned())
+        })
+        .collect()
+}
+
+/// The critical section of a mutex holder or writer: mark inside, check
+/// that no other holder and no reader is, read-modify-write the counter,
+/// log the acquisition.
+fn enter_exclusive(client: &Client, name: &str, node: &str) {
+    match client.create(INSIDE, name.as_bytes(), &open(), CreateMode::Ephemeral) {
+        Ok(_) => {}
+        Err(Error::NodeExists) => {
+            let holder = client.get_data(INSIDE).map(|(d, _)| d).unwrap_or_default();
+            panic!(
+                "VIOLATION {name} entered while {} is inside",
+                String::from_utf8_lossy(&holder)
+            );
+        }
+        Err(e) => panic!("{name}: create {INSIDE}: {e}"),
+    }
+    let readers = client.get_children(READERS).expect("list readers");
+    assert!(
+        readers.is_empty(),
+        "VIOLATION {name} entered while readers {readers:?} are inside"
+    );
+    let value = counter(client);
+    client
+        .set_data(COUNTER, (value + 1).to_string().as_bytes(), None)
+        .expect("write the counter");
+    log_entry(client, name, node);
+}
+
+fn exit_exclusive(client: &Client) {
+    client
+        .delete(INSIDE, None)
+        .expect("leave the critical section");
+}
+
+/// The critical section of a reader: mark inside, check that no exclusive
+/// holder is, read the counter, log the acquisition.
+fn enter_reader(client: &Client, name: &str, node: &str) -> String {
+    let mark = format!("{READERS}/{name}-{}", leaf(node));
+    client
+        .create(&mark, &[], &open(), CreateMode::Ephemeral)
+        .unwrap_or_else(|e| panic!("{name}: create {mark}: {e}"));
+    if let Some(stat) = client.exists(INSIDE).expect("check inside") {
+        let holder = client.get_data(INSIDE).map(|(d, _)| d).unwrap_or_default();
+        panic!(
+            "VIOLATION reader {name} entered while {} is inside ({stat:?})",
+            String::from_utf8_lossy(&holder)
+        );
+    }
+    counter(client);
+    log_entry(client, name, leaf(node));
+    mark
+}
+
+fn exit_reader(client: &Client, mark: &str) {
+    client.delete(mark, None).expect("leave the read section");
+}
+
+/// `iterations` acquisitions of a zklock `Mutex` on its own session.
+fn zk_mutex_contender(server: &TestServer, name: &str, iterations: usize) {
+    let client = connect(server);
+    let mutex = Mutex::new(&client, LOCK).expect("mutex");
+    for _ in 0..iterations {
+        let guard = mutex
+            .try_lock_for(WAIT)
+            .unwrap_or_else(|e| panic!("{name}: lock: {e}"))
+            .unwrap_or_else(|| panic!("{name}: not acquired within {WAIT:?}"));
+        enter_exclusive(&client, name, leaf(guard.node()));
+        exit_exclusive(&client);
+        guard.unlock().expect("unlock");
+    }
+    client.close().expect("close");
+}
+
+/// `iterations` acquisitions of one side of a zklock `RwLock`.
+fn zk_rw_contender(server: &TestServer, name: &str, write: bool, iterations: usize) {
+    let client = connect(server);
+    let lock = RwLock::new(&client, LOCK).expect("rwlock");
+    for _ in 0..iterations {
+        if write {
+            let guard = lock
+                .try_write_for(WAIT)
+                .unwrap_or_else(|e| panic!("{name}: write: {e}"))
+                .unwrap_or_else(|| panic!("{name}: no write lock within {WAIT:?}"));
+            enter_exclusive(&client, name, leaf(guard.node()));
+            exit_exclusive(&client);
+            guard.unlock().expect("unlock");
+        } else {
+            let guard = lock
+                .try_read_for(WAIT)
+                .unwrap_or_else(|e| panic!("{name}: read: {e}"))
+                .unwrap_or_else(|| panic!("{name}: no read lock within {WAIT:?}"));
+            let mark = enter_reader(&client, name, guard.node());
+            exit_reader(&client, &mark);
+            guard.unlock().expect("unlock");
+        }
+    }
+    client.close().expect("close");
+}
+
+/// The children of the lock path (none if it is gone).
+fn lock_children(client: &Client) -> Vec<String> {
+    match client.get_children(LOCK) {
+        Ok(children) => children,
+        Err(Error::NoNode) => Vec::new(),
+        Err(e) => panic!("list {LOCK}: {e}"),
+    }
+}
+
+/// Waits for a new node under the lock path, adds it to `seen`, returns it.
+fn next_node(client: &Client, seen: &mut Vec<String>, whose: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let fresh: Vec<String> = lock_children(client)
+            .into_iter()
+            .filter(|child| !seen.contains(child))
+            .collect();
+        match fresh.as_slice() {
+            [] => {}
+            [node] => {
+                seen.push(node.clone());
+                return node.clone();
+            }
+            more => panic!("expected one new node for {whose}, got {more:?}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no lock node for {whose} within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A round trip on `client`: the background deletes of its abandoned lock
+/// nodes are ordered before it, so they are done when it returns.
+fn settle(client: &Client) {
+    client.exists(LOCK).expect("round trip");
+}
+
+/// Checks the end state of a run: nobody inside, no lock node left.
+fn assert_clean(client: &Client) {
+    assert_eq!(client.exists(INSIDE).expect("exists"), None, "left inside");
+    assert_eq!(
+        client.get_children(READERS).expect("readers"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        lock_children(client),
+        Vec::<String>::new(),
+        "lock nodes left"
+    );
+}
+
+/// How often the log switches from one implementation to another.
+fn switches(log: &[(String, String)]) -> usize {
+    let kind = |name: &str| name.split('-').next().unwrap_or_default().to_owned();
+    log.windows(2)
+        .filter(|w| kind(&w[0].0) != kind(&w[1].0))
+        .count()
+}
+
+/// Blocks until a zklock `Mutex` is held by this thread, within [`WAIT`].
+fn lock_within<'a>(mutex: &'a Mutex, what: &str) -> zklock::MutexGuard<'a> {
+    mutex
+        .try_lock_for(WAIT)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .unwrap_or_else(|| panic!("{what}: not acquired within {WAIT:?}"))
+}
+
+// ---------------------------------------------------------------------------
+// (a) zklock Mutex with Curator InterProcessMutex
+// ---------------------------------------------------------------------------
+
+/// Three zklock sessions and two Curator processes take turns on one
+/// mutex: never two inside, no lost update, and the turns interleave.
+#[test]
+fn curator_mutex_and_zklock_mutex_exclude_each_other() {
+    curator_classpath();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let mut peers: Vec<Peer> = (1..=2)
+        .map(|i| {
+            Peer::curator(
+                &server,
+                "mutex",
+                ITERATIONS,
+                Behaviour::Rmw,
+                &format!("curator-{i}"),
+            )
+        })
+        .collect();
+    // Both JVMs are up (and about to acquire) before the zklock side starts.
+    for peer in &mut peers {
+        peer.expect("READY");
+    }
+    std::thread::scope(|s| {
+        for i in 1..=3 {
+            let server = &server;
+            s.spawn(move || zk_mutex_contender(server, &format!("zklock-{i}"), ITERATIONS));
+        }
+    });
+    for peer in peers {
+        peer.finish();
+    }
+    assert_eq!(counter(&admin), 5 * ITERATIONS as u64, "lost updates");
+    let log = read_log(&admin);
+    assert_eq!(log.len(), 5 * ITERATIONS);
+    assert!(
+        switches(&log) >= 2,
+        "Curator and zklock never took turns: {log:?}"
+    );
+    assert_clean(&admin);
+}
+
+/// Contenders queued in a known order behind a held lock, alternating
+/// Curator and zklock, acquire in exactly that (node) order.
+#[test]
+fn curator_and_zklock_mutex_contenders_acquire_in_node_order() {
+    curator_classpath();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let gate_client = connect(&server);
+    let gate = Mutex::new(&gate_client, LOCK).expect("mutex");
+    let held = lock_within(&gate, "gate");
+    let mut seen = vec![leaf(held.node()).to_owned()];
+
+    let mut curators: Vec<Peer> = (1..=2)
+        .map(|i| {
+            Peer::curator(
+                &server,
+                "mutex",
+                1,
+                Behaviour::Step,
+                &format!("curator-{i}"),
+            )
+        })
+        .collect();
+    for peer in &mut curators {
+        peer.expect("READY");
+    }
+    let zk_clients: Vec<Client> = (0..2).map(|_| connect(&server)).collect();
+    let mut expected = Vec::new();
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for i in 0..2 {
+            let name = format!("curator-{}", i + 1);
+            curators[i].go();
+            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
+
+            let name = format!("zklock-{}", i + 1);
+            let client = &zk_clients[i];
+            let thread_name = name.clone();
+            handles.push(s.spawn(move || {
+                let mutex = Mutex::new(client, LOCK).expect("mutex");
+                let guard = lock_within(&mutex, &thread_name);
+                enter_exclusive(client, &thread_name, leaf(guard.node()));
+                exit_exclusive(client);
+                guard.unlock().expect("unlock");
+            }));
+            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
+        }
+        // Everyone is queued; nobody got past the gate.
+        assert_eq!(read_log(&admin), Vec::new());
+        held.unlock().expect("open the gate");
+        for handle in handles {
+            handle.join().expect("zklock contender");
+        }
+    });
+    for peer in curators {
+        peer.finish();
+    }
+    assert_eq!(
+        read_log(&admin),
+        expected,
+        "acquisition order != node order"
+    );
+    assert_eq!(counter(&admin), 4);
+    assert_clean(&admin);
+}
+
+// ---------------------------------------------------------------------------
+// (b) zklock RwLock with Curator InterProcessReadWriteLock
+// ---------------------------------------------------------------------------
+
+/// A Curator writer keeps zklock readers and writers out; a zklock reader
+/// that queued behind it gets in once it releases.
+#[test]
+fn curator_writer_excludes_zklock_readers_and_writers() {
+    curator_classpath();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let mut writer = Peer::curator(&server, "write", 1, Behaviour::Hold, "curator-w");
+    let acq = writer.expect("ACQ");
+    let writer_node = acq[2].clone();
+    assert!(writer_node.contains("__WRIT__"), "{writer_node}");
+
+    let client = connect(&server);
+    let lock = RwLock::new(&client, LOCK).expect("rwlock");
+    assert!(
+        lock.try_read_for(QUIET).expect("try_read").is_none(),
+        "zklock read the lock while Curator writes"
+    );
+    assert!(
+        lock.try_write_for(QUIET).expect("try_write").is_none(),
+        "zklock wrote the lock while Curator writes"
+    );
+    settle(&client);
+    let mut seen = lock_children(&admin);
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let lock = &lock;
+        let client = &client;
+        let reader = s.spawn(move || {
+            let guard = lock
+                .try_read_for(WAIT)
+                .expect("read")
+                .expect("read lock after the writer left");
+            let mark = enter_reader(client, "zklock-r", guard.node());
+            tx.send(()).expect("report");
+            exit_reader(client, &mark);
+            guard.unlock().expect("unlock");
+        });
+        next_node(&admin, &mut seen, "zklock-r");
+        assert!(
+            rx.recv_timeout(QUIET).is_err(),
+            "the queued zklock reader got in while Curator writes"
+        );
+        writer.go();
+        writer.expect("REL");
+        rx.recv_timeout(WAIT)
+            .expect("the zklock reader gets in after the writer");
+        reader.join().expect("reader");
+    });
+    writer.finish();
+    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["curator-w", "zklock-r"]);
+    assert_clean(&admin);
+}
+
+/// A zklock writer keeps a Curator reader out; the Curator reader, once in,
+/// keeps a zklock writer out.
+#[test]
+fn zklock_writer_excludes_curator_readers_and_vice_versa() {
+    curator_classpath();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let client = connect(&server);
+    let lock = RwLock::new(&client, LOCK).expect("rwlock");
+    let guard = lock
+        .try_write_for(WAIT)
+        .expect("write")
+        .expect("uncontended write lock");
+    let mut seen = vec![leaf(guard.node()).to_owned()];
+    enter_exclusive(&client, "zklock-w", leaf(guard.node()));
+
+    let mut reader = Peer::curator(&server, "read", 1, Behaviour::Hold, "curator-r");
+    reader.expect("READY");
+    let reader_node = next_node(&admin, &mut seen, "curator-r");
+    assert!(reader_node.contains("__READ__"), "{reader_node}");
+    reader.assert_quiet("a zklock writer holds the lock");
+    exit_exclusive(&client);
+    guard.unlock().expect("unlock");
+    reader.expect("ACQ");
+
+    // The Curator reader now holds: a zklock writer must wait.
+    assert!(
+        lock.try_write_for(QUIET).expect("try_write").is_none(),
+        "zklock wrote the lock while a Curator reader reads"
+    );
+    reader.go();
+    reader.finish();
+    let guard = lock
+        .try_write_for(WAIT)
+        .expect("write")
+        .expect("write lock after the reader left");
+    enter_exclusive(&client, "zklock-w2", leaf(guard.node()));
+    exit_exclusive(&client);
+    guard.unlock().expect("unlock");
+    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["zklock-w", "curator-r", "zklock-w2"]);
+    assert_clean(&admin);
+}
+
+/// Curator and zklock readers hold the read lock together; a reader that
+/// comes after a queued Curator writer waits for it (no writer starvation).
+#[test]
+fn curator_and_zklock_readers_share_and_queue_behind_writers() {
+    curator_classpath();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let mut r1 = Peer::curator(&server, "read", 1, Behaviour::Hold, "curator-r1");
+    let r1_node = r1.expect("ACQ")[2].clone();
+    let mut seen = vec![r1_node];
+
+    // A zklock reader gets in at once beside the Curator reader.
+    let client = connect(&server);
+    let lock = RwLock::new(&client, LOCK).expect("rwlock");
+    let guard = lock
+        .try_read()
+        .expect("try_read")
+        .expect("zklock reads beside a Curator reader");
+    seen.push(leaf(guard.node()).to_owned());
+    let mark = enter_reader(&client, "zklock-r", guard.node());
+
+    // And a second Curator reader beside both.
+    let mut r2 = Peer::curator(&server, "read", 1, Behaviour::Hold, "curator-r2");
+    let r2_node = r2.expect("ACQ")[2].clone();
+    seen.push(r2_node);
+    assert_eq!(admin.get_children(READERS).expect("readers").len(), 3);
+
+    // A Curator writer queues behind the three readers...
+    let mut w = Peer::curator(&server, "write", 1, Behaviour::Hold, "curator-w");
+    w.expect("READY");
+    next_node(&admin, &mut seen, "curator-w");
+    w.assert_quiet("three readers hold the lock");
+    // ...and a zklock reader that comes after it waits for it.
+    let late_client = connect(&server);
+    let late = RwLock::new(&late_client, LOCK).expect("rwlock");
+    assert!(
+        late.try_read_for(QUIET).expect("try_read").is_none(),
+        "a reader overtook a queued writer"
+    );
+
+    r1.go();
+    r1.finish();
+    r2.go();
+    r2.finish();
+    w.assert_quiet("a zklock reader still holds the lock");
+    exit_reader(&client, &mark);
+    guard.unlock().expect("unlock");
+    w.expect("ACQ");
+    assert!(
+        late.try_read_for(QUIET).expect("try_read").is_none(),
+        "zklock read the lock while Curator writes"
+    );
+    w.go();
+    w.finish();
+    let guard = late
+        .try_read_for(WAIT)
+        .expect("read")
+        .expect("read lock after the writer left");
+    guard.unlock().expect("unlock");
+    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["curator-r1", "zklock-r", "curator-r2", "curator-w"]);
+    assert_clean(&admin);
+}
+
+/// Curator and zklock readers and writers all contend: writers never
+/// overlap anyone, and no writer's update is lost.
+#[test]
+fn curator_and_zklock_rwlock_mixed_contention() {
+    curator_classpath();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let mut peers = vec![
+        Peer::curator(&server, "write", ITERATIONS, Behaviour::Rmw, "curator-w"),
+        Peer::curator(&server, "read", ITERATIONS, Behaviour::Rmw, "curator-r"),
+    ];
+    for peer in &mut peers {
+        peer.expect("READY");
+    }
+    std::thread::scope(|s| {
+        for (name, write) in [
+            ("zklock-w1", true),
+            ("zklock-w2", true),
+            ("zklock-r1", false),
+            ("zklock-r2", false),
+        ] {
+            let server = &server;
+            s.spawn(move || zk_rw_contender(server, name, write, ITERATIONS));
+        }
+    });
+    for peer in peers {
+        peer.finish();
+    }
+    // Three writers incremented; readers only read.
+    assert_eq!(counter(&admin), 3 * ITERATIONS as u64, "lost updates");
+    assert_eq!(read_log(&admin).len(), 6 * ITERATIONS);
+    assert_clean(&admin);
+}
+
+// ---------------------------------------------------------------------------
+// (c) zklock Mutex with kazoo Lock(extra_lock_patterns=["-lock-"])
+// ---------------------------------------------------------------------------
+
+/// A zklock holder blocks a kazoo contender, and a kazoo holder blocks a
+/// zklock contender.
+#[test]
+fn kazoo_lock_and_zklock_mutex_block_each_other() {
+    kazoo_python();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let client = connect(&server);
+    let mutex = Mutex::new(&client, LOCK).expect("mutex");
+    let guard = lock_within(&mutex, "zklock-1");
+    let mut seen = vec![leaf(guard.node()).to_owned()];
+    enter_exclusive(&client, "zklock-1", leaf(guard.node()));
+
+    // zklock holds: kazoo queues and stays out.
+    let mut kazoo = Peer::kazoo(&server, 1, Behaviour::Hold, "kazoo-1");
+    kazoo.expect("READY");
+    let kazoo_node = next_node(&admin, &mut seen, "kazoo-1");
+    assert!(kazoo_node.contains("__lock__"), "{kazoo_node}");
+    kazoo.assert_quiet("zklock holds the lock");
+    exit_exclusive(&client);
+    guard.unlock().expect("unlock");
+    assert_eq!(kazoo.expect("ACQ")[2], kazoo_node);
+
+    // kazoo holds: zklock stays out, and gets in once kazoo releases.
+    assert!(
+        mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
+        "zklock locked while kazoo holds"
+    );
+    settle(&client);
+    let mut seen = lock_children(&admin);
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (mutex, client) = (&mutex, &client);
+        let waiter = s.spawn(move || {
+            let guard = lock_within(mutex, "zklock-2");
+            enter_exclusive(client, "zklock-2", leaf(guard.node()));
+            tx.send(()).expect("report");
+            exit_exclusive(client);
+            guard.unlock().expect("unlock");
+        });
+        next_node(&admin, &mut seen, "zklock-2");
+        assert!(
+            rx.recv_timeout(QUIET).is_err(),
+            "a queued zklock contender got in while kazoo holds"
+        );
+        kazoo.go();
+        kazoo.expect("REL");
+        rx.recv_timeout(WAIT)
+            .expect("zklock gets in after kazoo releases");
+        waiter.join().expect("zklock waiter");
+    });
+    kazoo.finish();
+    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["zklock-1", "kazoo-1", "zklock-2"]);
+    assert_clean(&admin);
+}
+
+/// Two kazoo processes and two zklock sessions take turns: never two
+/// inside, no lost update, and the turns interleave.
+#[test]
+fn kazoo_lock_and_zklock_mutex_mixed_contention() {
+    kazoo_python();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let mut peers: Vec<Peer> = (1..=2)
+        .map(|i| Peer::kazoo(&server, ITERATIONS, Behaviour::Rmw, &format!("kazoo-{i}")))
+        .collect();
+    for peer in &mut peers {
+        peer.expect("READY");
+    }
+    std::thread::scope(|s| {
+        for i in 1..=2 {
+            let server = &server;
+            s.spawn(move || zk_mutex_contender(server, &format!("zklock-{i}"), ITERATIONS));
+        }
+    });
+    for peer in peers {
+        peer.finish();
+    }
+    assert_eq!(counter(&admin), 4 * ITERATIONS as u64, "lost updates");
+    let log = read_log(&admin);
+    assert_eq!(log.len(), 4 * ITERATIONS);
+    assert!(
+        switches(&log) >= 2,
+        "kazoo and zklock never took turns: {log:?}"
+    );
+    assert_clean(&admin);
+}
+
+/// kazoo and zklock contenders queued alternately behind a held lock
+/// acquire in node order.
+#[test]
+fn kazoo_and_zklock_contenders_acquire_in_node_order() {
+    kazoo_python();
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    let gate_client = connect(&server);
+    let gate = Mutex::new(&gate_client, LOCK).expect("mutex");
+    let held = lock_within(&gate, "gate");
+    let mut seen = vec![leaf(held.node()).to_owned()];
+
+    let mut kazoos: Vec<Peer> = (1..=2)
+        .map(|i| Peer::kazoo(&server, 1, Behaviour::Step, &format!("kazoo-{i}")))
+        .collect();
+    for peer in &mut kazoos {
+        peer.expect("READY");
+    }
+    let zk_clients: Vec<Client> = (0..2).map(|_| connect(&server)).collect();
+    let mut expected = Vec::new();
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for i in 0..2 {
+            let name = format!("zklock-{}", i + 1);
+            let client = &zk_clients[i];
+            let thread_name = name.clone();
+            handles.push(s.spawn(move || {
+                let mutex = Mutex::new(client, LOCK).expect("mutex");
+                let guard = lock_within(&mutex, &thread_name);
+                enter_exclusive(client, &thread_name, leaf(guard.node()));
+                exit_exclusive(client);
+                guard.unlock().expect("unlock");
+            }));
+            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
+
+            let name = format!("kazoo-{}", i + 1);
+            kazoos[i].go();
+            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
+        }
+        assert_eq!(read_log(&admin), Vec::new());
+        held.unlock().expect("open the gate");
+        for handle in handles {
+            handle.join().expect("zklock contender");
+        }
+    });
+    for peer in kazoos {
+        peer.finish();
+    }
+    assert_eq!(
+        read_log(&admin),
+        expected,
+        "acquisition order != node order"
+    );
+    assert_eq!(counter(&admin), 4);
+    assert_clean(&admin);
+}
