@@ -165,6 +165,12 @@ impl Shared {
         if core.flushing {
             return;
         }
+        core.flushing = true;
+        drop(core);
+        // Callers woken by one batch of replies submit at nearly the same
+        // time: giving them the CPU first lets one write carry them all.
+        std::thread::yield_now();
+        core = self.core();
         loop {
             std::mem::swap(&mut buf, &mut core.spare);
             buf.clear();
