@@ -215,3 +215,96 @@ fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
     assert_eq!(guard.wait_while_held(Some(Duration::ZERO)), LockState::Lost);
     assert_eq!(guard.unlock(), Err(Error::LockLost));
 }
+
+/// Someone deletes the held node (an operator, say): the guard turns
+/// `Lost`, `unlock` reports `LockLost`, and the next contender acquires.
+#[test]
+fn a_deleted_lock_node_makes_the_guard_lost() {
+    const LOCK: &str = "/deleted/lock";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+    // The guard watches its own node; wait until the server has that watch.
+    wait_until("the holder to watch its node", WAIT, || {
+        watches_by_path(&server)
+            .get(&node)
+            .is_some_and(|s| s.contains(&holder.session_id()))
+    });
+    let admin = connect(&server.connect_string());
+    admin.delete(&node, None).unwrap();
+    assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
+    assert_eq!(guard.unlock(), Err(Error::LockLost));
+    let next = Mutex::new(&admin, LOCK).unwrap();
+    next.try_lock()
+        .unwrap()
+        .expect("free after the delete")
+        .unlock()
+        .unwrap();
+}
+
+/// The same, but the node is deleted the moment `lock` returns, while the
+/// guard's own watch request is still on its way (the holder's link delays
+/// every byte by 300 ms). The server then answers that watch with "no such
+/// node"; the guard must not go on claiming `Held`.
+#[test]
+fn a_lock_node_deleted_right_after_acquisition_makes_the_guard_lost() {
+    const LOCK: &str = "/deleted-early/lock";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect(&proxy.connect_string());
+    let admin = connect(&server.connect_string());
+    let mutex = Mutex::new(&holder, LOCK).unwrap();
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(300)));
+    let guard = mutex.lock().unwrap();
+    admin.delete(guard.node(), None).unwrap();
+    // A contender can now acquire; the guard must say so.
+    let other = Mutex::new(&admin, LOCK).unwrap();
+    let other_guard = other.try_lock().unwrap().expect("the lock is free");
+    assert_eq!(
+        guard.wait_while_held(Some(Duration::from_secs(5))),
+        LockState::Lost,
+        "the guard still claims Held while {} holds",
+        other_guard.node()
+    );
+    other_guard.unlock().unwrap();
+}
+
+/// A waiter's session expires while it waits (its link is blackholed past
+/// the timeout, then healed): `lock` fails with a session error instead of
+/// waiting forever, and the holder keeps its lock.
+#[test]
+fn a_waiter_whose_session_expires_gets_an_error() {
+    const LOCK: &str = "/waiter-expiry/lock";
+    const T: Duration = Duration::from_millis(2000);
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+
+    let waiter = connect_with(&proxy.connect_string(), T);
+    let waiter_session = waiter.session_id();
+    let (result, waiter_thread) = spawn("waiter", move || {
+        let mutex = Mutex::new(&waiter, LOCK).unwrap();
+        mutex.lock().map(|g| g.fencing_token())
+    });
+    let nodes = wait_children(&holder, LOCK, 2);
+    let waiter_node = format!("{LOCK}/{}", nodes[1]);
+    assert_eq!(owner(&holder, &waiter_node), Some(waiter_session));
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    // The server expires the session and deletes its node.
+    wait_until("the waiter's session to expire", WAIT, || {
+        owner(&holder, &waiter_node).is_none()
+    });
+    expect_nothing(&result, "the waiter returns while partitioned");
+    proxy.set_mode(ProxyMode::Pass);
+    let err = recv(&result, WAIT, "the waiter to fail").unwrap_err();
+    waiter_thread.join().unwrap();
+    assert!(err.is_session_lost(), "{err:?}");
+    assert_eq!(guard.state(), LockState::Held);
+    assert_eq!(children(&holder, LOCK).len(), 1);
+    guard.unlock().unwrap();
+}
