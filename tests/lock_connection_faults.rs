@@ -217,3 +217,81 @@ fn a_guard_dropped_during_a_partition_is_released_after_it_heals() {
         || proxy.set_mode(ProxyMode::Pass),
     );
 }
+
+/// The holder releases while a waiter's connection is down: the waiter's
+/// watch event is never delivered on the old connection, but its watches
+/// are re-registered on reconnect, the server reports the deletion it
+/// missed, and the waiter acquires.
+#[test]
+fn a_waiter_disconnected_during_the_release_still_acquires() {
+    const DIR: &str = "/missed/lock";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(4000));
+    let session = waiter.session_id();
+    let (acquired, waiter_thread) = {
+        let waiter = waiter.clone();
+        spawn("waiter", move || {
+            let mutex = Mutex::new(&waiter, DIR).unwrap();
+            let guard = mutex.lock()?;
+            let token = guard.fencing_token();
+            guard.unlock()?;
+            Ok::<_, zklock::Error>(token)
+        })
+    };
+    wait_watching_under(&server, DIR, session);
+
+    proxy.refuse(true);
+    proxy.cut();
+    wait_until("the waiter to notice the cut", WAIT, || {
+        !waiter.state().is_connected()
+    });
+    let holder_token = guard.fencing_token();
+    guard.unlock().unwrap();
+    expect_nothing(&acquired, "the waiter acquires while disconnected");
+    proxy.refuse(false);
+    let token = recv(&acquired, WAIT, "the waiter to acquire after reconnecting").unwrap();
+    waiter_thread.join().unwrap();
+    assert!(token > holder_token);
+    assert_eq!(waiter.session_id(), session);
+    assert!(
+        states.try_iter().count() > 0,
+        "the waiter saw state changes"
+    );
+    assert!(children(&holder, DIR).is_empty());
+}
+
+/// A disconnect shorter than the session timeout: the guard turns
+/// `Suspended`, then `Held` again once the session reconnects; the node and
+/// the lock were never lost and release normally.
+#[test]
+fn a_short_disconnect_suspends_the_guard_then_restores_it() {
+    const DIR: &str = "/blip/lock";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect_with(&proxy.connect_string(), Duration::from_millis(4000));
+    let mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+    let changes = guard.state_changes();
+
+    proxy.refuse(true);
+    proxy.cut();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Suspended));
+    assert_eq!(
+        guard.wait_while_held(Some(Duration::ZERO)),
+        LockState::Suspended
+    );
+    let observer = connect(&server.connect_string());
+    let other = Mutex::new(&observer, DIR).unwrap();
+    assert!(other.try_lock().unwrap().is_none(), "the lock stays taken");
+    proxy.refuse(false);
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
+    assert_eq!(guard.state(), LockState::Held);
+    assert_eq!(owner(&observer, guard.node()), Some(holder.session_id()));
+    guard.unlock().unwrap();
+    assert!(children(&observer, DIR).is_empty());
+}
