@@ -258,10 +258,6 @@ fn a_waiter_disconnected_during_the_release_still_acquires() {
     waiter_thread.join().unwrap();
     assert!(token > holder_token);
     assert_eq!(waiter.session_id(), session);
-    assert!(
-        states.try_iter().count() > 0,
-        "the waiter saw state changes"
-    );
     assert!(children(&holder, DIR).is_empty());
 }
 
