@@ -107,7 +107,7 @@ fn main() -> ExitCode {
     match outcome {
         Outcome::Exit(code) => ExitCode::from(code),
         Outcome::Usage(message) => {
-            eprintln!("zklock: {message}\n{USAGE}");
+            eprintln!("zklock: {message} (zklock --help shows the usage)");
             ExitCode::from(EXIT_USAGE)
         }
         Outcome::Error(message) => {
