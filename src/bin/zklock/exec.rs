@@ -189,7 +189,15 @@ pub fn run(mut args: Args) -> Outcome {
         Err(zklock::Error::Cancelled) => return Outcome::Exit(EXIT_NOT_ACQUIRED),
         Err(e) => return e.into(),
     };
-    run_command(&guard, &command, &signals, timeout, options.grace)
+    let outcome = run_command(&guard, &command, &signals, timeout, options.grace);
+    if !client.state().is_connected() {
+        // Cut off from the ensemble (or the session is gone): closing the
+        // session would first wait up to the connect timeout for a server,
+        // delaying the exit past the session's expiry. Exit without it; the
+        // ensemble expires the session and deletes its nodes.
+        std::mem::forget(client.clone());
+    }
+    outcome
 }
 
 /// Runs COMMAND while `guard` holds, terminating it as soon as the lock can
