@@ -134,9 +134,10 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(rx) => rx,
         Err(e) => return Outcome::Error(format!("cannot install signal handlers: {e}")),
     };
-    let client = match options.common.client() {
-        Ok(c) => c,
-        Err(e) => return e.into(),
+    let client = match connect(&options.common, &signals) {
+        Ok(Some(c)) => c,
+        Ok(None) => return not_acquired(&options, "interrupted while connecting"),
+        Err(outcome) => return outcome,
     };
     let timeout = client
         .negotiated_timeout()
@@ -160,11 +161,20 @@ pub fn run(mut args: Args) -> Outcome {
     };
 
     let (done_tx, done_rx) = bounded::<()>(0);
-    let acquired = std::thread::scope(|scope| {
-        scope.spawn(|| {
+    let (acquired, interrupted) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
             select! {
-                recv(signals) -> _ => lock.cancel(),
-                recv(done_rx) -> _ => {}
+                recv(signals) -> _ => {
+                    // `cancel` wakes only a wait already under way: repeat
+                    // it until the acquisition has returned.
+                    while done_rx.recv_timeout(Duration::from_millis(20))
+                        == Err(crossbeam_channel::RecvTimeoutError::Timeout)
+                    {
+                        lock.cancel();
+                    }
+                    true
+                },
+                recv(done_rx) -> _ => false,
             }
         });
         if !options.quiet && options.wait != Some(Duration::ZERO) {
@@ -176,17 +186,21 @@ pub fn run(mut args: Args) -> Outcome {
         }
         let result = lock.acquire(options.side, options.wait);
         drop(done_tx);
-        result
+        (result, watcher.join().unwrap_or(true))
     });
     let guard = match acquired {
+        Ok(Some(guard)) if interrupted => {
+            // The signal came as the lock was acquired: release it unused.
+            drop(guard);
+            return not_acquired(&options, &format!("interrupted while waiting for {path}"));
+        }
+        Err(zklock::Error::Cancelled) => {
+            return not_acquired(&options, &format!("interrupted while waiting for {path}"));
+        }
         Ok(Some(guard)) => guard,
         Ok(None) => {
-            if !options.quiet {
-                eprintln!("zklock: {path} is held by another process; not running the command");
-            }
-            return Outcome::Exit(EXIT_NOT_ACQUIRED);
+            return not_acquired(&options, &format!("{path} is held by another process"));
         }
-        Err(zklock::Error::Cancelled) => return Outcome::Exit(EXIT_NOT_ACQUIRED),
         Err(e) => return e.into(),
     };
     let outcome = run_command(&guard, &command, &signals, timeout, options.grace);
@@ -198,6 +212,32 @@ pub fn run(mut args: Args) -> Outcome {
         std::mem::forget(client.clone());
     }
     outcome
+}
+
+/// Connects, unless SIGINT or SIGTERM comes first (`Ok(None)`; the
+/// connecting thread is abandoned, to end with the process).
+fn connect(common: &Common, signals: &Receiver<i32>) -> Result<Option<Client>, Outcome> {
+    let (tx, connected) = bounded(1);
+    let common = common.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(common.client());
+    });
+    select! {
+        recv(connected) -> result => match result {
+            Ok(Ok(client)) => Ok(Some(client)),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(Outcome::Error("the connecting thread failed".into())),
+        },
+        recv(signals) -> _ => Ok(None),
+    }
+}
+
+/// Exit status 75, saying why unless `--quiet`.
+fn not_acquired(options: &Options, why: &str) -> Outcome {
+    if !options.quiet {
+        eprintln!("zklock: {why}; not running the command");
+    }
+    Outcome::Exit(EXIT_NOT_ACQUIRED)
 }
 
 /// Runs COMMAND while `guard` holds, terminating it as soon as the lock can

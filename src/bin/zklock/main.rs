@@ -28,6 +28,7 @@ exec exits with COMMAND's status; 75 if the lock was not acquired (COMMAND did
 not run); 76 if the lock was lost while COMMAND ran (COMMAND was terminated).";
 
 /// Settings shared by the subcommands.
+#[derive(Clone)]
 pub struct Common {
     pub connect: String,
     pub session_timeout: Duration,
