@@ -25,7 +25,9 @@ use crate::Client;
 pub struct Mutex {
     spec: LockSpec,
     waiters: Waiters,
-    holder: std::sync::Mutex<Option<ThreadId>>,
+    /// The holding thread, and the fencing token of its hold: a guard
+    /// clears only its own hold, not a later one after its lock was lost.
+    holder: std::sync::Mutex<Option<(ThreadId, i64)>>,
 }
 
 const MUTEX_MARKERS: &[&str] = &[MUTEX_MARKER, KAZOO_MARKER];
@@ -90,7 +92,15 @@ impl Mutex {
 
     /// True if the calling thread holds this mutex.
     pub fn is_held_by_current_thread(&self) -> bool {
-        *lock(&self.holder) == Some(std::thread::current().id())
+        lock(&self.holder).is_some_and(|(thread, _)| thread == std::thread::current().id())
+    }
+
+    /// Forgets the holder, if it is still the hold with `token`.
+    fn clear_holder(&self, token: i64) {
+        let mut holder = lock(&self.holder);
+        if holder.is_some_and(|(_, t)| t == token) {
+            *holder = None;
+        }
     }
 
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<MutexGuard<'_>>> {
@@ -99,7 +109,7 @@ impl Mutex {
         }
         let held = attempt(&self.spec, &self.waiters, deadline)?;
         Ok(held.map(|held| {
-            *lock(&self.holder) = Some(std::thread::current().id());
+            *lock(&self.holder) = Some((std::thread::current().id(), held.fencing_token()));
             MutexGuard {
                 mutex: self,
                 held: Some(held),
@@ -183,9 +193,11 @@ impl MutexGuard<'_> {
     /// Releases the lock and waits for the server to confirm the delete.
     /// `LockLost` if the lock had already been lost.
     pub fn unlock(mut self) -> Result<()> {
-        *lock(&self.mutex.holder) = None;
         match self.held.take() {
-            Some(held) => held.release(),
+            Some(held) => {
+                self.mutex.clear_holder(held.fencing_token());
+                held.release()
+            }
             None => Ok(()),
         }
     }
@@ -193,8 +205,8 @@ impl MutexGuard<'_> {
 
 impl Drop for MutexGuard<'_> {
     fn drop(&mut self) {
-        if self.held.take().is_some() {
-            *lock(&self.mutex.holder) = None;
+        if let Some(held) = self.held.take() {
+            self.mutex.clear_holder(held.fencing_token());
         }
     }
 }
@@ -273,12 +285,14 @@ impl ReentrantMutex {
             reentry.count += 1;
             return Ok(Some(ReentrantMutexGuard {
                 mutex: self,
+                token: reentry.held.fencing_token(),
                 _not_send: PhantomData,
             }));
         }
         let Some(held) = attempt(&self.spec, &self.waiters, deadline)? else {
             return Ok(None);
         };
+        let token = held.fencing_token();
         *lock(&self.holder) = Some(Reentry {
             thread: me,
             count: 1,
@@ -286,20 +300,38 @@ impl ReentrantMutex {
         });
         Ok(Some(ReentrantMutexGuard {
             mutex: self,
+            token,
             _not_send: PhantomData,
         }))
     }
 
-    /// Drops one hold; the last one takes the node out.
-    fn release_one(&self) -> Option<HeldLock> {
+    /// Drops one hold of the lock with `token`; the last one takes the node
+    /// out. A hold of a lock that was lost and has since been acquired
+    /// again (by another thread) is stale and changes nothing.
+    fn release_one(&self, token: i64) -> Release {
         let mut holder = lock(&self.holder);
-        let reentry = holder.as_mut()?;
+        let Some(reentry) = holder.as_mut().filter(|r| r.held.fencing_token() == token) else {
+            return Release::Stale;
+        };
         reentry.count = reentry.count.saturating_sub(1);
         if reentry.count > 0 {
-            return None;
+            return Release::StillHeld;
         }
-        holder.take().map(|r| r.held)
+        match holder.take() {
+            Some(reentry) => Release::Last(reentry.held),
+            None => Release::Stale,
+        }
     }
+}
+
+/// What dropping one hold of a [`ReentrantMutex`] did.
+enum Release {
+    /// Other holds remain.
+    StillHeld,
+    /// That was the last hold: release this.
+    Last(HeldLock),
+    /// The hold's lock was lost and is no longer the mutex's.
+    Stale,
 }
 
 /// One hold of a [`ReentrantMutex`]; the lock is released when the last
@@ -308,48 +340,59 @@ impl ReentrantMutex {
 #[derive(Debug)]
 pub struct ReentrantMutexGuard<'a> {
     mutex: &'a ReentrantMutex,
+    /// The fencing token of the lock this hold belongs to.
+    token: i64,
     _not_send: PhantomData<*const ()>,
 }
 
 impl ReentrantMutexGuard<'_> {
-    fn with_held<R>(&self, f: impl FnOnce(&HeldLock) -> R) -> R {
+    /// Applies `f` to this hold's lock; `None` if that lock was lost and
+    /// the mutex has been acquired again since.
+    fn with_held<R>(&self, f: impl FnOnce(&HeldLock) -> R) -> Option<R> {
         let holder = lock(&self.mutex.holder);
-        match holder.as_ref() {
-            Some(reentry) => f(&reentry.held),
-            None => unreachable!("a live reentrant guard implies a holder"),
-        }
+        holder
+            .as_ref()
+            .filter(|r| r.held.fencing_token() == self.token)
+            .map(|r| f(&r.held))
     }
 
     /// The lock node's creation zxid (see [`MutexGuard::fencing_token`]).
     pub fn fencing_token(&self) -> i64 {
-        self.with_held(HeldLock::fencing_token)
+        self.token
     }
 
     /// `Held`, `Suspended` or `Lost`.
     pub fn state(&self) -> LockState {
-        self.with_held(HeldLock::state)
+        self.with_held(HeldLock::state).unwrap_or(LockState::Lost)
     }
 
     /// A channel that receives every later state change.
     pub fn state_changes(&self) -> Receiver<LockState> {
-        self.with_held(HeldLock::state_changes)
+        self.with_held(HeldLock::state_changes).unwrap_or_else(|| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let _ = tx.send(LockState::Lost);
+            rx
+        })
     }
 
     /// Drops this hold; if it was the last, releases the lock and waits for
-    /// the server's confirmation.
+    /// the server's confirmation. `LockLost` if the lock had been lost.
     pub fn unlock(self) -> Result<()> {
-        let last = self.mutex.release_one();
+        let release = self.mutex.release_one(self.token);
         std::mem::forget(self);
-        match last {
-            Some(held) => held.release(),
-            None => Ok(()),
+        match release {
+            Release::StillHeld => Ok(()),
+            Release::Last(held) => held.release(),
+            Release::Stale => Err(Error::LockLost),
         }
     }
 }
 
 impl Drop for ReentrantMutexGuard<'_> {
     fn drop(&mut self) {
-        drop(self.mutex.release_one());
+        if let Release::Last(held) = self.mutex.release_one(self.token) {
+            drop(held);
+        }
     }
 }
 

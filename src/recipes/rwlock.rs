@@ -25,7 +25,9 @@ const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
 pub struct RwLock {
     spec: LockSpec,
     waiters: Waiters,
-    writer: std::sync::Mutex<Option<ThreadId>>,
+    /// The thread holding the write lock, and the fencing token of that
+    /// hold (see the Mutex's `holder`).
+    writer: std::sync::Mutex<Option<(ThreadId, i64)>>,
 }
 
 impl RwLock {
@@ -98,7 +100,15 @@ impl RwLock {
     }
 
     fn holds_write(&self) -> bool {
-        *lock(&self.writer) == Some(std::thread::current().id())
+        lock(&self.writer).is_some_and(|(thread, _)| thread == std::thread::current().id())
+    }
+
+    /// Forgets the writer, if it is still the hold with `token`.
+    fn clear_writer(&self, token: i64) {
+        let mut writer = lock(&self.writer);
+        if writer.is_some_and(|(_, t)| t == token) {
+            *writer = None;
+        }
     }
 
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
@@ -133,7 +143,7 @@ impl RwLock {
         }
         .run(deadline)?;
         Ok(held.map(|held| {
-            *lock(&self.writer) = Some(std::thread::current().id());
+            *lock(&self.writer) = Some((std::thread::current().id(), held.fencing_token()));
             RwLockWriteGuard {
                 lock: self,
                 held: Some(held),
@@ -195,9 +205,11 @@ impl RwLockWriteGuard<'_> {
 
     /// Releases the write lock and waits for the server's confirmation.
     pub fn unlock(mut self) -> Result<()> {
-        *lock(&self.lock.writer) = None;
         match self.held.take() {
-            Some(held) => held.release(),
+            Some(held) => {
+                self.lock.clear_writer(held.fencing_token());
+                held.release()
+            }
             None => Ok(()),
         }
     }
@@ -205,8 +217,8 @@ impl RwLockWriteGuard<'_> {
 
 impl Drop for RwLockWriteGuard<'_> {
     fn drop(&mut self) {
-        if self.held.take().is_some() {
-            *lock(&self.lock.writer) = None;
+        if let Some(held) = self.held.take() {
+            self.lock.clear_writer(held.fencing_token());
         }
     }
 }
