@@ -216,3 +216,119 @@ fn the_write_holder_may_also_read() {
     let write = other.try_write().unwrap().expect("free");
     write.unlock().unwrap();
 }
+
+/// A lock lost while held (its node deleted by someone else) and then
+/// acquired by another thread of the same object: dropping the stale guard
+/// must not touch the new holder's lock. For a Mutex, the new holder still
+/// gets `WouldDeadlock` when it locks again.
+#[test]
+fn a_stale_mutex_guard_does_not_disturb_the_next_holder() {
+    const DIR: &str = "/stale/mutex";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let admin = connect(&server.connect_string());
+    let mutex = &Mutex::new(&c, DIR).unwrap();
+    std::thread::scope(|s| {
+        let stale = mutex.lock().unwrap();
+        let (to_b, from_main) = mpsc::channel::<()>();
+        let (to_main, from_b) = mpsc::channel();
+        let b = s.spawn(move || {
+            let guard = mutex.lock().unwrap();
+            to_main.send(guard.node().to_owned()).unwrap();
+            from_main.recv_timeout(WAIT).unwrap();
+            // Still ours after the stale guard went.
+            assert!(mutex.is_held_by_current_thread());
+            assert_eq!(mutex.try_lock().err(), Some(Error::WouldDeadlock));
+            guard.unlock().unwrap();
+        });
+        wait_children(&admin, DIR, 2);
+        admin.delete(stale.node(), None).unwrap();
+        assert_eq!(stale.wait_while_held(Some(WAIT)), zklock::LockState::Lost);
+        let b_node = recv(&from_b, WAIT, "b to acquire");
+        drop(stale);
+        assert_eq!(children(&admin, DIR), [b_node.rsplit('/').next().unwrap()]);
+        to_b.send(()).unwrap();
+        b.join().unwrap();
+    });
+    assert!(children(&c, DIR).is_empty());
+}
+
+/// The same for a ReentrantMutex: the stale holds must not count down (and
+/// so release) the new holder's lock, nor report its state.
+#[test]
+fn a_stale_reentrant_guard_does_not_release_the_next_holder() {
+    const DIR: &str = "/stale/reentrant";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let admin = connect(&server.connect_string());
+    let mutex = &ReentrantMutex::new(&c, DIR).unwrap();
+    let (to_a, from_main) = mpsc::channel::<()>();
+    let (to_main, from_a) = mpsc::channel();
+    std::thread::scope(|s| {
+        let a = s.spawn(move || {
+            let stale = mutex.lock().unwrap();
+            to_main.send(stale.fencing_token()).unwrap();
+            from_main.recv_timeout(WAIT).unwrap();
+            assert_eq!(stale.state(), zklock::LockState::Lost, "a's lock was lost");
+            drop(stale);
+        });
+        let a_token = recv(&from_a, WAIT, "a to acquire");
+        let (b_tx, b_rx) = mpsc::channel();
+        let (b_release_tx, b_release) = mpsc::channel::<()>();
+        let b = s.spawn(move || {
+            let guard = mutex.lock().unwrap();
+            b_tx.send(guard.fencing_token()).unwrap();
+            b_release.recv_timeout(WAIT).unwrap();
+            assert_eq!(mutex.hold_count(), 1);
+            assert_eq!(guard.state(), zklock::LockState::Held);
+            guard.unlock().unwrap();
+        });
+        let nodes = wait_children(&admin, DIR, 2);
+        admin.delete(&format!("{DIR}/{}", nodes[0]), None).unwrap();
+        let b_token = recv(&b_rx, WAIT, "b to acquire");
+        assert!(b_token > a_token);
+        to_a.send(()).unwrap();
+        a.join().unwrap();
+        assert_eq!(
+            children(&admin, DIR),
+            nodes[1..],
+            "a's stale guard released b's lock"
+        );
+        b_release_tx.send(()).unwrap();
+        b.join().unwrap();
+    });
+    assert!(children(&c, DIR).is_empty());
+}
+
+/// The same for a RwLock's write side: after a lost write lock is taken by
+/// another thread, dropping the stale guard leaves the new writer its
+/// privileges (reading at once, `WouldDeadlock` on writing again).
+#[test]
+fn a_stale_write_guard_does_not_disturb_the_next_writer() {
+    const DIR: &str = "/stale/rw";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let admin = connect(&server.connect_string());
+    let rw = &RwLock::new(&c, DIR).unwrap();
+    std::thread::scope(|s| {
+        let stale = rw.write().unwrap();
+        let (to_b, from_main) = mpsc::channel::<()>();
+        let (to_main, from_b) = mpsc::channel();
+        let b = s.spawn(move || {
+            let write = rw.write().unwrap();
+            to_main.send(()).unwrap();
+            from_main.recv_timeout(WAIT).unwrap();
+            assert_eq!(rw.try_write().err(), Some(Error::WouldDeadlock));
+            let read = rw.try_read().unwrap().expect("the writer reads at once");
+            read.unlock().unwrap();
+            write.unlock().unwrap();
+        });
+        wait_children(&admin, DIR, 2);
+        admin.delete(stale.node(), None).unwrap();
+        recv(&from_b, WAIT, "b to acquire");
+        drop(stale);
+        to_b.send(()).unwrap();
+        b.join().unwrap();
+    });
+    assert!(children(&c, DIR).is_empty());
+}
