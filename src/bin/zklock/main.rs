@@ -1,5 +1,18 @@
 //! `zklock`: run a command under a ZooKeeper lock, list a lock's holders,
 //! and benchmark. Errors are one line on stderr with a non-zero exit.
+//!
+//! Exit statuses (also in the usage text, `zklock --help`):
+//!
+//! | Status | Meaning |
+//! |---|---|
+//! | COMMAND's | `exec`: COMMAND ran under the lock and exited with it (128+N if signal N killed it) |
+//! | 0 | `holders`, `bench`: done |
+//! | 1 | an error, one line on stderr: unreachable ensemble, invalid path, COMMAND not runnable... |
+//! | 2 | bad usage, one line on stderr |
+//! | 75 | `exec`: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM while connecting or waiting); COMMAND did not run |
+//! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND got SIGTERM, then SIGKILL, and was gone before the session could expire |
+//!
+//! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
 
 mod args;
 mod bench;
@@ -20,12 +33,34 @@ const USAGE: &str = "usage:
   zklock exec [--connect HOSTS] [--session-timeout MS] [--wait SECS | --no-wait]
               [--read | --write] [--grace MS] [--quiet] LOCK_PATH -- COMMAND [ARGS...]
   zklock holders [--connect HOSTS] [--json] LOCK_PATH
-  zklock bench --connect HOST:PORT --mode uncontended|contended|get|set
-               [--clients C] [--ops N] [--path P]
+  zklock bench [--connect HOSTS] --mode uncontended|contended|get|set
+               [--clients C] [--ops N] [--path P] [--without-lock]
 
---connect defaults to $ZK_CONNECT, then 127.0.0.1:2181.
-exec exits with COMMAND's status; 75 if the lock was not acquired (COMMAND did
-not run); 76 if the lock was lost while COMMAND ran (COMMAND was terminated).";
+--connect defaults to $ZK_CONNECT, then 127.0.0.1:2181; --session-timeout
+defaults to 10000 ms.
+
+exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
+--read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
+ZKLOCK_LOCK_NODE in its environment. It waits for the lock forever, up to
+--wait SECS, or not at all with --no-wait. SIGINT or SIGTERM cancels the wait;
+once COMMAND runs, they are passed on to it. If the lock can no longer be
+relied on (the connection was lost for longer than --grace MS, default 0, at
+most 1/6 of the session timeout; the session expired; the lock node was
+deleted), COMMAND gets SIGTERM, then SIGKILL, and is gone before the session
+can expire. --quiet silences the progress and reason lines on stderr.
+
+holders lists the holder and the waiters in queue order, with session ids
+and fencing tokens. bench prints one JSON line (--without-lock skips the lock
+in contended mode, to show that its overlap check works).
+
+exit status:
+  COMMAND's  exec: COMMAND's status (128+N if signal N killed it)
+  0          holders, bench: done
+  1          an error (unreachable ensemble, invalid path...), one line on stderr
+  2          bad usage, one line on stderr
+  75         exec: the lock was not acquired (--no-wait, --wait ran out, or
+             SIGINT/SIGTERM while connecting or waiting); COMMAND did not run
+  76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
 /// Settings shared by the subcommands.
 #[derive(Clone)]
