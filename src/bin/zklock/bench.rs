@@ -2,13 +2,17 @@
 //! one JSON line on stdout.
 //!
 //! - `uncontended`: one session, one lock path, N lock/unlock cycles.
-//! - `contended`: C sessions, one thread each, N acquisitions in all on one
-//!   path; each critical section checks an in-process flag for overlap.
+//! - `contended`: C sessions, one thread each, started together, N
+//!   acquisitions in all on one path; each critical section checks an
+//!   in-process counter for overlap (`violations`: entries that found
+//!   another client inside). `--without-lock` skips the lock and stays
+//!   100 µs in the section, so that the check has overlaps to catch.
 //! - `get` / `set`: C threads share one client; N calls in all on a 100-byte node.
 //!
 //! Latency is measured from the `lock()` call to acquisition (or per call).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use zklock::{Acl, Client, CreateMode, Error};
@@ -119,17 +123,22 @@ fn uncontended(options: &Options) -> Measured {
 
 fn contended(options: &Options) -> Measured {
     let remaining = AtomicUsize::new(options.ops);
-    let inside = AtomicBool::new(false);
+    // Clients inside the critical section now.
+    let inside = AtomicUsize::new(0);
     let violations = AtomicUsize::new(0);
     let clients = (0..options.clients)
         .map(|_| client(options))
         .collect::<Result<Vec<_>, _>>()?;
+    // Every client starts at once.
+    let start = Barrier::new(options.clients);
     let results: Vec<Result<Vec<u64>, Error>> = std::thread::scope(|scope| {
         let handles: Vec<_> = clients
             .iter()
             .map(|client| {
                 let (remaining, inside, violations) = (&remaining, &inside, &violations);
+                let start = &start;
                 scope.spawn(move || {
+                    start.wait();
                     let lock = client.mutex(&options.path)?;
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
@@ -140,12 +149,19 @@ fn contended(options: &Options) -> Measured {
                             Some(lock.lock()?)
                         };
                         latencies.push(micros(start.elapsed()));
-                        if inside.swap(true, Ordering::SeqCst) {
+                        if inside.fetch_add(1, Ordering::SeqCst) > 0 {
                             violations.fetch_add(1, Ordering::SeqCst);
                         }
-                        // A critical section long enough for an overlap to show.
-                        std::thread::yield_now();
-                        inside.store(false, Ordering::SeqCst);
+                        if options.without_lock {
+                            // Unprotected: stay long enough for another
+                            // client to come in, even on one core.
+                            std::thread::sleep(Duration::from_micros(100));
+                        } else {
+                            // A critical section long enough for an
+                            // overlap to show.
+                            std::thread::yield_now();
+                        }
+                        inside.fetch_sub(1, Ordering::SeqCst);
                         drop(guard);
                     }
                     Ok(latencies)
