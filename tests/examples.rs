@@ -5,12 +5,14 @@
 //! `cargo test` has just built them) and run from the target directory.
 //! Every run is bounded, and a Drop guard kills the child if a test fails.
 
-use std::io::Read;
+mod child;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use child::{Output, Run};
 
 use zklock::testing::TestServer;
 use zklock::Client;
@@ -55,8 +57,7 @@ fn examples_dir() -> &'static Path {
         if cfg!(feature = "cli") {
             cargo.args(["--features", "cli"]);
         }
-        let run = Run::spawn(&mut cargo).map_err(|e| format!("spawn cargo: {e}"))?;
-        let out = run.finish(BUILD_LIMIT);
+        let out = Run::spawn(&mut cargo).finish(BUILD_LIMIT);
         if !out.status.success() {
             return Err(format!("cargo build --examples failed:\n{}", out.stderr));
         }
@@ -65,94 +66,6 @@ fn examples_dir() -> &'static Path {
     match built {
         Ok(dir) => dir,
         Err(e) => panic!("{e}"),
-    }
-}
-
-/// A child process with its output collected; killed if dropped unfinished.
-struct Run {
-    child: Child,
-    readers: Vec<JoinHandle<String>>,
-}
-
-/// What a finished child did.
-struct Output {
-    status: ExitStatus,
-    pid: u32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn spawn(command: &mut Command) -> std::io::Result<Run> {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let mut readers = Vec::new();
-        let pipes: [Option<Box<dyn Read + Send>>; 2] = [
-            child.stdout.take().map(|p| Box::new(p) as _),
-            child.stderr.take().map(|p| Box::new(p) as _),
-        ];
-        for pipe in pipes.into_iter().flatten() {
-            readers.push(std::thread::spawn(move || {
-                let mut pipe = pipe;
-                let mut text = String::new();
-                let _ = pipe.read_to_string(&mut text);
-                text
-            }));
-        }
-        Ok(Run { child, readers })
-    }
-
-    /// Waits for the child, at most `limit` (then kills it and panics).
-    fn finish(mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Ok(None) => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    let texts = self.collect();
-                    panic!(
-                        "still running after {limit:?}; output so far:\n{}\n{}",
-                        texts[0], texts[1]
-                    );
-                }
-                Err(e) => panic!("wait for the child: {e}"),
-            }
-        };
-        let pid = self.child.id();
-        let texts = self.collect();
-        Output {
-            status,
-            pid,
-            stdout: texts[0].clone(),
-            stderr: texts[1].clone(),
-        }
-    }
-
-    fn collect(&mut self) -> Vec<String> {
-        let mut texts: Vec<String> = self
-            .readers
-            .drain(..)
-            .map(|r| r.join().unwrap_or_default())
-            .collect();
-        texts.resize(2, String::new());
-        texts
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -190,9 +103,7 @@ fn run_example(name: &str, args: &[&str], zk_connect: Option<&str>) -> Output {
         Some(connect) => command.env("ZK_CONNECT", connect),
         None => command.env_remove("ZK_CONNECT"),
     };
-    Run::spawn(&mut command)
-        .unwrap_or_else(|e| panic!("run example {name}: {e}"))
-        .finish(RUN_LIMIT)
+    Run::spawn(&mut command).finish(RUN_LIMIT)
 }
 
 /// True if `text` has a line equal to `line`.

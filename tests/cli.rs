@@ -1,0 +1,681 @@
+//! The `zklock` command (feature `cli`) against a real ZooKeeper server:
+//! `exec` serialises commands and keeps its exit-code promises (75 not
+//! acquired, 76 lock lost, otherwise the command's status), terminates its
+//! command before a cut-off session can expire, and cancels cleanly on
+//! SIGTERM; `holders` lists the queue; errors are one line; `bench` catches
+//! overlaps.
+//!
+//! Built only with the `cli` feature (`cargo test --all-features`, as CI
+//! runs), since it needs the binary. Every test uses its own lock path on one
+//! shared server; every wait is bounded, and children are killed if a test
+//! fails first.
+
+#![cfg(feature = "cli")]
+
+mod child;
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use child::{wait_until, Output, Run, TempDir};
+use zklock::recipes::lock_queue;
+use zklock::testing::{FaultProxy, ProxyMode, TestServer};
+use zklock::Client;
+
+const ZKLOCK: &str = env!("CARGO_BIN_EXE_zklock");
+
+/// The longest anything that should happen is waited for.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Exit statuses of `zklock exec`.
+const NOT_ACQUIRED: i32 = 75;
+const LOST: i32 = 76;
+
+/// One server for every test here. It is never dropped; its watchdog kills
+/// it and removes its directory when this process exits.
+fn server() -> &'static TestServer {
+    static SERVER: OnceLock<TestServer> = OnceLock::new();
+    SERVER.get_or_init(|| TestServer::new().expect("start a ZooKeeper server"))
+}
+
+fn connect_string() -> String {
+    server().connect_string()
+}
+
+/// A client of the test itself (a session of its own).
+fn client() -> Client {
+    Client::builder()
+        .session_timeout(Duration::from_secs(10))
+        .connect(&connect_string())
+        .expect("connect")
+}
+
+/// `zklock ARGS...`, with no ZK_CONNECT inherited.
+fn zklock(args: &[&str]) -> Command {
+    let mut command = Command::new(ZKLOCK);
+    command.args(args).env_remove("ZK_CONNECT");
+    command
+}
+
+/// `zklock exec --connect <server> OPTIONS... PATH -- sh -c SCRIPT`.
+fn exec(options: &[&str], path: &str, script: &str) -> Command {
+    let connect = connect_string();
+    let mut args = vec!["exec", "--connect", connect.as_str()];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[path, "--", "sh", "-c", script]);
+    zklock(&args)
+}
+
+/// The number of contenders queued at `path`.
+fn queued(client: &Client, path: &str) -> usize {
+    lock_queue(client, path).expect("lock_queue").len()
+}
+
+/// The children of `path` (none if it is gone).
+fn children(client: &Client, path: &str) -> Vec<String> {
+    match client.get_children(path) {
+        Ok(children) => children,
+        Err(zklock::Error::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+/// The last segment of a node path.
+fn basename(node: &str) -> &str {
+    node.rsplit('/').next().unwrap_or(node)
+}
+
+fn code(out: &Output) -> Option<i32> {
+    out.status.code()
+}
+
+/// Asserts that stderr is exactly one line and returns it.
+fn one_line(out: &Output) -> &str {
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr is not one line:\n{}", out.stderr);
+    lines[0]
+}
+
+#[test]
+fn two_execs_serialise_their_commands() {
+    let dir = TempDir::new("serialise");
+    let log = dir.join("log");
+    let log = log.display();
+    // Each command logs its start and end with its fencing token, and
+    // stays inside long enough for an overlap to show.
+    let script = format!(
+        "echo \"start $ZKLOCK_FENCING_TOKEN $ZKLOCK_LOCK_NODE\" >> '{log}'; sleep 0.2; \
+         echo \"end $ZKLOCK_FENCING_TOKEN\" >> '{log}'"
+    );
+    let runs: Vec<Run> = (0..3)
+        .map(|_| Run::spawn(&mut exec(&["--quiet"], "/cli/serialise", &script)))
+        .collect();
+    for run in runs {
+        let out = run.finish(WAIT);
+        assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    }
+    let text = std::fs::read_to_string(dir.join("log")).expect("read the log");
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    let mut last_token = 0;
+    for pair in lines.chunks(2) {
+        let (start, end) = (&pair[0], &pair[1]);
+        assert_eq!(start[0], "start", "{text}");
+        assert_eq!(end[0], "end", "commands interleaved:\n{text}");
+        assert_eq!(start[1], end[1], "commands interleaved:\n{text}");
+        let token: i64 = start[1].parse().expect("a numeric fencing token");
+        assert!(token > last_token, "tokens not increasing:\n{text}");
+        last_token = token;
+        assert!(
+            start[2].starts_with("/cli/serialise/_c_") && start[2].contains("-lock-"),
+            "ZKLOCK_LOCK_NODE is {}",
+            start[2]
+        );
+    }
+    assert!(children(&client(), "/cli/serialise").is_empty());
+}
+
+#[test]
+fn exec_exits_with_the_status_of_its_command() {
+    let out = Run::spawn(&mut exec(&[], "/cli/status", "exit 7")).finish(WAIT);
+    assert_eq!(code(&out), Some(7), "{}", out.stderr);
+    // Killed by a signal: 128 + the signal, as a shell reports it.
+    let out = Run::spawn(&mut exec(&[], "/cli/status", "kill -9 $$")).finish(WAIT);
+    assert_eq!(code(&out), Some(128 + 9), "{}", out.stderr);
+}
+
+#[test]
+fn no_wait_on_a_held_lock_exits_75_without_running_the_command() {
+    let holder = client();
+    let lock = holder.mutex("/cli/no-wait").expect("mutex");
+    let guard = lock.lock().expect("lock");
+    let dir = TempDir::new("no-wait");
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let out = Run::spawn(&mut exec(&["--no-wait"], "/cli/no-wait", &script)).finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert!(!mark.exists(), "the command ran");
+    assert_eq!(
+        one_line(&out),
+        "zklock: /cli/no-wait is held by another process; not running the command"
+    );
+    // Its node is gone: only the holder's is left.
+    assert_eq!(
+        children(&holder, "/cli/no-wait"),
+        vec![basename(guard.node()).to_owned()]
+    );
+}
+
+#[test]
+fn wait_on_a_held_lock_exits_75_after_that_long() {
+    let holder = client();
+    let lock = holder.mutex("/cli/wait").expect("mutex");
+    let guard = lock.lock().expect("lock");
+    let dir = TempDir::new("wait");
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let started = Instant::now();
+    let out = Run::spawn(&mut exec(&["--wait", "0.5"], "/cli/wait", &script)).finish(WAIT);
+    let took = out.exited_at - started;
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert!(!mark.exists(), "the command ran");
+    // The wait, plus starting the process and connecting.
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_millis(3500),
+        "exited after {took:?}"
+    );
+    assert_eq!(
+        children(&holder, "/cli/wait"),
+        vec![basename(guard.node()).to_owned()]
+    );
+}
+
+#[test]
+fn read_execs_share_the_lock_and_keep_a_write_exec_out() {
+    const PATH: &str = "/cli/rw";
+    let dir = TempDir::new("rw");
+    // Each reader marks that it is in, then waits (at most 10 s) to see the
+    // other's mark: both succeed only if they held the read lock together.
+    let reader = |me: &str, other: &str| {
+        let (me, other) = (dir.join(me), dir.join(other));
+        let script = format!(
+            "touch '{}'; i=0; while [ ! -e '{}' ] && [ $i -lt 200 ]; do sleep 0.05; \
+             i=$((i+1)); done; [ -e '{}' ]",
+            me.display(),
+            other.display(),
+            other.display()
+        );
+        Run::spawn(&mut exec(&["--read", "--quiet"], PATH, &script))
+    };
+    let (a, b) = (reader("a", "b"), reader("b", "a"));
+    let observer = client();
+    wait_until("both readers to hold", WAIT, || {
+        dir.join("a").exists() && dir.join("b").exists()
+    });
+    // A writer cannot get in while they hold.
+    let writer = Run::spawn(&mut exec(&["--write", "--no-wait"], PATH, "true")).finish(WAIT);
+    assert_eq!(code(&writer), Some(NOT_ACQUIRED), "{}", writer.stderr);
+    for reader in [a, b] {
+        let out = reader.finish(WAIT);
+        assert_eq!(
+            code(&out),
+            Some(0),
+            "the readers did not overlap: {}",
+            out.stderr
+        );
+    }
+    let writer = Run::spawn(&mut exec(&["--write", "--no-wait"], PATH, "true")).finish(WAIT);
+    assert_eq!(code(&writer), Some(0), "{}", writer.stderr);
+    assert!(children(&observer, PATH).is_empty());
+}
+
+#[test]
+fn a_holder_cut_off_is_terminated_before_another_contender_acquires() {
+    const PATH: &str = "/cli/cut";
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    let dir = TempDir::new("cut");
+    let (pidfile, log) = (dir.join("pid"), dir.join("log"));
+    let script = format!(
+        "echo $$ > '{}'; trap 'echo TERM >> \"{}\"; exit 1' TERM; \
+         while true; do sleep 0.1; done",
+        pidfile.display(),
+        log.display()
+    );
+    let proxy_connect = proxy.connect_string();
+    let mut holder = Run::spawn(&mut zklock(&[
+        "exec",
+        "--connect",
+        &proxy_connect,
+        "--session-timeout",
+        "2000",
+        PATH,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let read_pid = || {
+        std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+    };
+    wait_until("the command to start", WAIT, || read_pid().is_some());
+    let command_pid = read_pid().unwrap_or_default();
+
+    // A contender on a direct connection queues behind it.
+    let observer = client();
+    let (acquired_tx, acquired) = crossbeam_channel::bounded(1);
+    let contender = std::thread::spawn(move || {
+        let client = client();
+        let lock = client.mutex(PATH).expect("mutex");
+        let guard = lock.try_lock_for(WAIT).expect("try_lock_for");
+        let _ = acquired_tx.send((Instant::now(), guard.is_some()));
+    });
+    wait_until("the contender to queue", WAIT, || {
+        queued(&observer, PATH) == 2
+    });
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    let cut_at = Instant::now();
+    let deadline = cut_at + WAIT;
+    let mut holder_exit = None;
+    let mut contender_got = None;
+    while holder_exit.is_none() || contender_got.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing happened within {WAIT:?}"
+        );
+        if holder_exit.is_none() {
+            holder_exit = holder.poll();
+        }
+        if contender_got.is_none() {
+            contender_got = acquired.try_recv().ok();
+        }
+        std::thread::sleep(child::POLL);
+    }
+    let _ = contender.join();
+    let (status, exited_at) = holder_exit.unwrap_or_else(|| unreachable!());
+    let (acquired_at, got_it) = contender_got.unwrap_or_else(|| unreachable!());
+    let out = holder.finish(WAIT);
+    eprintln!(
+        "after the cut: zklock exited at {:?}, the contender acquired at {:?}",
+        exited_at - cut_at,
+        acquired_at - cut_at
+    );
+    assert_eq!(status.code(), Some(LOST), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("lock no longer held; terminating the command"),
+        "{}",
+        out.stderr
+    );
+    assert!(got_it, "the contender did not get the lock");
+    assert!(
+        exited_at < acquired_at,
+        "zklock exited {:?} after the cut, but the contender acquired {:?} after it",
+        exited_at - cut_at,
+        acquired_at - cut_at
+    );
+    // The command got SIGTERM (its trap ran) and is gone.
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(logged.trim(), "TERM");
+    let proc_dir = format!("/proc/{command_pid}");
+    wait_until("the command's process to be gone", WAIT, || {
+        !std::path::Path::new(&proc_dir).exists()
+    });
+}
+
+#[test]
+fn sigterm_while_waiting_exits_75_and_leaves_no_node() {
+    const PATH: &str = "/cli/sigterm";
+    let holder = client();
+    let lock = holder.mutex(PATH).expect("mutex");
+    let guard = lock.lock().expect("lock");
+    let dir = TempDir::new("sigterm");
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let waiter = Run::spawn(&mut exec(&[], PATH, &script));
+    wait_until("zklock exec to queue", WAIT, || queued(&holder, PATH) == 2);
+    waiter.signal("TERM");
+    let out = waiter.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l
+                == "zklock: interrupted while waiting for /cli/sigterm; not running the command"),
+        "{}",
+        out.stderr
+    );
+    assert!(!mark.exists(), "the command ran");
+    assert_eq!(
+        children(&holder, PATH),
+        vec![basename(guard.node()).to_owned()]
+    );
+}
+
+#[test]
+fn sigterm_while_connecting_exits_75_at_once() {
+    // The ensemble does not answer: the connect would take its whole 5 s.
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    proxy.set_mode(ProxyMode::Blackhole);
+    let proxy_connect = proxy.connect_string();
+    let dir = TempDir::new("sigterm-connect");
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let mut command = zklock(&[
+        "exec",
+        "--connect",
+        &proxy_connect,
+        "/cli/sigterm-connect",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let waiter = Run::spawn(&mut command);
+    wait_until("zklock exec to connect to the proxy", WAIT, || {
+        proxy.connection_count() > 0
+    });
+    let signalled = Instant::now();
+    waiter.signal("TERM");
+    let out = waiter.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert!(
+        out.exited_at - signalled < Duration::from_secs(2),
+        "exited {:?} after SIGTERM",
+        out.exited_at - signalled
+    );
+    assert_eq!(
+        one_line(&out),
+        "zklock: interrupted while connecting; not running the command"
+    );
+    assert!(!mark.exists(), "the command ran");
+}
+
+#[test]
+fn holders_lists_the_holder_then_the_waiters_in_order() {
+    const PATH: &str = "/cli/holders";
+    let holder = client();
+    let lock = holder.mutex(PATH).expect("mutex");
+    let guard = lock.lock().expect("lock");
+    let waiters: Vec<Client> = (0..2).map(|_| client()).collect();
+    let mut threads = Vec::new();
+    for (i, waiter) in waiters.iter().enumerate() {
+        let waiter = waiter.clone();
+        threads.push(std::thread::spawn(move || {
+            let lock = waiter.mutex(PATH).expect("mutex");
+            // Ends with an error when the test closes the client.
+            let _ = lock.lock().map(drop);
+        }));
+        wait_until("the waiter to queue", WAIT, || {
+            queued(&holder, PATH) == i + 2
+        });
+    }
+    let sessions: Vec<i64> = std::iter::once(holder.session_id())
+        .chain(waiters.iter().map(Client::session_id))
+        .collect();
+
+    // Text: one line per node, holder first.
+    let connect = connect_string();
+    let out = Run::spawn(&mut zklock(&["holders", "--connect", &connect, PATH])).finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    let mut last_token = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            fields[0],
+            if i == 0 { "holder" } else { "waiting" },
+            "{line}"
+        );
+        let node = fields[1];
+        assert_eq!(fields[2], format!("session={:#x}", sessions[i]), "{line}");
+        let token: i64 = fields[3]
+            .strip_prefix("token=")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no token in {line}"));
+        // The token is the node's creation zxid.
+        let stat = holder
+            .exists(&format!("{PATH}/{node}"))
+            .expect("exists")
+            .unwrap_or_else(|| panic!("{node} does not exist"));
+        assert_eq!(token, stat.czxid, "{line}");
+        assert_eq!(stat.ephemeral_owner, sessions[i], "{line}");
+        assert!(token > last_token, "{line}");
+        last_token = token;
+        if i == 0 {
+            assert_eq!(node, basename(guard.node()));
+            assert_eq!(token, guard.fencing_token());
+        }
+    }
+
+    // JSON: the same, in the same order.
+    let out = Run::spawn(&mut zklock(&[
+        "holders",
+        "--connect",
+        &connect,
+        "--json",
+        PATH,
+    ]))
+    .finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let json = out.stdout.trim();
+    assert!(
+        json.starts_with(&format!("{{\"path\":\"{PATH}\",\"queue\":[")),
+        "{json}"
+    );
+    assert_eq!(json_values(json, "position"), ["0", "1", "2"], "{json}");
+    let expected_sessions: Vec<String> = sessions.iter().map(|s| format!("{s:#x}")).collect();
+    assert_eq!(json_values(json, "session_id"), expected_sessions, "{json}");
+    let nodes: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(json_values(json, "node"), nodes, "{json}");
+    let tokens: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let field = l.split_whitespace().nth(3).unwrap_or_default();
+            field.trim_start_matches("token=").to_owned()
+        })
+        .collect();
+    assert_eq!(json_values(json, "fencing_token"), tokens, "{json}");
+    assert_eq!(
+        json_values(json, "kind"),
+        ["mutex", "mutex", "mutex"],
+        "{json}"
+    );
+
+    for waiter in &waiters {
+        waiter.close().expect("close");
+    }
+    for thread in threads {
+        thread.join().expect("waiter thread");
+    }
+    drop(guard);
+
+    // A free lock.
+    let out = Run::spawn(&mut zklock(&[
+        "holders",
+        "--connect",
+        &connect,
+        "/cli/free",
+    ]))
+    .finish(WAIT);
+    assert_eq!(out.stdout.trim(), "/cli/free: free");
+    let out = Run::spawn(&mut zklock(&[
+        "holders",
+        "--connect",
+        &connect,
+        "--json",
+        "/cli/free",
+    ]))
+    .finish(WAIT);
+    assert_eq!(out.stdout.trim(), "{\"path\":\"/cli/free\",\"queue\":[]}");
+}
+
+/// Every value of `"key":` in a flat JSON text, strings unquoted (enough
+/// for the `holders --json` output, whose strings here have no escapes).
+fn json_values(json: &str, key: &str) -> Vec<String> {
+    let needle = format!("\"{key}\":");
+    json.match_indices(&needle)
+        .map(|(at, _)| {
+            let rest = &json[at + needle.len()..];
+            match rest.strip_prefix('"') {
+                Some(s) => s.split('"').next().unwrap_or_default().to_owned(),
+                None => rest.split([',', '}']).next().unwrap_or_default().to_owned(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn an_unreachable_ensemble_is_one_line_naming_the_host() {
+    // A port nobody listens on.
+    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let host = format!("127.0.0.1:{port}");
+    let out = Run::spawn(&mut zklock(&["holders", "--connect", &host, "/cli/x"])).finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    let line = one_line(&out);
+    assert!(line.starts_with("zklock: "), "{line}");
+    assert!(line.contains(&host), "{line}");
+    assert_eq!(out.stdout, "");
+}
+
+#[test]
+fn a_bad_path_is_one_line_saying_what_is_wrong() {
+    let connect = connect_string();
+    let out = Run::spawn(&mut zklock(&["holders", "--connect", &connect, "no-slash"])).finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: invalid path \"no-slash\": the path must start with '/'"
+    );
+
+    let out = Run::spawn(&mut exec(&[], "/cli//bad", "true")).finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: invalid path \"/cli//bad\": the path contains an empty segment ('//')"
+    );
+}
+
+#[test]
+fn a_command_that_cannot_run_is_one_line_with_status_1() {
+    let connect = connect_string();
+    let out = Run::spawn(&mut zklock(&[
+        "exec",
+        "--connect",
+        &connect,
+        "/cli/no-command",
+        "--",
+        "/nonexistent/command",
+    ]))
+    .finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    let line = one_line(&out);
+    assert!(
+        line.starts_with("zklock: cannot run \"/nonexistent/command\": "),
+        "{line}"
+    );
+    // The lock was released.
+    assert!(children(&client(), "/cli/no-command").is_empty());
+}
+
+#[test]
+fn connect_defaults_to_zk_connect() {
+    let out = Run::spawn(zklock(&["holders", "/cli/env"]).env("ZK_CONNECT", connect_string()))
+        .finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "/cli/env: free");
+}
+
+#[test]
+fn bad_usage_is_one_line_with_status_2() {
+    for (args, message) in [
+        (
+            &["exec", "/cli/x"][..],
+            "zklock: missing -- COMMAND [ARGS...]",
+        ),
+        (
+            &["exec", "/cli/x", "--"][..],
+            "zklock: missing COMMAND after --",
+        ),
+        (
+            &["exec", "--wait", "soon", "/cli/x", "--", "true"][..],
+            "zklock: --wait: \"soon\" is not a valid number",
+        ),
+        (
+            &["exec", "--no-wait", "--wait", "1", "/cli/x", "--", "true"][..],
+            "zklock: --wait and --no-wait exclude each other",
+        ),
+        (&["holders"][..], "zklock: missing LOCK_PATH"),
+        (
+            &["holders", "--frob", "/x"][..],
+            "zklock: unknown option --frob",
+        ),
+        (
+            &["bench", "--mode", "fast"][..],
+            "zklock: --mode must be uncontended, contended, get or set, not \"fast\"",
+        ),
+        (
+            &["frobnicate"][..],
+            "zklock: unknown command \"frobnicate\"",
+        ),
+        (&[][..], "zklock: missing command"),
+    ] {
+        let out = Run::spawn(&mut zklock(args)).finish(WAIT);
+        assert_eq!(code(&out), Some(2), "{args:?}: {}", out.stderr);
+        let line = one_line(&out);
+        assert!(
+            line.starts_with(message),
+            "{args:?}: {line:?} does not start with {message:?}"
+        );
+    }
+    // --help is not an error.
+    let out = Run::spawn(&mut zklock(&["--help"])).finish(WAIT);
+    assert_eq!(code(&out), Some(0));
+    assert!(out.stdout.contains("zklock exec"), "{}", out.stdout);
+    assert!(out.stdout.contains("75"), "{}", out.stdout);
+    assert!(out.stdout.contains("76"), "{}", out.stdout);
+}
+
+/// Runs `zklock bench` and returns its `violations`.
+fn bench_violations(extra: &[&str], path: &str) -> u64 {
+    let connect = connect_string();
+    let mut args = vec![
+        "bench",
+        "--connect",
+        connect.as_str(),
+        "--mode",
+        "contended",
+        "--path",
+        path,
+    ];
+    args.extend_from_slice(extra);
+    let out = Run::spawn(&mut zklock(&args)).finish(Duration::from_secs(60));
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    json_values(out.stdout.trim(), "violations")
+        .first()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no violations in {}", out.stdout))
+}
+
+#[test]
+fn bench_catches_overlaps_without_the_lock_and_sees_none_with_it() {
+    let without = bench_violations(
+        &["--without-lock", "--clients", "4", "--ops", "400"],
+        "/cli/bench-unlocked",
+    );
+    eprintln!("violations without the lock: {without}");
+    assert!(without > 0, "no overlap detected without the lock");
+    let with = bench_violations(&["--clients", "4", "--ops", "100"], "/cli/bench-locked");
+    assert_eq!(with, 0);
+}
