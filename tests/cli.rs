@@ -183,7 +183,7 @@ fn wait_on_a_held_lock_exits_75_after_that_long() {
     assert!(!mark.exists(), "the command ran");
     // The wait, plus starting the process and connecting.
     assert!(
-        took >= Duration::from_millis(500) && took < Duration::from_millis(3500),
+        took >= Duration::from_millis(500) && took < Duration::from_secs(4),
         "exited after {took:?}"
     );
     assert_eq!(

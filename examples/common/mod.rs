@@ -33,6 +33,8 @@ pub struct Zk {
     server: Option<TestServer>,
     connect: String,
     prefix: String,
+    /// Whether the prefix was created (and so is deleted on drop).
+    created: bool,
 }
 
 impl Zk {
@@ -52,10 +54,11 @@ impl Zk {
                 (Some(server), connect)
             }
         };
-        let zk = Zk {
+        let mut zk = Zk {
             server,
             connect,
             prefix: format!("{ROOT}/{example}-{}", std::process::id()),
+            created: false,
         };
         let client = zk.client()?;
         for path in [ROOT, zk.prefix.as_str()] {
@@ -64,6 +67,7 @@ impl Zk {
                 Err(e) => return Err(format!("create {path}: {e}").into()),
             }
         }
+        zk.created = true;
         client.close()?;
         println!("working under {}", zk.prefix);
         Ok(zk)
@@ -96,6 +100,9 @@ impl Zk {
 
 impl Drop for Zk {
     fn drop(&mut self) {
+        if !self.created {
+            return;
+        }
         if let Err(e) = self.clean_up() {
             eprintln!("cleaning up {}: {e}", self.prefix);
         }
@@ -146,7 +153,7 @@ pub fn run<T>(
     let zk = match Zk::start(example) {
         Ok(zk) => zk,
         Err(e) => {
-            eprintln!("{example}: cannot reach ZooKeeper: {e}");
+            eprintln!("{example}: cannot set up ZooKeeper: {e}");
             return ExitCode::from(3);
         }
     };
