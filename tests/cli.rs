@@ -196,16 +196,20 @@ fn wait_on_a_held_lock_exits_75_after_that_long() {
 fn read_execs_share_the_lock_and_keep_a_write_exec_out() {
     const PATH: &str = "/cli/rw";
     let dir = TempDir::new("rw");
+    let release = dir.join("release");
     // Each reader marks that it is in, then waits (at most 10 s) to see the
     // other's mark: both succeed only if they held the read lock together.
+    // Then they hold on until the test releases them (at most 20 s).
     let reader = |me: &str, other: &str| {
         let (me, other) = (dir.join(me), dir.join(other));
         let script = format!(
-            "touch '{}'; i=0; while [ ! -e '{}' ] && [ $i -lt 200 ]; do sleep 0.05; \
-             i=$((i+1)); done; [ -e '{}' ]",
-            me.display(),
-            other.display(),
-            other.display()
+            "touch '{me}'; i=0; while [ ! -e '{other}' ] && [ $i -lt 200 ]; do sleep 0.05; \
+             i=$((i+1)); done; [ -e '{other}' ] || exit 1; \
+             i=0; while [ ! -e '{release}' ] && [ $i -lt 400 ]; do sleep 0.05; \
+             i=$((i+1)); done",
+            me = me.display(),
+            other = other.display(),
+            release = release.display(),
         );
         Run::spawn(&mut exec(&["--read", "--quiet"], PATH, &script))
     };
@@ -217,6 +221,7 @@ fn read_execs_share_the_lock_and_keep_a_write_exec_out() {
     // A writer cannot get in while they hold.
     let writer = Run::spawn(&mut exec(&["--write", "--no-wait"], PATH, "true")).finish(WAIT);
     assert_eq!(code(&writer), Some(NOT_ACQUIRED), "{}", writer.stderr);
+    std::fs::write(&release, "").expect("release the readers");
     for reader in [a, b] {
         let out = reader.finish(WAIT);
         assert_eq!(
