@@ -92,6 +92,13 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 fn serve(shared: &Shared, stream: Arc<TcpStream>, buf: &mut [u8]) {
     {
         let mut core = shared.core();
+        if core.session.fatal_error().is_some() {
+            // The session ended (closed, say) while this connection was
+            // being made: the session ignores it, so nothing would ever
+            // drop it.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
         core.stream = Some(stream.clone());
         core.session.handle_connected(Instant::now());
     }
