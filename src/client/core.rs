@@ -41,15 +41,30 @@ impl Watcher {
     }
 }
 
+/// Runs on the I/O thread when a reply arrives, so it must be quick.
+pub(crate) type ReplyCallback = Box<dyn Fn(&Result<Response>) + Send + Sync>;
+
 /// Where one call's reply lands; the calling thread sleeps on the condvar.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct ReplySlot {
     result: Mutex<Option<Result<Response>>>,
     ready: Condvar,
+    on_reply: Option<ReplyCallback>,
+}
+
+impl std::fmt::Debug for ReplySlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplySlot")
+            .field("has_callback", &self.on_reply.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReplySlot {
     fn complete(&self, result: Result<Response>) {
+        if let Some(on_reply) = &self.on_reply {
+            on_reply(&result);
+        }
         *lock(&self.result) = Some(result);
         self.ready.notify_one();
     }
@@ -143,7 +158,33 @@ impl Shared {
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
     ) -> Result<Arc<ReplySlot>> {
-        let slot = Arc::new(ReplySlot::default());
+        self.start_slot(op, body, watch, ReplySlot::default())
+    }
+
+    /// Like `start`, with `on_reply` run (on the I/O thread) when the reply
+    /// arrives: for requests nobody waits for but whose outcome matters.
+    pub(crate) fn start_with_callback(
+        &self,
+        op: OpCode,
+        body: &impl Record,
+        watch: Option<WatchRequest<Watcher>>,
+        on_reply: ReplyCallback,
+    ) -> Result<Arc<ReplySlot>> {
+        let slot = ReplySlot {
+            on_reply: Some(on_reply),
+            ..ReplySlot::default()
+        };
+        self.start_slot(op, body, watch, slot)
+    }
+
+    fn start_slot(
+        &self,
+        op: OpCode,
+        body: &impl Record,
+        watch: Option<WatchRequest<Watcher>>,
+        slot: ReplySlot,
+    ) -> Result<Arc<ReplySlot>> {
+        let slot = Arc::new(slot);
         self.core()
             .session
             .submit(Instant::now(), op, body, slot.clone(), watch)?;

@@ -138,8 +138,15 @@ impl Client {
         (created, listed)
     }
 
-    /// Leaves an exists watch on `path` without waiting for the reply.
-    pub(crate) fn watch_exists_nowait(&self, path: &str, watcher: Watcher) -> Result<()> {
+    /// Leaves an exists watch on `path` without waiting for the reply;
+    /// `on_missing` runs (on the I/O thread) if the reply says the node does
+    /// not exist, in which case the watch waits for a creation instead.
+    pub(crate) fn watch_exists_nowait(
+        &self,
+        path: &str,
+        watcher: Watcher,
+        on_missing: impl Fn() + Send + Sync + 'static,
+    ) -> Result<()> {
         let path = self.server_path(path)?;
         let request = ExistsRequest {
             path: path.clone(),
@@ -150,7 +157,13 @@ impl Client {
             path,
             watcher,
         };
-        self.shared().start(OpCode::Exists, &request, Some(watch))?;
+        let on_reply = Box::new(move |result: &Result<Response>| {
+            if matches!(result, Err(Error::NoNode)) {
+                on_missing();
+            }
+        });
+        self.shared()
+            .start_with_callback(OpCode::Exists, &request, Some(watch), on_reply)?;
         self.shared().flush();
         Ok(())
     }

@@ -101,24 +101,17 @@ impl HeldLock {
                 on_event.set(LockState::Lost);
             }
         }));
-        if let Err(e) = self.client.watch_exists_nowait(&self.node, watcher) {
+        // Not waited for, so acquisition stays one round trip. The node was
+        // listed when the lock was granted, but another session may delete it
+        // before this watch reaches the server; the reply then says so.
+        let on_missing = self.shared.clone();
+        let sent = self
+            .client
+            .watch_exists_nowait(&self.node, watcher, move || on_missing.set(LockState::Lost));
+        if let Err(e) = sent {
             if e.is_session_lost() {
                 self.shared.set(LockState::Lost);
             }
-            return;
-        }
-        // The node was listed when the lock was granted, but another session
-        // may delete it before the watch above reaches the server; the watch
-        // then waits for a creation that never comes. So check: this exists
-        // goes out right behind the watch and the server answers a session's
-        // requests in order, so if it finds the node, the watch was set on
-        // the existing node and will report its deletion.
-        match self.client.exists(&self.node) {
-            Ok(Some(_)) => {}
-            Ok(None) => self.shared.set(LockState::Lost),
-            Err(e) if e.is_session_lost() => self.shared.set(LockState::Lost),
-            // A connection loss leaves the state to the state callback.
-            Err(_) => {}
         }
     }
 
