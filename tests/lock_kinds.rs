@@ -209,12 +209,52 @@ fn the_write_holder_may_also_read() {
     write.unlock().unwrap();
     assert_eq!(children(&c, DIR).len(), 1);
     let shared = other.try_read().unwrap().expect("readers share again");
-    assert!(other.try_write().unwrap().is_none());
+    // This thread now reads through `other` too, so it may not ask to write;
+    // a writer on another thread still waits.
+    assert_eq!(other.try_write().err(), Some(Error::WouldDeadlock));
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| other.try_write().map(|g| g.is_some()));
+        assert_eq!(writer.join().unwrap(), Ok(false));
+    });
     shared.unlock().unwrap();
     read.unlock().unwrap();
     assert!(children(&c, DIR).is_empty());
     let write = other.try_write().unwrap().expect("free");
     write.unlock().unwrap();
+}
+
+/// No upgrades: a thread holding a read lock that asks for the write lock
+/// would wait for its own read node forever, so it gets `WouldDeadlock` and
+/// leaves no node; once the read lock is gone it may write.
+#[test]
+fn a_reader_asking_to_write_gets_would_deadlock() {
+    const DIR: &str = "/upgrade/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let rw = RwLock::new(&c, DIR).unwrap();
+
+    let read = rw.read().unwrap();
+    assert_eq!(rw.write().err(), Some(Error::WouldDeadlock));
+    assert_eq!(
+        rw.try_write_for(Duration::from_millis(200)).err(),
+        Some(Error::WouldDeadlock)
+    );
+    assert_eq!(children(&c, DIR).len(), 1, "no write node was created");
+    // Another thread may still queue for the write lock.
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            rw.try_write_for(Duration::from_millis(100))
+                .map(|g| g.is_some())
+        });
+        assert_eq!(waiting.join().unwrap(), Ok(false));
+    });
+    read.unlock().unwrap();
+    let write = rw
+        .try_write()
+        .unwrap()
+        .expect("free once the read lock is gone");
+    write.unlock().unwrap();
+    assert!(children(&c, DIR).is_empty());
 }
 
 /// A lock lost while held (its node deleted by someone else) and then

@@ -18,8 +18,9 @@ record! {
         pub cversion: i32,
         /// The ACL version.
         pub aversion: i32,
-        /// The owning session for an ephemeral node; 0 for persistent nodes,
-        /// `i64::MIN` for containers, `0xFF00...` | ttl for TTL nodes.
+        /// The owning session for an ephemeral node; 0 for persistent nodes
+        /// and (as a 3.8 server reports them) containers; for TTL nodes the
+        /// server may report `0xFF00...` | ttl.
         pub ephemeral_owner: i64,
         /// The length of the node's data.
         pub data_length: i32,

@@ -20,7 +20,8 @@ const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
 ///
 /// A reader waits only for earlier writers, watching the nearest one; a
 /// writer waits for every earlier node, watching its immediate predecessor.
-/// The thread holding the write lock may also take the read lock.
+/// The thread holding the write lock may also take the read lock; a thread
+/// holding a read lock gets `WouldDeadlock` from `write` (no upgrades).
 #[derive(Debug)]
 pub struct RwLock {
     spec: LockSpec,
@@ -28,6 +29,10 @@ pub struct RwLock {
     /// The thread holding the write lock, and the fencing token of that
     /// hold (see the Mutex's `holder`).
     writer: std::sync::Mutex<Option<(ThreadId, i64)>>,
+    /// The threads holding read locks, with each hold's fencing token, so a
+    /// reader asking for the write lock gets `WouldDeadlock` (it would wait
+    /// for its own read node forever).
+    readers: std::sync::Mutex<Vec<(ThreadId, i64)>>,
 }
 
 impl RwLock {
@@ -37,6 +42,7 @@ impl RwLock {
             spec: LockSpec::new(client, path)?,
             waiters: Waiters::default(),
             writer: std::sync::Mutex::new(None),
+            readers: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -103,6 +109,11 @@ impl RwLock {
         lock(&self.writer).is_some_and(|(thread, _)| thread == std::thread::current().id())
     }
 
+    /// Forgets the read hold with `token`.
+    fn clear_reader(&self, token: i64) {
+        lock(&self.readers).retain(|(_, t)| *t != token);
+    }
+
     /// Forgets the writer, if it is still the hold with `token`.
     fn clear_writer(&self, token: i64) {
         let mut writer = lock(&self.writer);
@@ -127,11 +138,19 @@ impl RwLock {
             waiters: &self.waiters,
         }
         .run(deadline)?;
-        Ok(held.map(|held| RwLockReadGuard { _lock: self, held }))
+        Ok(held.map(|held| {
+            let hold = (std::thread::current().id(), held.fencing_token());
+            lock(&self.readers).push(hold);
+            RwLockReadGuard {
+                lock: self,
+                held: Some(held),
+            }
+        }))
     }
 
     fn acquire_write(&self, deadline: Option<Instant>) -> Result<Option<RwLockWriteGuard<'_>>> {
-        if self.holds_write() {
+        let me = std::thread::current().id();
+        if self.holds_write() || lock(&self.readers).iter().any(|(t, _)| *t == me) {
             return Err(Error::WouldDeadlock);
         }
         let held = Attempt {
@@ -169,20 +188,36 @@ fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockReadGuard<'a> {
-    _lock: &'a RwLock,
-    held: HeldLock,
+    lock: &'a RwLock,
+    held: Option<HeldLock>,
 }
 
 impl RwLockReadGuard<'_> {
     fn held(&self) -> &HeldLock {
-        &self.held
+        self.held
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("guard used after release"))
     }
 
     guard_accessors!();
 
     /// Releases the read lock and waits for the server's confirmation.
-    pub fn unlock(self) -> Result<()> {
-        self.held.release()
+    pub fn unlock(mut self) -> Result<()> {
+        match self.held.take() {
+            Some(held) => {
+                self.lock.clear_reader(held.fencing_token());
+                held.release()
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RwLockReadGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.lock.clear_reader(held.fencing_token());
+        }
     }
 }
 
