@@ -399,8 +399,13 @@ impl<T, W: Clone> Session<T, W> {
             _ => {}
         }
         if let Some(since) = self.closing {
-            if self.conn != Conn::None && now >= since + self.config.connect_timeout {
-                self.request_disconnect(Error::Closed);
+            if now >= since + self.config.connect_timeout {
+                if self.conn == Conn::None {
+                    // No connection came up to carry closeSession in time.
+                    self.terminate(State::Closed, Error::Closed);
+                } else {
+                    self.request_disconnect(Error::Closed);
+                }
             }
         }
         while self.queued.front().is_some_and(|q| now >= q.deadline) {
@@ -471,7 +476,9 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// Closes the session: sends closeSession, after which the server
-    /// deletes the session's ephemeral nodes.
+    /// deletes the session's ephemeral nodes. While disconnected, it goes
+    /// out after the next handshake; the session ends when its reply comes,
+    /// or after `connect_timeout` at the latest.
     pub fn close(&mut self, now: Instant) {
         if self.fatal.is_some() || self.closing.is_some() {
             return;
@@ -483,6 +490,10 @@ impl<T, W: Clone> Session<T, W> {
         if self.conn == Conn::Established {
             // The reply to closeSession ends the session; see `complete`.
             let _ = self.send(now, OpCode::CloseSession, &(), Purpose::Close);
+        } else if self.negotiated.is_some() {
+            // Disconnected, but the servers still hold the session and its
+            // ephemeral nodes until it times out: reconnect to close it.
+            let _ = self.enqueue(now, OpCode::CloseSession, &(), Purpose::Close);
         } else {
             self.terminate(State::Closed, Error::Closed);
         }
@@ -520,7 +531,7 @@ impl<T, W: Clone> Session<T, W> {
         };
         let closing = self
             .closing
-            .filter(|_| self.conn != Conn::None)
+            .filter(|_| self.fatal.is_none())
             .map(|since| since + self.config.connect_timeout);
         let queued = self.queued.iter().map(|q| q.deadline).min();
         [conn, closing, queued].into_iter().flatten().min()

@@ -465,6 +465,65 @@ fn close_sends_close_session_and_ends_on_its_reply() {
 }
 
 #[test]
+fn close_while_disconnected_reconnects_to_send_close_session() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Disconnected)]
+    ));
+    s.close(now);
+    // The servers still hold the session: not over yet.
+    assert!(events(&mut s).is_empty());
+    assert_eq!(s.fatal_error(), None);
+    assert!(s.next_host(now).is_some());
+    assert_eq!(
+        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
+        Err(Error::Closed)
+    );
+    s.handle_connected(now);
+    let frames = sent(&mut s);
+    assert_eq!(
+        ConnectRequest::from_bytes(&frames[0]).unwrap().session_id,
+        0x1234
+    );
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Connected), Event::State(State::Closed)]
+    ));
+
+    // With no connection in time, it ends after connect_timeout.
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    s.close(now);
+    let deadline = now + config().connect_timeout;
+    assert_eq!(s.poll_timeout(), Some(deadline));
+    s.handle_connect_failed(now);
+    s.handle_timeout(deadline - Duration::from_millis(1));
+    assert_eq!(s.fatal_error(), None);
+    s.handle_timeout(deadline);
+    assert!(matches!(
+        events(&mut s)[..],
+        [
+            Event::State(State::Disconnected),
+            Event::State(State::Closed)
+        ]
+    ));
+    assert_eq!(s.next_host(deadline), None);
+
+    // A session never established has nothing to close on the servers.
+    let mut s = Session::<u32, u32>::new(config(), vec!["127.0.0.1:1".into()], now);
+    s.close(now);
+    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
+}
+
+#[test]
 fn oversized_and_malformed_frames_drop_the_connection() {
     let now = Instant::now();
     let mut s = connected(now);
