@@ -19,8 +19,8 @@ record! {
         /// The ACL version.
         pub aversion: i32,
         /// The owning session for an ephemeral node; 0 for persistent nodes
-        /// and (as a 3.8 server reports them) containers; for TTL nodes the
-        /// server may report `0xFF00...` | ttl.
+        /// and (as a 3.8 server reports them) containers and TTL nodes too:
+        /// the server keeps its markers for those to itself.
         pub ephemeral_owner: i64,
         /// The length of the node's data.
         pub data_length: i32,
