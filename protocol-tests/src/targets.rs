@@ -16,10 +16,18 @@
 //!
 //! Failed invariants panic, which libFuzzer reports as a crash.
 
+use std::time::{Duration, Instant};
+
 use zklock::proto::{
-    read_notification, read_reply_header, split_frame, ConnectResponse, DecodeError, MultiResponse,
-    OpCode, OpResult, Reader, Record, ReplyHeader, Response, WatcherEvent, Writer, AUTH_XID,
-    DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
+    read_notification, read_reply_header, split_frame, Acl, AddWatchMode, AddWatchRequest,
+    AuthPacket, CheckVersionRequest, ConnectResponse, CreateMode, CreateRequest, DecodeError,
+    DeleteRequest, ExistsRequest, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest,
+    MultiResponse, OpCode, OpResult, PathRecord, Reader, Record, ReplyHeader, RequestHeader,
+    Response, SetDataRequest, WatcherEvent, Writer, AUTH_XID, DEFAULT_MAX_FRAME, MULTI_TERMINATOR,
+    NOTIFICATION_XID, PING_XID,
+};
+use zklock::session::{
+    Event as SessionEvent, Session, SessionConfig, State, WatchKind, WatchRequest,
 };
 
 /// The signature of every target.
@@ -34,6 +42,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("watcher_event", watcher_event),
     ("multi_response", multi_response),
     ("stream", stream),
+    ("session", session),
 ];
 
 /// The frame limits `frame_split` chooses from with its first byte.
@@ -686,5 +695,503 @@ pub fn stream(data: &[u8]) {
         if !ok {
             return;
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// session
+// ---------------------------------------------------------------------------
+
+/// The session under test: tokens and watchers are plain numbers.
+pub type FuzzSession = Session<u32, u32>;
+
+/// `session` flag: a read-only server is acceptable.
+pub const SESSION_CAN_BE_READ_ONLY: u8 = 1;
+/// `session` flag: paths carry the chroot `/app`.
+pub const SESSION_CHROOT: u8 = 2;
+/// `session` flag: close the session right after the first handshake.
+pub const SESSION_CLOSE: u8 = 4;
+/// `session` flag: resume an existing session id instead of asking for one.
+pub const SESSION_RESUME: u8 = 8;
+/// `session` flag: deliver the stream in arbitrary chunks, ignoring frame
+/// boundaries (a dropped connection loses the rest of its chunk), instead of
+/// frame by frame (the rest of the stream then belongs to the next connection).
+pub const SESSION_RAW_CHUNKS: u8 = 16;
+
+/// Token of the credentials added before the first connection.
+pub const SESSION_AUTH_TOKEN: u32 = 1000;
+
+/// Encodes a request body for the given chroot prefix.
+type BodyFn = Box<dyn Fn(&str) -> Vec<u8>>;
+
+/// Requests submitted before the first connection, as (token, op, body,
+/// watch): `(kind, server path, watcher)`.
+type Submission = (u32, OpCode, BodyFn, Option<(WatchKind, &'static str, u32)>);
+
+/// A recorded request body, for `Session::submit`.
+struct Body(Vec<u8>);
+
+impl Record for Body {
+    const MIN_SIZE: usize = 0;
+    fn write(&self, w: &mut Writer<'_>) {
+        for &b in &self.0 {
+            w.write_u8(b);
+        }
+    }
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Body(r.take(r.remaining())?.to_vec()))
+    }
+}
+
+fn submissions() -> Vec<Submission> {
+    fn path(root: &str, p: &str) -> String {
+        format!("{root}{p}")
+    }
+    fn get(p: &'static str) -> BodyFn {
+        Box::new(move |root| {
+            GetDataRequest {
+                path: path(root, p),
+                watch: true,
+            }
+            .to_bytes()
+        })
+    }
+    let create = |mode| {
+        Box::new(move |root: &str| {
+            CreateRequest {
+                path: path(root, "/locks/lock-"),
+                data: Some(b"x".to_vec()),
+                acl: Acl::open_unsafe(),
+                mode,
+            }
+            .to_bytes()
+        }) as BodyFn
+    };
+    let read_ops = |root: &str| {
+        MultiRequest {
+            ops: vec![
+                MultiOp::GetData(GetDataRequest {
+                    path: path(root, "/a"),
+                    watch: false,
+                }),
+                MultiOp::GetChildren(GetChildrenRequest {
+                    path: path(root, "/"),
+                    watch: false,
+                }),
+            ],
+        }
+        .to_bytes()
+    };
+    let write_ops = |root: &str| {
+        MultiRequest {
+            ops: vec![
+                MultiOp::Create(CreateRequest {
+                    path: path(root, "/m"),
+                    data: None,
+                    acl: Acl::open_unsafe(),
+                    mode: CreateMode::Persistent,
+                }),
+                MultiOp::Check(CheckVersionRequest {
+                    path: path(root, "/a"),
+                    version: 3,
+                }),
+                MultiOp::Delete(DeleteRequest {
+                    path: path(root, "/m"),
+                    version: -1,
+                }),
+            ],
+        }
+        .to_bytes()
+    };
+    let path_only = |p: &'static str| {
+        Box::new(move |root: &str| {
+            PathRecord {
+                path: path(root, p),
+            }
+            .to_bytes()
+        }) as BodyFn
+    };
+    vec![
+        (
+            1,
+            OpCode::GetData,
+            get("/a"),
+            Some((WatchKind::Data, "/a", 100)),
+        ),
+        (
+            2,
+            OpCode::Exists,
+            Box::new(|root| {
+                ExistsRequest {
+                    path: path(root, "/b"),
+                    watch: true,
+                }
+                .to_bytes()
+            }),
+            Some((WatchKind::Exist, "/b", 101)),
+        ),
+        (
+            3,
+            OpCode::GetChildren,
+            Box::new(|root| {
+                GetChildrenRequest {
+                    path: path(root, "/"),
+                    watch: true,
+                }
+                .to_bytes()
+            }),
+            Some((WatchKind::Child, "/", 102)),
+        ),
+        (
+            4,
+            OpCode::AddWatch,
+            Box::new(|root| {
+                AddWatchRequest {
+                    path: path(root, "/c"),
+                    mode: AddWatchMode::PersistentRecursive,
+                }
+                .to_bytes()
+            }),
+            Some((WatchKind::PersistentRecursive, "/c", 103)),
+        ),
+        (
+            5,
+            OpCode::AddWatch,
+            Box::new(|root| {
+                AddWatchRequest {
+                    path: path(root, "/a"),
+                    mode: AddWatchMode::Persistent,
+                }
+                .to_bytes()
+            }),
+            Some((WatchKind::Persistent, "/a", 104)),
+        ),
+        (
+            6,
+            OpCode::Create,
+            create(CreateMode::EphemeralSequential),
+            None,
+        ),
+        (7, OpCode::Create2, create(CreateMode::Persistent), None),
+        (
+            8,
+            OpCode::CreateContainer,
+            create(CreateMode::Container),
+            None,
+        ),
+        (
+            9,
+            OpCode::SetData,
+            Box::new(|root| {
+                SetDataRequest {
+                    path: path(root, "/a"),
+                    data: Some(b"v2".to_vec()),
+                    version: -1,
+                }
+                .to_bytes()
+            }),
+            None,
+        ),
+        (
+            10,
+            OpCode::Delete,
+            Box::new(|root| {
+                DeleteRequest {
+                    path: path(root, "/x"),
+                    version: 2,
+                }
+                .to_bytes()
+            }),
+            None,
+        ),
+        (11, OpCode::Multi, Box::new(write_ops), None),
+        (12, OpCode::MultiRead, Box::new(read_ops), None),
+        (13, OpCode::GetAcl, path_only("/a"), None),
+        (
+            14,
+            OpCode::GetChildren2,
+            Box::new(|root| {
+                GetChildrenRequest {
+                    path: path(root, "/c"),
+                    watch: true,
+                }
+                .to_bytes()
+            }),
+            Some((WatchKind::Child, "/c", 105)),
+        ),
+        (15, OpCode::Sync, path_only("/"), None),
+        (16, OpCode::WhoAmI, Box::new(|_| Vec::new()), None),
+        (17, OpCode::GetEphemerals, path_only("/"), None),
+        (18, OpCode::GetAllChildrenNumber, path_only("/"), None),
+        (
+            19,
+            OpCode::Exists,
+            get("/d"),
+            Some((WatchKind::Exist, "/d", 106)),
+        ),
+    ]
+}
+
+/// A session that has submitted every request of the script (queued, as no
+/// connection is up yet), added credentials, asked for a guaranteed delete,
+/// and then connected: its ConnectRequest is waiting in the outbox. Returns
+/// the session and the op of each token.
+pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>) {
+    let root = if flags & SESSION_CHROOT != 0 {
+        "/app"
+    } else {
+        ""
+    };
+    let config = SessionConfig {
+        session_timeout: Duration::from_secs(30),
+        connect_timeout: Duration::from_secs(10),
+        can_be_read_only: flags & SESSION_CAN_BE_READ_ONLY != 0,
+        max_frame: DEFAULT_MAX_FRAME,
+        chroot: (!root.is_empty()).then(|| root.to_owned()),
+    };
+    let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);
+    if flags & SESSION_RESUME != 0 {
+        session.resume(0x1000_0a2b_3c4d_0000, (1..=16).collect());
+    }
+    let mut ops = Vec::new();
+    for (token, op, body, watch) in submissions() {
+        let watch = watch.map(|(kind, path, watcher)| WatchRequest {
+            kind,
+            path: format!("{root}{path}"),
+            watcher,
+        });
+        session
+            .submit(now, op, &Body(body(root)), token, watch)
+            .expect("submitting before the first connection");
+        ops.push((token, op));
+    }
+    session
+        .add_auth(
+            now,
+            AuthPacket {
+                auth_type: 0,
+                scheme: "digest".into(),
+                auth: b"user:secret".to_vec(),
+            },
+            SESSION_AUTH_TOKEN,
+        )
+        .expect("adding credentials");
+    ops.push((SESSION_AUTH_TOKEN, OpCode::Auth));
+    session
+        .submit_background_delete(now, format!("{root}/locks/lock-0000000001"), -1)
+        .expect("a guaranteed delete");
+    session.handle_connected(now);
+    (session, ops)
+}
+
+/// What the `session` target tracks about a session while it runs.
+struct SessionCheck {
+    ops: Vec<(u32, OpCode)>,
+    answered: Vec<u32>,
+    watchers: Vec<u32>,
+    last_state: State,
+    last_zxid: i64,
+    /// The next transmitted frame must be a ConnectRequest.
+    expect_connect: bool,
+}
+
+impl SessionCheck {
+    fn drain(&mut self, session: &mut FuzzSession) {
+        while let Some(event) = session.poll_event() {
+            match event {
+                SessionEvent::Reply { token, result } => {
+                    let Some(&(_, op)) = self.ops.iter().find(|(t, _)| *t == token) else {
+                        panic!("a reply for unknown token {token}");
+                    };
+                    assert!(
+                        !self.answered.contains(&token),
+                        "token {token} ({op:?}) answered twice, now with {result:?}"
+                    );
+                    self.answered.push(token);
+                    if let Ok(resp) = &result {
+                        assert_eq!(
+                            variant_name(resp),
+                            expected_variant(op),
+                            "reply to {op:?} delivered as {resp:?}"
+                        );
+                    }
+                }
+                SessionEvent::Watch { watchers, event } => {
+                    for w in &watchers {
+                        assert!(
+                            self.watchers.contains(w),
+                            "unknown watcher {w} for {event:?}"
+                        );
+                    }
+                }
+                SessionEvent::State(state) => {
+                    assert_ne!(state, self.last_state, "a repeated state event");
+                    assert!(
+                        !self.last_state.is_terminal(),
+                        "{state:?} reported after terminal {:?}",
+                        self.last_state
+                    );
+                    self.last_state = state;
+                }
+            }
+        }
+        assert_eq!(session.state(), self.last_state, "state() vs the events");
+        assert!(session.last_zxid() >= self.last_zxid, "last_zxid went back");
+        self.last_zxid = session.last_zxid();
+        if session.state().is_connected() {
+            assert_eq!(session.password().len(), 16);
+        }
+
+        let mut out = Vec::new();
+        session.poll_transmit(&mut out);
+        let mut rest = out.as_slice();
+        while !rest.is_empty() {
+            let Ok(Some((payload, used))) = split_frame(rest, usize::MAX) else {
+                panic!("the session sent a partial frame: {rest:02x?}");
+            };
+            rest = &rest[used..];
+            if std::mem::take(&mut self.expect_connect) {
+                let request = zklock::proto::ConnectRequest::from_bytes(payload)
+                    .expect("a ConnectRequest first");
+                assert_eq!(request.passwd.len(), 16);
+                continue;
+            }
+            let header = RequestHeader::read(&mut Reader::new(payload)).expect("a request header");
+            assert!(
+                header.xid > 0 || header.xid == PING_XID || header.xid == AUTH_XID,
+                "a request with xid {}",
+                header.xid
+            );
+            OpCode::try_from(header.op).expect("a known opcode");
+        }
+    }
+}
+
+/// Small deterministic generator for chunk sizes and clock steps.
+struct Xorshift(u32);
+
+impl Xorshift {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 17;
+        self.0 ^= self.0 << 5;
+        self.0
+    }
+}
+
+/// The sans-I/O session (`zklock::session::Session`) fed a hostile server.
+///
+/// Input: `[flags, chunk_seed, time_seed, stream...]`. The session first
+/// submits a batch of requests (see [`session_new`]) and connects; the stream
+/// is what the server sends. After each delivery the clock may advance
+/// (`time_seed` non-zero) and timers run; a connection the session drops is
+/// replaced by a new one, which the rest of the stream then answers.
+///
+/// Checks: every reply is for a submitted token, at most once, and of the
+/// record type of its op; watch events only name registered watchers; state
+/// events never repeat and stop after a terminal state; `last_zxid` never
+/// goes back; everything the session transmits is whole, well-formed
+/// frames; and once the connection is gone and the session closed, every
+/// submitted request has been answered exactly once.
+pub fn session(data: &[u8]) {
+    let [flags, chunk_seed, time_seed, stream @ ..] = data else {
+        return;
+    };
+    let mut now = Instant::now();
+    let (mut session, ops) = session_new(*flags, now);
+    let mut check = SessionCheck {
+        ops,
+        answered: Vec::new(),
+        watchers: vec![100, 101, 102, 103, 104, 105, 106],
+        last_state: State::Disconnected,
+        last_zxid: 0,
+        expect_connect: true,
+    };
+    check.drain(&mut session);
+
+    let mut chunks = Xorshift(u32::from(*chunk_seed) | 0x100);
+    let mut clock = Xorshift(u32::from(*time_seed) | 0x100);
+    let mut rest = stream;
+    let mut closed = false;
+    let mut connections = 1;
+    while !rest.is_empty() && !session.state().is_terminal() {
+        // The next delivery: one frame (or what is left) or a raw chunk.
+        let size = if flags & SESSION_RAW_CHUNKS != 0 {
+            match chunk_seed {
+                0 => rest.len(),
+                _ => 1 + chunks.next() as usize % 64,
+            }
+        } else {
+            match split_frame(rest, usize::MAX) {
+                Ok(Some((_, used))) => used,
+                _ => rest.len(),
+            }
+        };
+        let (delivery, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
+        // Frame by frame, a frame may still arrive in pieces.
+        let mut piece = delivery;
+        while !piece.is_empty() {
+            let n = match chunk_seed {
+                0 => piece.len(),
+                _ if flags & SESSION_RAW_CHUNKS != 0 => piece.len(),
+                _ => 1 + chunks.next() as usize % (piece.len() + 8),
+            };
+            let (now_piece, later) = piece.split_at(n.min(piece.len()));
+            piece = later;
+            session.handle_bytes(now, now_piece);
+        }
+        check.drain(&mut session);
+
+        if *time_seed != 0 {
+            let step = match clock.next() % 8 {
+                0 => Duration::from_secs(11),
+                1 => Duration::from_secs(25),
+                2 => Duration::from_millis(1),
+                3 => Duration::from_secs(1),
+                _ => Duration::ZERO,
+            };
+            now += step;
+        }
+        session.handle_timeout(now);
+        check.drain(&mut session);
+
+        if flags & SESSION_CLOSE != 0 && !closed && session.state().is_connected() {
+            closed = true;
+            session.close(now);
+            check.drain(&mut session);
+        }
+
+        if session.poll_disconnect().is_some() {
+            session.handle_disconnected(now);
+            check.drain(&mut session);
+            if session.state().is_terminal() || connections >= 16 {
+                break;
+            }
+            connections += 1;
+            session.handle_connected(now);
+            check.expect_connect = true;
+            check.drain(&mut session);
+        }
+    }
+
+    // The connection goes away and the session is closed: every request
+    // must have been answered by now, exactly once.
+    session.handle_disconnected(now);
+    check.drain(&mut session);
+    session.close(now);
+    check.drain(&mut session);
+    session.handle_timeout(now + Duration::from_secs(3600));
+    check.drain(&mut session);
+    assert!(
+        session.state().is_terminal(),
+        "{:?} after closing",
+        session.state()
+    );
+    for (token, op) in &check.ops {
+        assert!(
+            check.answered.contains(token),
+            "token {token} ({op:?}) was never answered"
+        );
     }
 }

@@ -18,14 +18,20 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use protocol_tests::targets::{self, MAX_FRAMES, REPLY_OPS, TARGETS};
+use std::time::Instant;
+
+use protocol_tests::targets::{
+    self, session_new, FuzzSession, MAX_FRAMES, REPLY_OPS, SESSION_CAN_BE_READ_ONLY,
+    SESSION_CHROOT, SESSION_CLOSE, SESSION_RAW_CHUNKS, SESSION_RESUME, TARGETS,
+};
 use zklock::proto::{
     perms, read_notification, read_reply_header, split_frame, write_frame, Acl, ClientInfo,
     ConnectResponse, Create2Response, CreateResponse, ErrorResponse, EventType, ExistsResponse,
     GetAclResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
     GetDataResponse, GetEphemeralsResponse, Id, KeeperState, MultiHeader, MultiResponse, OpCode,
-    OpResult, Record, ReplyHeader, Response, SetAclResponse, SetDataResponse, Stat, SyncResponse,
-    WatcherEvent, WhoAmIResponse, Writer, AUTH_XID, DEFAULT_MAX_FRAME, NOTIFICATION_XID, PING_XID,
+    OpResult, Record, ReplyHeader, RequestHeader, Response, SetAclResponse, SetDataResponse, Stat,
+    SyncResponse, WatcherEvent, WhoAmIResponse, Writer, AUTH_XID, DEFAULT_MAX_FRAME,
+    NOTIFICATION_XID, PING_XID,
 };
 
 /// One corpus file.
@@ -867,8 +873,268 @@ impl Record for RawPayload {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Session seeds: a scripted server answering what the session sends
+// ---------------------------------------------------------------------------
+
+/// The body of a successful reply to `op`.
+fn sample_body(op: OpCode) -> Vec<u8> {
+    match op {
+        OpCode::Create => CreateResponse {
+            path: "/locks/lock-0000000007".into(),
+        }
+        .to_bytes(),
+        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => Create2Response {
+            path: "/locks/lock-0000000008".into(),
+            stat: stat(),
+        }
+        .to_bytes(),
+        OpCode::Exists => ExistsResponse { stat: stat() }.to_bytes(),
+        OpCode::GetData | OpCode::Reconfig => GetDataResponse {
+            data: Some(b"hello".to_vec()),
+            stat: stat(),
+        }
+        .to_bytes(),
+        OpCode::SetData => SetDataResponse { stat: stat() }.to_bytes(),
+        OpCode::GetAcl => GetAclResponse {
+            acl: Acl::open_unsafe(),
+            stat: stat(),
+        }
+        .to_bytes(),
+        OpCode::SetAcl => SetAclResponse { stat: stat() }.to_bytes(),
+        OpCode::GetChildren => GetChildrenResponse {
+            children: vec!["a".into(), "b".into()],
+        }
+        .to_bytes(),
+        OpCode::GetChildren2 => GetChildren2Response {
+            children: vec!["d".into()],
+            stat: container_stat(),
+        }
+        .to_bytes(),
+        OpCode::Sync => SyncResponse { path: "/".into() }.to_bytes(),
+        OpCode::Multi => MultiResponse {
+            results: vec![
+                OpResult::Create(CreateResponse { path: "/m".into() }),
+                OpResult::Check,
+                OpResult::Delete,
+            ],
+        }
+        .to_bytes(),
+        OpCode::MultiRead => MultiResponse {
+            results: vec![
+                OpResult::GetData(GetDataResponse {
+                    data: None,
+                    stat: stat(),
+                }),
+                OpResult::GetChildren(GetChildrenResponse {
+                    children: vec!["a".into()],
+                }),
+            ],
+        }
+        .to_bytes(),
+        OpCode::AddWatch => ErrorResponse { err: 0 }.to_bytes(),
+        OpCode::GetEphemerals => GetEphemeralsResponse {
+            ephemerals: vec!["/locks/lock-0000000007".into()],
+        }
+        .to_bytes(),
+        OpCode::GetAllChildrenNumber => GetAllChildrenNumberResponse { total_number: 4 }.to_bytes(),
+        OpCode::WhoAmI => WhoAmIResponse {
+            client_info: vec![ClientInfo {
+                auth_scheme: "digest".into(),
+                user: "user".into(),
+            }],
+        }
+        .to_bytes(),
+        _ => Vec::new(),
+    }
+}
+
+/// Builds a `session` input by playing the server: every frame is appended
+/// to the stream and fed to a session driven exactly as the target drives
+/// it frame by frame (no chunking, no clock), so the xids it sends back are
+/// the ones the target's session will send.
+struct Driver {
+    flags: u8,
+    now: Instant,
+    session: FuzzSession,
+    stream: Vec<u8>,
+    closed: bool,
+    zxid: i64,
+}
+
+impl Driver {
+    fn new(flags: u8) -> Driver {
+        assert_eq!(flags & SESSION_RAW_CHUNKS, 0);
+        let now = Instant::now();
+        let (mut session, _) = session_new(flags, now);
+        session.poll_transmit(&mut Vec::new());
+        Driver {
+            flags,
+            now,
+            session,
+            stream: Vec::new(),
+            closed: false,
+            zxid: 0x1_0000_0000,
+        }
+    }
+
+    /// Sends one frame, as the target delivers it.
+    fn send(&mut self, payload: &[u8]) {
+        let framed = frame(payload);
+        self.stream.extend_from_slice(&framed);
+        self.session.handle_bytes(self.now, &framed);
+        self.session.handle_timeout(self.now);
+        if self.flags & SESSION_CLOSE != 0 && !self.closed && self.session.state().is_connected() {
+            self.closed = true;
+            self.session.close(self.now);
+        }
+        if self.session.poll_disconnect().is_some() {
+            self.session.handle_disconnected(self.now);
+            if !self.session.state().is_terminal() {
+                self.session.handle_connected(self.now);
+                // Drop the ConnectRequest: only requests are answered.
+                self.session.poll_transmit(&mut Vec::new());
+            }
+        }
+        while let Some(e) = self.session.poll_event() {
+            if std::env::var_os("SEEDS_VERBOSE").is_some() {
+                eprintln!("  {e:?}");
+            }
+        }
+    }
+
+    /// The requests the session has sent since the last call, as (xid, op).
+    fn requests(&mut self) -> Vec<(i32, OpCode)> {
+        let mut out = Vec::new();
+        self.session.poll_transmit(&mut out);
+        let mut rest = out.as_slice();
+        let mut requests = Vec::new();
+        while let Ok(Some((payload, used))) = split_frame(rest, usize::MAX) {
+            rest = &rest[used..];
+            let h = RequestHeader::read(&mut zklock::proto::Reader::new(payload)).unwrap();
+            requests.push((h.xid, OpCode::try_from(h.op).unwrap()));
+        }
+        requests
+    }
+
+    /// Answers every request sent so far: `err` for ops `fail` picks, a
+    /// sample body otherwise.
+    fn answer_all(&mut self, fail: impl Fn(OpCode) -> i32) {
+        for (xid, op) in self.requests() {
+            self.zxid += 1;
+            let err = fail(op);
+            let reply = if xid == AUTH_XID {
+                header(AUTH_XID, 0, err)
+            } else if err != 0 {
+                header(xid, self.zxid, err)
+            } else {
+                [header(xid, self.zxid, 0), sample_body(op)].concat()
+            };
+            self.send(&reply);
+        }
+    }
+
+    fn notify(&mut self, event_type: EventType, path: &str) {
+        let mut payload = header(NOTIFICATION_XID, -1, 0);
+        payload.extend(event(event_type, path).to_bytes());
+        self.send(&payload);
+    }
+
+    fn input(&self, chunk_seed: u8, time_seed: u8) -> Vec<u8> {
+        [&[self.flags, chunk_seed, time_seed][..], &self.stream].concat()
+    }
+}
+
+fn session_seeds() -> Vec<Seed> {
+    if std::env::var_os("SEEDS_VERBOSE").is_some() {
+        eprintln!("session seeds:");
+    }
+    let t = "session";
+    let mut seeds = Vec::new();
+    let ok = |_| 0;
+
+    // A whole session: connect, every reply, watches firing, pings.
+    let mut d = Driver::new(0);
+    d.send(&connect(false).to_bytes());
+    d.answer_all(ok);
+    d.notify(EventType::NodeDataChanged, "/a");
+    d.notify(EventType::NodeCreated, "/c/d/e");
+    d.notify(EventType::NodeChildrenChanged, "/");
+    d.notify(EventType::NodeDeleted, "/b");
+    d.send(&header(PING_XID, ZXID, 0));
+    seeds.push(seed(t, "happy", d.input(0, 0), true));
+    seeds.push(seed(t, "happy-chunked", d.input(77, 0), true));
+    seeds.push(seed(t, "happy-clock", d.input(0, 5), true));
+    let mut raw = d.input(13, 0);
+    raw[0] |= SESSION_RAW_CHUNKS;
+    seeds.push(seed(t, "happy-raw-chunks", raw, true));
+
+    // Every op fails the way a server fails it.
+    let mut d = Driver::new(SESSION_CHROOT);
+    d.send(&connect(false).to_bytes());
+    d.answer_all(|op| match op {
+        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer => -110,
+        OpCode::Auth => 0,
+        OpCode::SetData | OpCode::Delete => -103,
+        OpCode::WhoAmI => -6,
+        _ => -101,
+    });
+    d.notify(EventType::NodeCreated, "/app/d");
+    d.notify(EventType::NodeDataChanged, "/app/c");
+    seeds.push(seed(t, "errors-chroot", d.input(0, 0), true));
+
+    // A read-only server, then a mismatched xid drops the connection; the
+    // next connection re-registers the watches.
+    let flags = SESSION_CAN_BE_READ_ONLY | SESSION_RESUME;
+    let mut d = Driver::new(flags);
+    d.send(&connect(true).to_bytes());
+    let first = d.requests();
+    for &(xid, op) in first.iter().take(8) {
+        let reply = if xid == AUTH_XID {
+            header(AUTH_XID, 0, 0)
+        } else {
+            [header(xid, ZXID, 0), sample_body(op)].concat()
+        };
+        d.send(&reply);
+    }
+    d.send(&header(9999, ZXID, 0));
+    d.send(&connect(false).to_bytes());
+    d.answer_all(ok);
+    d.notify(EventType::NodeDataChanged, "/a");
+    seeds.push(seed(t, "read-only-then-reconnect", d.input(0, 0), true));
+
+    // Expired at the handshake; auth failure; close.
+    let mut d = Driver::new(0);
+    d.send(
+        &ConnectResponse {
+            timeout_ms: 0,
+            session_id: 0,
+            passwd: vec![0; 16],
+            ..connect(false)
+        }
+        .to_bytes(),
+    );
+    seeds.push(seed(t, "expired", d.input(0, 0), true));
+    let mut d = Driver::new(0);
+    d.send(&connect(false).to_bytes());
+    d.answer_all(|op| if op == OpCode::Auth { -115 } else { 0 });
+    seeds.push(seed(t, "auth-failed", d.input(0, 0), true));
+    let mut d = Driver::new(SESSION_CLOSE);
+    d.send(&connect(false).to_bytes());
+    d.answer_all(ok);
+    seeds.push(seed(t, "close", d.input(0, 0), true));
+
+    // Garbage after the handshake.
+    let mut d = Driver::new(0);
+    d.send(&connect(false).to_bytes());
+    d.send(&[header(1, ZXID, 0), vec![0xff; 3]].concat());
+    seeds.push(seed(t, "garbage-reply", d.input(0, 0), false));
+    seeds
+}
+
 fn all_seeds() -> Vec<Seed> {
     let mut seeds = constructed();
+    seeds.extend(session_seeds());
     seeds.extend(from_fixtures());
     seeds
 }
@@ -898,6 +1164,7 @@ fn accepted(target: &str, data: &[u8]) -> bool {
             // A frame, or a refused length: anything but "need more".
             split_frame(&data[1..], max) != Ok(None)
         }
+        "session" => data.len() > 3,
         "stream" => {
             // Every frame splits, and the stream ends on a frame boundary.
             let mut rest = data;
