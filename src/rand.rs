@@ -23,7 +23,7 @@ impl Rng {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         h.write_u64(nanos);
-        h.write_u32(std::process::id());
+        // RandomState's keys are random per process already.
         Rng(h.finish() | 1)
     }
 

@@ -47,9 +47,17 @@ pub(crate) type ReplyCallback = Box<dyn Fn(&Result<Response>) + Send + Sync>;
 /// Where one call's reply lands; the calling thread sleeps on the condvar.
 #[derive(Default)]
 pub(crate) struct ReplySlot {
-    result: Mutex<Option<Result<Response>>>,
+    result: Mutex<SlotState>,
     ready: Condvar,
     on_reply: Option<ReplyCallback>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    result: Option<Result<Response>>,
+    /// True while the caller sleeps on the condvar: a reply that arrives
+    /// before the caller waits needs no wake-up (a futex call saved).
+    waiting: bool,
 }
 
 impl std::fmt::Debug for ReplySlot {
@@ -65,17 +73,22 @@ impl ReplySlot {
         if let Some(on_reply) = &self.on_reply {
             on_reply(&result);
         }
-        *lock(&self.result) = Some(result);
-        self.ready.notify_one();
+        let mut state = lock(&self.result);
+        state.result = Some(result);
+        if state.waiting {
+            drop(state);
+            self.ready.notify_one();
+        }
     }
 
     pub(crate) fn wait(&self) -> Result<Response> {
-        let mut guard = lock(&self.result);
+        let mut state = lock(&self.result);
         loop {
-            if let Some(result) = guard.take() {
+            if let Some(result) = state.result.take() {
                 return result;
             }
-            guard = self.ready.wait(guard).unwrap_or_else(|e| e.into_inner());
+            state.waiting = true;
+            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
@@ -100,6 +113,9 @@ pub(crate) struct Core {
 /// State shared by every clone of a client and its threads.
 pub(crate) struct Shared {
     core: Mutex<Core>,
+    /// Callers blocked waiting for a reply: when there are some, replies
+    /// come in batches that wake several callers at once.
+    waiting_callers: std::sync::atomic::AtomicUsize,
     state: Mutex<State>,
     state_changed: Condvar,
     listeners: Mutex<Vec<Sender<State>>>,
@@ -118,6 +134,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     pub(crate) fn new(session: ClientSession, events: Option<Sender<State>>) -> Shared {
         Shared {
+            waiting_callers: std::sync::atomic::AtomicUsize::new(0),
             core: Mutex::new(Core {
                 session,
                 stream: None,
@@ -147,7 +164,16 @@ impl Shared {
     ) -> Result<Response> {
         let slot = self.start(op, body, watch)?;
         self.flush();
-        slot.wait()
+        self.wait(&slot)
+    }
+
+    /// Waits for a started request's reply.
+    pub(crate) fn wait(&self, slot: &ReplySlot) -> Result<Response> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.waiting_callers.fetch_add(1, Relaxed);
+        let result = slot.wait();
+        self.waiting_callers.fetch_sub(1, Relaxed);
+        result
     }
 
     /// Queues a request without sending or waiting: several can be started
@@ -207,11 +233,18 @@ impl Shared {
             return;
         }
         core.flushing = true;
-        drop(core);
-        // Callers woken by one batch of replies submit at nearly the same
-        // time: giving them the CPU first lets one write carry them all.
-        std::thread::yield_now();
-        core = self.core();
+        if self
+            .waiting_callers
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+        {
+            // Callers woken by one batch of replies submit at nearly the same
+            // time: giving them the CPU first lets one write carry them all.
+            // With no other caller waiting, there is no such batch.
+            drop(core);
+            std::thread::yield_now();
+            core = self.core();
+        }
         loop {
             std::mem::swap(&mut buf, &mut core.spare);
             buf.clear();

@@ -127,11 +127,11 @@ impl Client {
         let created = shared.start(OpCode::Create2, &create, None);
         let listed = shared.start(OpCode::GetChildren, &list, None);
         shared.flush();
-        let created = created.and_then(|slot| match slot.wait()? {
+        let created = created.and_then(|slot| match shared.wait(&slot)? {
             Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
             _ => Err(unexpected("create2 reply")),
         });
-        let listed = listed.and_then(|slot| match slot.wait()? {
+        let listed = listed.and_then(|slot| match shared.wait(&slot)? {
             Response::GetChildren(r) => Ok(r.children),
             _ => Err(unexpected("getChildren reply")),
         });
@@ -439,7 +439,7 @@ impl Client {
         let slot = std::sync::Arc::new(super::core::ReplySlot::default());
         self.shared()
             .with_session(|s| s.add_auth(std::time::Instant::now(), packet, slot.clone()))?;
-        slot.wait().map(drop)
+        self.shared().wait(&slot).map(drop)
     }
 
     /// The identities this session is authenticated as.

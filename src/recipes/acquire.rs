@@ -51,18 +51,23 @@ impl LockSpec {
 
 /// `host=<name> pid=<pid> thread=<name>`: who holds a lock, for tools.
 fn default_node_data() -> Vec<u8> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".into());
+    // Host and pid do not change; read them once, not on every acquisition.
+    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let process = PROCESS.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown".into());
+        format!("host={host} pid={}", std::process::id())
+    });
     let current = std::thread::current();
     let thread = current
         .name()
         .map(str::to_owned)
         .unwrap_or_else(|| format!("{:?}", current.id()));
-    format!("host={host} pid={} thread={thread}", std::process::id()).into_bytes()
+    format!("{process} thread={thread}").into_bytes()
 }
 
 /// What a contender should do, given the sorted contenders and its index.
