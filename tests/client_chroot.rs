@@ -1,0 +1,141 @@
+//! Chroot connect strings: every path in requests, results and watch events
+//! is relative to the chroot, and the nodes live under it on the server.
+
+mod common;
+
+use common::{connect, expect_event, expect_silence, mk, open, server};
+use zklock::{AddWatchMode, CreateMode, Error, EventType, Op, OpOutcome, ReadOp, ReadOutcome};
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn paths_in_results_and_events_are_relative_to_the_chroot() {
+    let zk = server();
+    let root = connect(&zk.connect_string());
+    mk(&root, "/app", b"app");
+    mk(&root, "/app/sub", b"");
+    let c = connect(&format!("{}/app", zk.connect_string()));
+    assert_eq!(c.chroot(), Some("/app"));
+
+    // Creates return chroot-relative paths; the nodes are at the full path.
+    assert_eq!(
+        c.create("/x", b"1", &open(), CreateMode::Persistent),
+        Ok("/x".into())
+    );
+    let (path, stat) = c
+        .create_with_stat("/q-", b"", &open(), CreateMode::PersistentSequential)
+        .expect("sequential create2");
+    assert_eq!(path, "/q-0000000002");
+    assert_eq!(
+        root.get_data("/app/x").expect("visible at the full path").0,
+        b"1"
+    );
+    assert_eq!(
+        root.exists("/app/q-0000000002").expect("exists"),
+        Some(stat)
+    );
+    c.create("/e", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+
+    // "/" is the chroot itself.
+    assert_eq!(c.get_data("/").expect("the chroot node").0, b"app");
+    assert_eq!(
+        sorted(c.get_children("/").expect("children")),
+        ["e", "q-0000000002", "sub", "x"]
+    );
+    assert_eq!(c.get_all_children_number("/").expect("count"), 4);
+    assert_eq!(c.get_ephemerals("/").expect("ephemerals"), ["/e"]);
+    c.sync("/").expect("sync");
+
+    // A node made at the full path is seen through the chroot.
+    mk(&root, "/app/sub/deep", b"d");
+    assert_eq!(c.get_data("/sub/deep").expect("get_data").0, b"d");
+    assert_eq!(c.exists("/app").expect("exists"), None, "no /app/app");
+
+    // multi and multi_read.
+    let results = c
+        .multi(&[
+            Op::create("/m-", Vec::new(), open(), CreateMode::PersistentSequential),
+            Op::create("/box", Vec::new(), open(), CreateMode::Container),
+            Op::set_data("/x", b"2".to_vec(), Some(0)),
+            Op::check("/sub/deep", 0),
+            Op::delete("/sub/deep", None),
+        ])
+        .expect("multi");
+    assert!(
+        matches!(&results[0], OpOutcome::Created { path, .. } if path == "/m-0000000004"),
+        "{results:?}"
+    );
+    assert!(matches!(&results[1], OpOutcome::Created { path, .. } if path == "/box"));
+    assert_eq!(root.get_data("/app/x").expect("get_data").0, b"2");
+    assert_eq!(root.exists("/app/sub/deep").expect("exists"), None);
+    assert!(root.exists("/app/m-0000000004").expect("exists").is_some());
+    let reads = c
+        .multi_read(&[
+            ReadOp::GetData("/x".into()),
+            ReadOp::GetChildren("/sub".into()),
+        ])
+        .expect("multiRead");
+    assert!(matches!(&reads[0], Ok(ReadOutcome::Data(d, _)) if d == b"2"));
+    assert_eq!(reads[1], Ok(ReadOutcome::Children(Vec::new())));
+    match c.multi(&[Op::delete("/x", Some(9))]) {
+        Err(Error::MultiFailed { index: 0, error }) => assert_eq!(*error, Error::BadVersion),
+        other => panic!("{other:?}"),
+    }
+
+    // Watches: events carry chroot-relative paths, "/" for the chroot.
+    let (_, _, data_w) = c.get_data_w("/x").expect("data watch");
+    let (_, child_w) = c.get_children_w("/").expect("child watch on the chroot");
+    let (none, exist_w) = c.exists_w("/later").expect("exists watch");
+    assert_eq!(none, None);
+    // On a second connection: a 3.8 server keeps one watch mode per
+    // connection and path, so a recursive watch on "/" would absorb the
+    // child watch above.
+    let c2 = connect(&format!("{}/app", zk.connect_string()));
+    let recursive = c2
+        .add_watch("/", AddWatchMode::PersistentRecursive)
+        .expect("recursive watch on the chroot");
+    root.set_data("/app/x", b"3", None).expect("set_data");
+    mk(&root, "/app/later", b"");
+    mk(&root, "/outside", b"");
+    root.set_data("/outside", b"o", None)
+        .expect("set_data outside");
+    root.sync("/").expect("sync");
+    c.sync("/").expect("a round trip after the changes");
+    c2.sync("/").expect("a round trip after the changes");
+    expect_event(&data_w, EventType::NodeDataChanged, "/x");
+    expect_event(&exist_w, EventType::NodeCreated, "/later");
+    expect_event(&child_w, EventType::NodeChildrenChanged, "/");
+    expect_event(&recursive, EventType::NodeDataChanged, "/x");
+    expect_event(&recursive, EventType::NodeCreated, "/later");
+    // Nothing from outside the chroot.
+    expect_silence(&recursive, "the recursive watch");
+
+    // Deletes, and a chroot whose node does not exist.
+    c.delete("/x", None).expect("delete");
+    assert_eq!(root.exists("/app/x").expect("exists"), None);
+    let ghost = connect(&format!("{}/ghost", zk.connect_string()));
+    assert_eq!(ghost.get_children("/"), Err(Error::NoNode));
+    assert_eq!(
+        ghost.create("/a", b"", &open(), CreateMode::Persistent),
+        Err(Error::NoNode)
+    );
+    mk(&root, "/ghost", b"");
+    assert_eq!(
+        ghost.create("/a", b"", &open(), CreateMode::Persistent),
+        Ok("/a".into())
+    );
+
+    // A nested chroot.
+    let nested = connect(&format!("{}/app/sub", zk.connect_string()));
+    assert_eq!(
+        nested.create("/n", b"", &open(), CreateMode::Ephemeral),
+        Ok("/n".into())
+    );
+    assert!(c.exists("/sub/n").expect("exists").is_some());
+    assert!(root.exists("/app/sub/n").expect("exists").is_some());
+    assert_eq!(nested.get_ephemerals("/").expect("ephemerals"), ["/n"]);
+}
