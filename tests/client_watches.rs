@@ -1,0 +1,370 @@
+//! Watches against a real server: each one-shot kind fires exactly once with
+//! the right type and path; persistent and recursive watches fire
+//! repeatedly; remove_watches; re-registration after a server restart and
+//! after a move to another ensemble member.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    builder, connect, drain_events, expect_event, expect_silence, expect_spent, mk, open, proxy,
+    server, states_until, wait_connected,
+};
+use zklock::{AddWatchMode, CreateMode, Error, EventType, State, WatcherType};
+
+use EventType::{
+    ChildWatchRemoved, DataWatchRemoved, NodeChildrenChanged, NodeCreated, NodeDataChanged,
+    NodeDeleted, PersistentWatchRemoved,
+};
+
+#[test]
+fn one_shot_watches_fire_exactly_once() {
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    let other = connect(&zk.connect_string());
+    mk(&c, "/w", b"");
+    mk(&c, "/w/data", b"0");
+    mk(&c, "/w/gone", b"");
+    mk(&c, "/w/kids", b"");
+
+    // Data watch: NodeDataChanged once, then spent.
+    let (data, _, data_w) = c.get_data_w("/w/data").expect("get_data_w");
+    assert_eq!(data, b"0");
+    let (_, _, data_w2) = c
+        .get_data_w("/w/data")
+        .expect("a second watcher, same path");
+    other.set_data("/w/data", b"1", None).expect("set_data");
+    expect_event(&data_w, NodeDataChanged, "/w/data");
+    expect_event(&data_w2, NodeDataChanged, "/w/data");
+    // A second change, then a round trip on the watching connection: any
+    // event for it would have arrived before the sync reply.
+    other.set_data("/w/data", b"2", None).expect("set_data");
+    c.sync("/w/data").expect("sync");
+    expect_spent(&data_w, "data watch");
+    expect_spent(&data_w2, "second data watch");
+
+    // Data watch on a deleted node: NodeDeleted.
+    let (_, _, gone_w) = c.get_data_w("/w/gone").expect("get_data_w");
+    other.delete("/w/gone", None).expect("delete");
+    expect_event(&gone_w, NodeDeleted, "/w/gone");
+    expect_spent(&gone_w, "data watch on a deleted node");
+
+    // Exists on a missing node: NodeCreated once (not on the delete and the
+    // re-create that follow).
+    let (stat, created_w) = c.exists_w("/w/new").expect("exists_w");
+    assert_eq!(stat, None);
+    other
+        .create("/w/new", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    expect_event(&created_w, NodeCreated, "/w/new");
+    other.delete("/w/new", None).expect("delete");
+    other
+        .create("/w/new", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    c.sync("/").expect("sync");
+    expect_spent(&created_w, "exists watch on a missing node");
+
+    // Exists on an existing node: a data watch (NodeDataChanged or NodeDeleted).
+    let (stat, changed_w) = c.exists_w("/w/new").expect("exists_w");
+    assert!(stat.is_some());
+    other.set_data("/w/new", b"x", None).expect("set_data");
+    expect_event(&changed_w, NodeDataChanged, "/w/new");
+    other.delete("/w/new", None).expect("delete");
+    c.sync("/").expect("sync");
+    expect_spent(&changed_w, "exists watch on an existing node");
+    mk(&c, "/w/new", b"");
+    let (_, deleted_w) = c.exists_w("/w/new").expect("exists_w");
+    other.delete("/w/new", None).expect("delete");
+    expect_event(&deleted_w, NodeDeleted, "/w/new");
+
+    // Child watch: not for data changes or grandchildren; once for a child.
+    let (kids, child_w) = c.get_children_w("/w/kids").expect("get_children_w");
+    assert!(kids.is_empty());
+    other.set_data("/w/kids", b"data", None).expect("set_data");
+    c.sync("/").expect("sync");
+    expect_silence(&child_w, "child watch after a data change");
+    other
+        .create("/w/kids/a", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    expect_event(&child_w, NodeChildrenChanged, "/w/kids");
+    other
+        .create("/w/kids/b", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    other.delete("/w/kids/a", None).expect("delete");
+    c.sync("/").expect("sync");
+    expect_spent(&child_w, "child watch");
+    // A child watch on a node that is deleted: NodeDeleted.
+    let (_, child_w) = c.get_children_w("/w/kids/b").expect("get_children_w");
+    other.delete("/w/kids/b", None).expect("delete");
+    expect_event(&child_w, NodeDeleted, "/w/kids/b");
+
+    // A data watch does not fire for children.
+    let (_, _, data_w) = c.get_data_w("/w/kids").expect("get_data_w");
+    other
+        .create("/w/kids/c", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    c.sync("/").expect("sync");
+    expect_silence(&data_w, "data watch after a child create");
+
+    // Watches on failed reads are not left behind.
+    assert!(matches!(c.get_data_w("/w/missing"), Err(Error::NoNode)));
+    assert!(matches!(c.get_children_w("/w/missing"), Err(Error::NoNode)));
+}
+
+#[test]
+fn persistent_watches_fire_repeatedly() {
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    let other = connect(&zk.connect_string());
+    mk(&c, "/pw", b"");
+    let pers = c
+        .add_watch("/pw/node", AddWatchMode::Persistent)
+        .expect("add_watch on a missing node");
+    let rec = c
+        .add_watch("/pw/tree", AddWatchMode::PersistentRecursive)
+        .expect("add_watch recursive");
+
+    for (path, data) in [("/pw/node", b"0"), ("/pw/tree", b"0")] {
+        other
+            .create(path, data, &open(), CreateMode::Persistent)
+            .expect("create");
+    }
+    other.set_data("/pw/node", b"1", None).expect("set_data");
+    other.set_data("/pw/node", b"2", None).expect("set_data");
+    mk(&other, "/pw/node/kid", b"");
+    mk(&other, "/pw/node/kid/grandkid", b"");
+    other
+        .set_data("/pw/node/kid", b"k", None)
+        .expect("set_data");
+    other.delete("/pw/node/kid/grandkid", None).expect("delete");
+    other.delete("/pw/node/kid", None).expect("delete");
+    other.delete("/pw/node", None).expect("delete");
+    mk(&other, "/pw/node", b"again");
+
+    mk(&other, "/pw/tree/a", b"");
+    mk(&other, "/pw/tree/a/b", b"");
+    other
+        .set_data("/pw/tree/a/b", b"x", None)
+        .expect("set_data");
+    other.set_data("/pw/tree", b"y", None).expect("set_data");
+    other.delete("/pw/tree/a/b", None).expect("delete");
+    mk(&other, "/pw/elsewhere", b"");
+    c.sync("/").expect("sync");
+
+    let s = |t: EventType, p: &str| (t, p.to_owned());
+    // The node itself only: never its grandchildren or the children's data.
+    assert_eq!(
+        drain_events(&pers),
+        [
+            s(NodeCreated, "/pw/node"),
+            s(NodeDataChanged, "/pw/node"),
+            s(NodeDataChanged, "/pw/node"),
+            s(NodeChildrenChanged, "/pw/node"),
+            s(NodeChildrenChanged, "/pw/node"),
+            s(NodeDeleted, "/pw/node"),
+            s(NodeCreated, "/pw/node"),
+        ]
+    );
+    // The whole subtree, and never NodeChildrenChanged.
+    assert_eq!(
+        drain_events(&rec),
+        [
+            s(NodeCreated, "/pw/tree"),
+            s(NodeCreated, "/pw/tree/a"),
+            s(NodeCreated, "/pw/tree/a/b"),
+            s(NodeDataChanged, "/pw/tree/a/b"),
+            s(NodeDataChanged, "/pw/tree"),
+            s(NodeDeleted, "/pw/tree/a/b"),
+        ]
+    );
+}
+
+#[test]
+fn remove_watches_delivers_the_removal_event() {
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    let other = connect(&zk.connect_string());
+    mk(&c, "/rm", b"");
+    mk(&c, "/rm/both", b"");
+
+    let (_, _, data_w) = c.get_data_w("/rm").expect("get_data_w");
+    let (_, missing_w) = c.exists_w("/rm/missing").expect("exists_w");
+    let (_, child_w) = c.get_children_w("/rm").expect("get_children_w");
+    let pers = c
+        .add_watch("/rm/p", AddWatchMode::Persistent)
+        .expect("add_watch");
+    let (_, _, both_data) = c.get_data_w("/rm/both").expect("get_data_w");
+    let (_, both_child) = c.get_children_w("/rm/both").expect("get_children_w");
+
+    c.remove_watches("/rm", WatcherType::Data)
+        .expect("remove the data watch");
+    expect_event(&data_w, DataWatchRemoved, "/rm");
+    expect_spent(&data_w, "removed data watch");
+    // The child watch on the same path is untouched...
+    c.remove_watches("/rm/missing", WatcherType::Data)
+        .expect("remove the exists watch");
+    expect_event(&missing_w, DataWatchRemoved, "/rm/missing");
+    c.remove_watches("/rm", WatcherType::Children)
+        .expect("remove the child watch");
+    expect_event(&child_w, ChildWatchRemoved, "/rm");
+    expect_spent(&child_w, "removed child watch");
+    // (3.8 servers only know Data, Children and Any: Any removes persistent ones.)
+    c.remove_watches("/rm/p", WatcherType::Any)
+        .expect("remove the persistent watch");
+    expect_event(&pers, PersistentWatchRemoved, "/rm/p");
+    expect_spent(&pers, "removed persistent watch");
+    c.remove_watches("/rm/both", WatcherType::Any)
+        .expect("remove both");
+    expect_event(&both_data, DataWatchRemoved, "/rm/both");
+    expect_event(&both_child, ChildWatchRemoved, "/rm/both");
+
+    // Nothing left to remove.
+    assert_eq!(
+        c.remove_watches("/rm", WatcherType::Any),
+        Err(Error::NoWatcher)
+    );
+    assert_eq!(
+        c.remove_watches("/rm/none", WatcherType::Data),
+        Err(Error::NoWatcher)
+    );
+    let (_, _, keep) = c.get_data_w("/rm").expect("get_data_w");
+    assert_eq!(
+        c.remove_watches("/rm", WatcherType::Children),
+        Err(Error::NoWatcher)
+    );
+
+    // The server dropped them too: only the last data watch is listed.
+    let listing = zk.four_letter("wchc").expect("wchc");
+    assert!(
+        !listing.contains("/rm/p") && !listing.contains("/rm/both"),
+        "{listing}"
+    );
+    assert!(!listing.contains("/rm/missing"), "{listing}");
+    other.set_data("/rm", b"x", None).expect("set_data");
+    mk(&other, "/rm/p", b"");
+    expect_event(&keep, NodeDataChanged, "/rm");
+}
+
+#[test]
+fn watches_survive_a_server_restart_and_catch_up_on_missed_changes() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = builder()
+        .session_timeout(Duration::from_secs(8))
+        .connect(&gate.connect_string())
+        .expect("connect through the proxy");
+    let session = c.session_id();
+    for path in [
+        "/r", "/r/data", "/r/kids", "/r/quiet", "/r/same", "/r/pers", "/r/tree",
+    ] {
+        mk(&c, path, b"");
+    }
+    let (_, _, data_w) = c.get_data_w("/r/data").expect("get_data_w");
+    let (_, exist_w) = c.exists_w("/r/missing").expect("exists_w");
+    let (_, child_w) = c.get_children_w("/r/kids").expect("get_children_w");
+    let (_, quiet_w) = c.get_children_w("/r/quiet").expect("get_children_w");
+    let (_, _, same_w) = c.get_data_w("/r/same").expect("get_data_w");
+    let pers = c
+        .add_watch("/r/pers", AddWatchMode::Persistent)
+        .expect("add_watch");
+    let rec = c
+        .add_watch("/r/tree", AddWatchMode::PersistentRecursive)
+        .expect("add_watch");
+    c.sync("/").expect("sync");
+    let states = c.state_changes();
+
+    // Keep this client away while the server restarts and another client,
+    // connected to the new server process, changes things.
+    gate.refuse(true);
+    zk.restart().expect("restart the server");
+    gate.cut();
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+    let other = connect(&zk.connect_string());
+    other
+        .set_data("/r/data", b"changed", None)
+        .expect("set_data");
+    other
+        .create("/r/missing", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    mk(&other, "/r/kids/k", b"");
+    other
+        .set_data("/r/pers", b"missed", None)
+        .expect("set_data");
+    mk(&other, "/r/tree/missed", b"");
+    assert_eq!(c.state(), State::Disconnected);
+
+    // Back: the same session, and the one-shot watches report what was
+    // missed (SetWatches relative to the last zxid this client saw).
+    gate.refuse(false);
+    assert_eq!(states_until(&states, State::Connected), [State::Connected]);
+    assert_eq!(c.session_id(), session);
+    expect_event(&data_w, NodeDataChanged, "/r/data");
+    expect_event(&exist_w, NodeCreated, "/r/missing");
+    expect_event(&child_w, NodeChildrenChanged, "/r/kids");
+    // Unchanged nodes do not fire: the zxid was not 0.
+    c.sync("/").expect("sync");
+    expect_silence(&quiet_w, "child watch on an unchanged node");
+    expect_silence(&same_w, "data watch on an unchanged node");
+    // Persistent watches get no catch-up events but are registered again.
+    expect_silence(&pers, "persistent watch");
+    expect_silence(&rec, "recursive watch");
+    other.set_data("/r/pers", b"after", None).expect("set_data");
+    mk(&other, "/r/tree/after", b"");
+    other.set_data("/r/quiet", b"data", None).expect("set_data");
+    mk(&other, "/r/quiet/k", b"");
+    other.set_data("/r/same", b"now", None).expect("set_data");
+    expect_event(&pers, NodeDataChanged, "/r/pers");
+    expect_event(&rec, NodeCreated, "/r/tree/after");
+    expect_event(&quiet_w, NodeChildrenChanged, "/r/quiet");
+    expect_event(&same_w, NodeDataChanged, "/r/same");
+    wait_connected(&c);
+}
+
+#[test]
+fn watches_follow_the_session_to_another_ensemble_member() {
+    let zk = common::cluster();
+    let c = builder()
+        .session_timeout(Duration::from_secs(10))
+        .connect(&zk.connect_string())
+        .expect("connect to the ensemble");
+    let session = c.session_id();
+    for path in ["/c", "/c/data", "/c/kids", "/c/pers"] {
+        mk(&c, path, b"");
+    }
+    let (_, _, data_w) = c.get_data_w("/c/data").expect("get_data_w");
+    let (_, exist_w) = c.exists_w("/c/new").expect("exists_w");
+    let (_, child_w) = c.get_children_w("/c/kids").expect("get_children_w");
+    let pers = c
+        .add_watch("/c/pers", AddWatchMode::Persistent)
+        .expect("add_watch");
+    let states = c.state_changes();
+
+    let member = common::member_with_session(&zk, session);
+    zk.kill(member).expect("kill the client's member");
+    assert_eq!(
+        states_until(&states, State::Connected),
+        [State::Disconnected, State::Connected]
+    );
+    assert_eq!(c.session_id(), session);
+    let now = common::member_with_session(&zk, session);
+    assert_ne!(now, member);
+
+    let survivor = (0..zk.size()).find(|&i| i != member).expect("a survivor");
+    let other = connect(&zk.member_connect_string(survivor).expect("address"));
+    other.set_data("/c/data", b"x", None).expect("set_data");
+    other
+        .create("/c/new", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    mk(&other, "/c/kids/k", b"");
+    other.set_data("/c/pers", b"1", None).expect("set_data");
+    other.set_data("/c/pers", b"2", None).expect("set_data");
+    expect_event(&data_w, NodeDataChanged, "/c/data");
+    expect_event(&exist_w, NodeCreated, "/c/new");
+    expect_event(&child_w, NodeChildrenChanged, "/c/kids");
+    expect_event(&pers, NodeDataChanged, "/c/pers");
+    expect_event(&pers, NodeDataChanged, "/c/pers");
+}
