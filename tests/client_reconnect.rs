@@ -1,0 +1,172 @@
+//! Reconnecting: the session moves to another ensemble member with its
+//! ephemeral nodes; requests in flight when a connection drops fail with
+//! ConnectionLoss and are never resent.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{builder, mk, open, proxy, server, states_until, wait_connected, wait_until, WAIT};
+use zklock::proto::OpCode;
+use zklock::testing::ProxyMode;
+use zklock::{CreateMode, Error, State};
+
+#[test]
+fn the_session_and_its_ephemerals_move_to_another_member() {
+    let zk = common::cluster();
+    let c = builder()
+        .session_timeout(Duration::from_secs(10))
+        .connect(&zk.connect_string())
+        .expect("connect to the ensemble");
+    let session = c.session_id();
+    let password = c.session_password();
+    c.create("/lock", b"mine", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    let seq = c
+        .create("/job-", b"", &open(), CreateMode::EphemeralSequential)
+        .expect("ephemeral sequential");
+    let states = c.state_changes();
+
+    let member = common::member_with_session(&zk, session);
+    zk.kill(member).expect("kill the client's member");
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+    // A call made while disconnected waits for the reconnect.
+    let during = c
+        .create("/during", b"", &open(), CreateMode::Ephemeral)
+        .expect("a create made while disconnected");
+    assert_eq!(during, "/during");
+    assert_eq!(states_until(&states, State::Connected), [State::Connected]);
+
+    // The same session, elsewhere.
+    assert_eq!(c.session_id(), session);
+    assert_eq!(c.session_password(), password);
+    let now = common::member_with_session(&zk, session);
+    assert_ne!(now, member);
+    let mut mine = c.get_ephemerals("/").expect("getEphemerals");
+    mine.sort();
+    assert_eq!(mine, ["/during".to_owned(), seq.clone(), "/lock".into()]);
+
+    // Seen from a survivor: still this session's nodes.
+    let survivor = (0..zk.size()).find(|&i| i != member).expect("a survivor");
+    let other = common::connect(&zk.member_connect_string(survivor).expect("address"));
+    other.sync("/").expect("sync");
+    for path in ["/lock", seq.as_str(), "/during"] {
+        let stat = other
+            .exists(path)
+            .expect("exists")
+            .expect("the ephemeral survived");
+        assert_eq!(stat.ephemeral_owner, session, "{path}");
+    }
+    assert_eq!(other.get_data("/lock").expect("get_data").0, b"mine");
+
+    // And they go when the session is closed.
+    c.close().expect("close");
+    other.sync("/").expect("sync");
+    for path in ["/lock", seq.as_str(), "/during"] {
+        assert_eq!(other.exists(path).expect("exists"), None, "{path}");
+    }
+}
+
+#[test]
+fn a_request_in_flight_at_a_cut_fails_and_is_not_resent() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = builder().connect(&gate.connect_string()).expect("connect");
+    let session = c.session_id();
+    mk(&c, "/seq", b"");
+
+    // The server gets the create, the client never sees the reply.
+    gate.cut_after_request(|op| op == OpCode::Create.code());
+    assert_eq!(
+        c.create("/seq/n-", b"", &open(), CreateMode::PersistentSequential),
+        Err(Error::ConnectionLoss)
+    );
+    assert!(!gate.is_cut_armed());
+    wait_connected(&c);
+    assert_eq!(c.session_id(), session);
+
+    // It was applied once, by the server; a resend would have made a second
+    // node (a sequential create is not idempotent).
+    wait_until("the server to apply the create", WAIT, || {
+        !c.get_children("/seq").expect("children").is_empty()
+    });
+    c.sync("/").expect("sync");
+    assert_eq!(c.get_children("/seq").expect("children"), ["n-0000000000"]);
+    // The connection works as before.
+    assert_eq!(
+        c.create("/seq/n-", b"", &open(), CreateMode::PersistentSequential),
+        Ok("/seq/n-0000000001".into())
+    );
+}
+
+#[test]
+fn a_request_stuck_in_a_partition_fails_and_is_not_resent() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = builder()
+        .session_timeout(Duration::from_secs(6))
+        .connect(&gate.connect_string())
+        .expect("connect");
+    let session = c.session_id();
+    let states = c.state_changes();
+
+    gate.set_mode(ProxyMode::Blackhole);
+    let started = Instant::now();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let caller = c.clone();
+    let thread = std::thread::spawn(move || {
+        let _ = tx.send(caller.create("/lost", b"", &open(), CreateMode::Persistent));
+    });
+    // No reply ever comes: the client gives up on the connection after its
+    // read timeout (2/3 of the session timeout) and fails the request.
+    let result = rx.recv_timeout(WAIT).expect("the call returned");
+    assert_eq!(result, Err(Error::ConnectionLoss));
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    thread.join().expect("caller thread");
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+
+    // Drop the bytes the partition held, heal, and reconnect in time.
+    gate.cut();
+    gate.set_mode(ProxyMode::Pass);
+    assert_eq!(states_until(&states, State::Connected), [State::Connected]);
+    assert_eq!(c.session_id(), session);
+    c.sync("/").expect("sync");
+    assert_eq!(
+        c.exists("/lost").expect("exists"),
+        None,
+        "the request was resent"
+    );
+    mk(&c, "/lost", b"");
+}
+
+#[test]
+fn a_dead_host_in_the_connect_string_is_skipped() {
+    let zk = server();
+    let dead = format!("127.0.0.1:{}", common::dead_port());
+    for connect_string in [
+        format!("{dead},{}", zk.connect_string()),
+        format!("{},{dead}", zk.connect_string()),
+    ] {
+        let started = Instant::now();
+        let c = builder()
+            .connect_timeout(Duration::from_secs(1))
+            .connect(&connect_string)
+            .expect("connect past a dead host");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        mk(&c, &format!("/n{}", c.session_id()), b"");
+    }
+}
