@@ -1,0 +1,178 @@
+//! Observing the session state: transitions on a dropped connection, the
+//! state handler, close(), and dropping the last clone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    builder, connect, expect_silence, fails_fast, mk, open, proxy, server, states_until, WAIT,
+};
+use zklock::{CreateMode, Error, EventType, KeeperState, State};
+
+#[test]
+fn a_cut_connection_reports_disconnected_then_connected() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let (tx, handler_states) = crossbeam_channel::unbounded();
+    let c = builder()
+        .state_handler(move |state| {
+            let _ = tx.send(state);
+        })
+        .connect(&gate.connect_string())
+        .expect("connect");
+    let session = c.session_id();
+    assert_eq!(c.state(), State::Connected);
+    assert_eq!(c.negotiated_timeout(), Some(common::SESSION_TIMEOUT));
+    // The handler saw the first connection.
+    assert_eq!(handler_states.recv_timeout(WAIT), Ok(State::Connected));
+    let states = c.state_changes();
+    mk(&c, "/n", b"");
+    let (_, _, watch) = c.get_data_w("/n").expect("get_data_w");
+
+    // A cut: the client reconnects at once, to the same session.
+    gate.cut();
+    let expected = [State::Disconnected, State::Connected];
+    assert_eq!(states_until(&states, State::Connected), expected);
+    assert_eq!(states_until(&handler_states, State::Connected), expected);
+    assert_eq!(c.session_id(), session);
+
+    // Refused for a while: Disconnected until it can get through again.
+    gate.refuse(true);
+    gate.cut();
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+    match c.wait_connected(Duration::from_millis(300)) {
+        Err(Error::Timeout { .. }) => {}
+        other => panic!("wait_connected while refused gave {other:?}"),
+    }
+    assert_eq!(c.state(), State::Disconnected);
+    gate.refuse(false);
+    c.wait_connected(WAIT).expect("reconnect");
+    assert_eq!(states_until(&states, State::Connected), [State::Connected]);
+    assert_eq!(
+        states_until(&handler_states, State::Connected),
+        [State::Disconnected, State::Connected]
+    );
+    assert_eq!(c.session_id(), session);
+
+    // The watch set before the cuts still works.
+    c.set_data("/n", b"x", None).expect("set_data");
+    common::expect_event(&watch, EventType::NodeDataChanged, "/n");
+    expect_silence(&states, "states");
+
+    c.close().expect("close");
+    assert_eq!(
+        states_until(&handler_states, State::Closed),
+        [State::Closed]
+    );
+}
+
+#[test]
+fn close_ends_the_session_for_every_clone() {
+    let zk = server();
+    let observer = connect(&zk.connect_string());
+    let c = connect(&zk.connect_string());
+    let clone = c.clone();
+    let states = c.state_changes();
+    c.create("/eph", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    // (A watch on the ephemeral node itself would fire NodeDeleted: the
+    // server deletes it while closing.)
+    let (_, watch) = c.exists_w("/never").expect("exists_w");
+
+    clone.close().expect("close");
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(states_until(&states, State::Closed), [State::Closed]);
+    // The server deleted the ephemeral node before close returned.
+    assert_eq!(observer.exists("/eph").expect("exists"), None);
+    // Unfired watches get a last event, then their channel closes.
+    let last = common::next_event(&watch, "the end of the session");
+    assert_eq!(
+        (last.event_type, last.state),
+        (EventType::None, KeeperState::Closed)
+    );
+    assert!(last.path.is_empty());
+    common::expect_spent(&watch, "watch after close");
+
+    // Every call on every clone fails at once with Closed.
+    for client in [&c, &clone] {
+        fails_fast("get_data", &Error::Closed, || client.get_data("/"));
+        fails_fast("create", &Error::Closed, || {
+            client.create("/x", b"", &open(), CreateMode::Persistent)
+        });
+        fails_fast("add_auth", &Error::Closed, || {
+            client.add_auth("digest", b"u:p")
+        });
+        fails_fast("wait_connected", &Error::Closed, || {
+            client.wait_connected(WAIT)
+        });
+    }
+    // Closing again is harmless, and no further state is reported.
+    c.close().expect("close again");
+    expect_silence(&states, "states after Closed");
+    assert_eq!(observer.exists("/x").expect("exists"), None);
+}
+
+#[test]
+fn dropping_the_last_clone_closes_the_session() {
+    let zk = server();
+    let observer = connect(&zk.connect_string());
+    let c = connect(&zk.connect_string());
+    let clone = c.clone();
+    let session = c.session_id();
+    c.create("/eph", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    let states = c.state_changes();
+
+    // Another clone remains: the session lives on.
+    drop(c);
+    assert!(observer.exists("/eph").expect("exists").is_some());
+    assert_eq!(clone.state(), State::Connected);
+    clone.sync("/").expect("the clone still works");
+
+    // The last one: closed, and its ephemeral node is gone at once.
+    let worker = std::thread::spawn(move || drop(clone));
+    worker.join().expect("drop on another thread");
+    assert_eq!(states_until(&states, State::Closed), [State::Closed]);
+    assert_eq!(observer.exists("/eph").expect("exists"), None);
+    assert_eq!(
+        observer.get_ephemerals("/").expect("ephemerals"),
+        Vec::<String>::new()
+    );
+    let cons = zk.four_letter("cons").expect("cons");
+    assert!(!cons.contains(&format!("sid=0x{session:x},")), "{cons}");
+}
+
+#[test]
+fn closing_while_disconnected_still_ends_the_session() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let observer = connect(&zk.connect_string());
+    let c = connect(&gate.connect_string());
+    c.create("/eph", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    let states = c.state_changes();
+
+    // A slow link: after the cut, the next handshake takes a while, and the
+    // client is closed while it is disconnected.
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(
+        200,
+    )));
+    gate.cut();
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+    let started = std::time::Instant::now();
+    c.close().expect("close");
+    assert!(started.elapsed() < common::CONNECT_TIMEOUT + Duration::from_secs(1));
+    assert_eq!(c.state(), State::Closed);
+    // It reconnected to send closeSession: the server ended the session
+    // now, not a session timeout later.
+    assert_eq!(observer.exists("/eph").expect("exists"), None);
+    let states: Vec<State> = states.try_iter().collect();
+    assert_eq!(states.last(), Some(&State::Closed), "{states:?}");
+}
