@@ -1,0 +1,543 @@
+//! The checks run on the logs of a finished run.
+//!
+//! 1. Mutual exclusion: no two contenders hold at once. A contender holds
+//!    from the moment its lock call returned to the earliest of: calling
+//!    `unlock()`, its guard first leaving `Held`, its death. A write it sent
+//!    after checking `state() == Held` extends that to the write.
+//! 2. Fencing: tokens strictly increase in acquisition order, and no holder
+//!    reads, from the counter, a token newer than its own.
+//! 3. Bounded: every lock attempt and connect returns within its bound
+//!    (wait + 3 session timeouts + the fault time it overlaps), every
+//!    contender exits by itself when told to stop, none panics or exits
+//!    badly, every error is one of the expected kinds, and the lock never
+//!    stalls outside a fault's recovery time.
+//! 4. No lock node is left once every contender has exited.
+//! 5. The counter equals the acknowledged writes, give or take the writes
+//!    whose reply was lost: `done <= counter <= done + maybe`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::events::{Event, LoggedError, Outcome};
+use crate::faults::Fault;
+use crate::report::Figures;
+
+/// The error kinds a contender may see under faults.
+const EXPECTED_ERRORS: &[&str] = &[
+    "ConnectionLoss",
+    "SessionExpired",
+    "SessionMoved",
+    "LockLost",
+    "Timeout",
+    "Closed",
+    "Io",
+    "ConnectFailed",
+    "OperationTimeout",
+    "RequestTimeout",
+    "ThrottledOp",
+];
+
+/// A contender process as the checks see it.
+#[derive(Clone)]
+pub struct ProcData {
+    pub name: String,
+    pub events: Vec<Event>,
+    pub bad_lines: Vec<String>,
+    pub killed_ns: Option<u64>,
+    pub hung: bool,
+    pub exit: Option<(String, bool, u64)>,
+    /// The start of a panic message in its output, if any.
+    pub panic: Option<String>,
+}
+
+impl ProcData {
+    /// When it surely stopped acting.
+    fn death(&self) -> Option<u64> {
+        self.killed_ns.or(self.exit.as_ref().map(|e| e.2))
+    }
+}
+
+/// Everything a run left for the checks.
+#[derive(Clone)]
+pub struct RunData {
+    pub start_ns: u64,
+    pub stop_ns: u64,
+    pub session: Duration,
+    pub wait: Duration,
+    pub procs: Vec<ProcData>,
+    pub faults: Vec<Fault>,
+    pub counter: Result<u64, String>,
+    /// Lock nodes left after every contender exited, with their owners.
+    pub leftovers: Result<Vec<(String, Option<i64>)>, String>,
+}
+
+/// One critical section.
+#[derive(Debug, Clone)]
+struct Section<'a> {
+    proc: &'a str,
+    n: u64,
+    acq: u64,
+    token: i64,
+    node: String,
+    first_left: Option<(u64, String)>,
+    release: Option<u64>,
+    write: Option<(u64, Option<Outcome>)>,
+    read_token: Option<i64>,
+    /// When it stopped holding (see the module docs).
+    end: u64,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+/// The checks' verdict.
+pub struct Verdict {
+    pub figures: Figures,
+    pub violations: Vec<String>,
+}
+
+pub fn check(run: &RunData) -> Verdict {
+    let mut v = Checker {
+        run,
+        figures: Figures::default(),
+        violations: Vec::new(),
+    };
+    let sections = v.sections();
+    v.mutual_exclusion(&sections);
+    v.fencing(&sections);
+    v.bounded(&sections);
+    v.leftovers();
+    v.counter(&sections);
+    Verdict {
+        figures: v.figures,
+        violations: v.violations,
+    }
+}
+
+struct Checker<'a> {
+    run: &'a RunData,
+    figures: Figures,
+    violations: Vec<String>,
+}
+
+impl<'a> Checker<'a> {
+    fn violate(&mut self, check: u8, text: String) {
+        *self.figures.violations.entry(check).or_insert(0) += 1;
+        self.violations.push(format!("[check {check}] {text}"));
+    }
+
+    /// Milliseconds since the start of the run, for messages.
+    fn at(&self, t: u64) -> String {
+        let rel = t.saturating_sub(self.run.start_ns);
+        format!("{}.{:03}s", rel / 1_000_000_000, (rel / 1_000_000) % 1000)
+    }
+
+    fn error_seen(&mut self, what: &str, err: &LoggedError, proc: &str, t: u64) {
+        *self
+            .figures
+            .errors
+            .entry(format!("{what}: {}", err.kind))
+            .or_insert(0) += 1;
+        if !EXPECTED_ERRORS.contains(&err.kind.as_str()) {
+            let at = self.at(t);
+            self.violate(
+                3,
+                format!(
+                    "{proc} at {at}: unexpected {what} error {}: {}",
+                    err.kind, err.msg
+                ),
+            );
+        }
+    }
+
+    /// Builds every section from the logs, and counts what happened.
+    fn sections(&mut self) -> Vec<Section<'a>> {
+        let run = self.run;
+        let mut all = Vec::new();
+        for p in &run.procs {
+            self.figures.processes += 1;
+            let mut open: Option<Section<'a>> = None;
+            for e in &p.events {
+                match e {
+                    Event::Session { .. } => self.figures.sessions += 1,
+                    Event::ConnErr { t, err, .. } => self.error_seen("connect", err, &p.name, *t),
+                    Event::Begin { .. } => self.figures.attempts += 1,
+                    Event::Acq { t, n, token, node } => {
+                        self.figures.acquisitions += 1;
+                        if let Some(s) = open.take() {
+                            all.push(finish(s, None));
+                        }
+                        open = Some(Section {
+                            proc: &p.name,
+                            n: *n,
+                            acq: *t,
+                            token: *token,
+                            node: node.clone(),
+                            first_left: None,
+                            release: None,
+                            write: None,
+                            read_token: None,
+                            end: *t,
+                        });
+                    }
+                    Event::NoLock { .. } => self.figures.lock_timeouts += 1,
+                    Event::LockErr { t, err, .. } => self.error_seen("lock", err, &p.name, *t),
+                    Event::State { t, state, .. } => {
+                        if let Some(s) = open.as_mut() {
+                            if state != "Held" && s.first_left.is_none() {
+                                s.first_left = Some((*t, state.clone()));
+                                self.figures.left_held += 1;
+                            }
+                        }
+                    }
+                    Event::Read { token, .. } => {
+                        if let Some(s) = open.as_mut() {
+                            s.read_token = Some(*token);
+                        }
+                    }
+                    Event::ReadErr { t, err, .. } => self.error_seen("read", err, &p.name, *t),
+                    Event::Skip { .. } => self.figures.skipped += 1,
+                    Event::Write { t, .. } => {
+                        if let Some(s) = open.as_mut() {
+                            s.write = Some((*t, None));
+                        }
+                    }
+                    Event::Wrote {
+                        t, outcome, err, ..
+                    } => {
+                        match outcome {
+                            Outcome::Ok => self.figures.writes_ok += 1,
+                            Outcome::Maybe => self.figures.writes_maybe += 1,
+                            Outcome::Failed => self.figures.writes_failed += 1,
+                        }
+                        if let Some(err) = err {
+                            self.error_seen("write", err, &p.name, *t);
+                        }
+                        if let Some((_, o)) = open.as_mut().and_then(|s| s.write.as_mut()) {
+                            *o = Some(*outcome);
+                        }
+                    }
+                    Event::Release { t, .. } => {
+                        if let Some(s) = open.as_mut() {
+                            s.release = Some(*t);
+                        }
+                    }
+                    Event::End { t, how, err, .. } => {
+                        *self.figures.ends.entry(how.clone()).or_insert(0) += 1;
+                        if let Some(err) = err {
+                            self.error_seen("unlock", err, &p.name, *t);
+                        }
+                        if let Some(s) = open.take() {
+                            all.push(finish(s, None));
+                        }
+                    }
+                    Event::Stop { .. } | Event::Exit { .. } => {}
+                }
+            }
+            if let Some(s) = open.take() {
+                // Died holding (killed, hung or crashed): it held until then.
+                all.push(finish(s, p.death()));
+            }
+        }
+        all.sort_by_key(|s| (s.acq, s.token));
+        all
+    }
+
+    fn mutual_exclusion(&mut self, sections: &[Section<'_>]) {
+        // Sweep in acquisition order, remembering the section that holds
+        // the longest so far.
+        let mut longest: Option<&Section<'_>> = None;
+        for s in sections {
+            if let Some(l) = longest {
+                if s.acq < l.end && s.proc != l.proc {
+                    let text = format!(
+                        "{} held (token {}, {}) from {} to {} while {} acquired (token {}, {}) at {}; \
+                         {} stopped holding by {}",
+                        l.proc,
+                        l.token,
+                        l.node,
+                        self.at(l.acq),
+                        self.at(l.end),
+                        s.proc,
+                        s.token,
+                        s.node,
+                        self.at(s.acq),
+                        l.proc,
+                        how_ended(l),
+                    );
+                    self.violate(1, text);
+                }
+            }
+            match longest {
+                Some(l) if l.end >= s.end => {}
+                _ => longest = Some(s),
+            }
+        }
+    }
+
+    fn fencing(&mut self, sections: &[Section<'_>]) {
+        for pair in sections.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if b.token <= a.token {
+                let text = format!(
+                    "token {} of {} (acquired at {}) does not exceed token {} of {} (acquired at {})",
+                    b.token,
+                    b.proc,
+                    self.at(b.acq),
+                    a.token,
+                    a.proc,
+                    self.at(a.acq)
+                );
+                self.violate(2, text);
+            }
+        }
+        for s in sections {
+            if let Some(read) = s.read_token.filter(|&r| r > s.token) {
+                let text = format!(
+                    "{} holding token {} (acquired at {}) read a counter written under the newer token {read}",
+                    s.proc,
+                    s.token,
+                    self.at(s.acq)
+                );
+                self.violate(2, text);
+            }
+        }
+    }
+
+    /// Fault time overlapping `[a, b]`.
+    fn fault_overlap(&self, a: u64, b: u64) -> u64 {
+        self.run
+            .faults
+            .iter()
+            .map(|f| b.min(f.end_ns).saturating_sub(a.max(f.start_ns)))
+            .sum()
+    }
+
+    fn bounded(&mut self, sections: &[Section<'_>]) {
+        let run = self.run;
+        let (t, w) = (ns(run.session), ns(run.wait));
+        for p in &run.procs {
+            let mut begun: Option<(u64, u64)> = None;
+            let mut spans = Vec::new();
+            for e in &p.events {
+                match e {
+                    Event::Begin { t, n } => begun = Some((*n, *t)),
+                    Event::Acq { t: end, n, .. }
+                    | Event::NoLock { t: end, n }
+                    | Event::LockErr { t: end, n, .. } => {
+                        if let Some((_, start)) = begun.take().filter(|(b, _)| b == n) {
+                            spans.push(("lock attempt", start, *end, w));
+                        }
+                    }
+                    Event::Session { t: end, start, .. } | Event::ConnErr { t: end, start, .. } => {
+                        spans.push(("connect", *start, *end, 0));
+                    }
+                    _ => {}
+                }
+            }
+            for (what, start, end, wait) in spans {
+                let took = end.saturating_sub(start);
+                let bound = wait + 3 * t + self.fault_overlap(start, end);
+                self.figures.max_attempt_ms = self.figures.max_attempt_ms.max(ms(took));
+                if took > bound {
+                    let text = format!(
+                        "{}: {what} from {} took {} ms, over its bound of {} ms",
+                        p.name,
+                        self.at(start),
+                        ms(took),
+                        ms(bound)
+                    );
+                    self.violate(3, text);
+                }
+            }
+            if p.hung {
+                let open = begun.map_or("no lock attempt open".to_owned(), |(n, start)| {
+                    format!("lock attempt {n} open since {}", self.at(start))
+                });
+                let last = p.events.last().map_or("none".into(), |e| {
+                    format!("{} at {}", e.to_line(), self.at(e.t()))
+                });
+                let text = format!(
+                    "{} did not exit when told to stop (a hang; killed; stacks in {}.stacks): \
+                     {open}; last event: {last}",
+                    p.name, p.name
+                );
+                self.violate(3, text);
+            }
+            if p.killed_ns.is_none() && !p.hung {
+                match &p.exit {
+                    Some((_, true, _)) => {}
+                    Some((status, false, at)) => {
+                        let text = format!(
+                            "{} exited by itself with {status} at {}",
+                            p.name,
+                            self.at(*at)
+                        );
+                        self.violate(3, text);
+                    }
+                    None => self.violate(3, format!("{} never exited", p.name)),
+                }
+            }
+            if let Some(panic) = &p.panic {
+                self.violate(3, format!("{} panicked: {panic}", p.name));
+            }
+            if !p.bad_lines.is_empty() && (p.killed_ns.is_none() || p.bad_lines.len() > 1) {
+                let text = format!("{} wrote unreadable log lines: {:?}", p.name, p.bad_lines);
+                self.violate(3, text);
+            }
+        }
+        self.stalls(sections);
+    }
+
+    /// Reports stretches without any acquisition that no fault explains.
+    fn stalls(&mut self, sections: &[Section<'_>]) {
+        let run = self.run;
+        let (t, w) = (ns(run.session), ns(run.wait));
+        // A fault disturbs the lock until this long after it ends (session
+        // expiry of a victim, reconnects, a lock wait in progress).
+        let recovery = 4 * t + w + 2_000_000_000;
+        let longest_quiet = 2 * t + w + 2_000_000_000;
+        let mut disturbed: Vec<(u64, u64)> = run
+            .faults
+            .iter()
+            .map(|f| (f.start_ns, f.end_ns + recovery))
+            .collect();
+        disturbed.push((run.start_ns, run.start_ns + recovery));
+        disturbed.sort_unstable();
+        let mut points: Vec<u64> = sections.iter().map(|s| s.acq).collect();
+        points.push(run.start_ns);
+        points.push(run.stop_ns);
+        points.sort_unstable();
+        for pair in points.windows(2) {
+            let (a, b) = (pair[0], pair[1].min(run.stop_ns));
+            if b <= a {
+                continue;
+            }
+            self.figures.longest_gap_ms = self.figures.longest_gap_ms.max(ms(b - a));
+            // The undisturbed pieces of [a, b].
+            let mut cursor = a;
+            for &(ds, de) in &disturbed {
+                if de <= cursor || ds >= b {
+                    continue;
+                }
+                if ds > cursor && ds - cursor > longest_quiet {
+                    let text = format!(
+                        "no acquisition from {} to {} ({} ms) with no fault to explain it",
+                        self.at(cursor),
+                        self.at(ds),
+                        ms(ds - cursor)
+                    );
+                    self.violate(3, text);
+                }
+                cursor = cursor.max(de);
+            }
+            if b > cursor && b - cursor > longest_quiet {
+                let text = format!(
+                    "no acquisition from {} to {} ({} ms) with no fault to explain it",
+                    self.at(cursor),
+                    self.at(b),
+                    ms(b - cursor)
+                );
+                self.violate(3, text);
+            }
+        }
+    }
+
+    fn leftovers(&mut self) {
+        match &self.run.leftovers {
+            Ok(nodes) => {
+                for (node, owner) in nodes {
+                    let owner = owner.map_or("gone".into(), |o| format!("{o:#x}"));
+                    let who = self.session_owner(owner.as_str());
+                    let text = format!(
+                        "lock node {node} left after every contender exited (session {owner}{who})"
+                    );
+                    self.violate(4, text);
+                }
+            }
+            Err(e) => self.violate(4, format!("could not list the lock nodes at the end: {e}")),
+        }
+    }
+
+    /// `", contender X"` if a contender logged session `hex`.
+    fn session_owner(&self, hex: &str) -> String {
+        for p in &self.run.procs {
+            for e in &p.events {
+                if let Event::Session { id, .. } = e {
+                    if format!("{id:#x}") == hex {
+                        return format!(", contender {}", p.name);
+                    }
+                }
+            }
+        }
+        String::new()
+    }
+
+    fn counter(&mut self, sections: &[Section<'_>]) {
+        let done = sections
+            .iter()
+            .filter(|s| matches!(s.write, Some((_, Some(Outcome::Ok)))))
+            .count() as u64;
+        let maybe = sections
+            .iter()
+            .filter(|s| matches!(s.write, Some((_, Some(Outcome::Maybe) | None))))
+            .count() as u64;
+        self.figures.counter_done += done;
+        self.figures.counter_maybe += maybe;
+        match &self.run.counter {
+            Ok(value) => {
+                self.figures.counter_final += value;
+                if *value < done || *value > done + maybe {
+                    let text = format!(
+                        "the counter is {value}, but {done} writes were acknowledged and {maybe} \
+                         more may have been applied (expected {done}..={})",
+                        done + maybe
+                    );
+                    self.violate(5, text);
+                }
+            }
+            Err(e) => self.violate(5, format!("could not read the counter at the end: {e}")),
+        }
+    }
+}
+
+/// Fixes when a section stopped holding. `death` is when its process died,
+/// for a section that never ended.
+fn finish(mut s: Section<'_>, death: Option<u64>) -> Section<'_> {
+    let mut end = [s.release, s.first_left.as_ref().map(|l| l.0), death]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(s.acq);
+    if let Some((w, _)) = s.write {
+        end = end.max(w);
+    }
+    s.end = end.max(s.acq);
+    s
+}
+
+fn how_ended(s: &Section<'_>) -> String {
+    match (&s.first_left, s.release) {
+        (Some((t, state)), Some(r)) if *t < r => format!("turning {state} (attempt {})", s.n),
+        (_, Some(_)) => format!("calling unlock() (attempt {})", s.n),
+        (Some((_, state)), None) => format!("turning {state} (attempt {})", s.n),
+        (None, None) => format!("dying (attempt {})", s.n),
+    }
+}
+
+/// Per-kind counts, sorted, as `kind ×n` text.
+pub fn counts_text(counts: &BTreeMap<String, usize>) -> String {
+    if counts.is_empty() {
+        return "none".into();
+    }
+    counts
+        .iter()
+        .map(|(k, n)| format!("{k} x{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

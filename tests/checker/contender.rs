@@ -1,0 +1,369 @@
+//! A contender process: its own session, one lock path, a counter to
+//! increment in each critical section, and a log of everything it saw.
+//!
+//! It stops when its stdin reaches end of file (the orchestrator closes it,
+//! or dies), finishing the attempt or section in progress first. Every wait
+//! is bounded: `try_lock_for(wait)`, and client calls that give up after a
+//! session timeout.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::select;
+use zklock::{Client, Error, LockState, MutexGuard};
+
+use crate::events::{now_ns, Event, EventLog, LoggedError, Outcome};
+use crate::rng::Rng;
+
+/// The per-host connect timeout of contender clients.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// What the orchestrator passes on the command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub name: String,
+    pub connect: String,
+    pub lock: String,
+    pub counter: String,
+    pub log: PathBuf,
+    pub session: Duration,
+    pub wait: Duration,
+    pub seed: u64,
+}
+
+impl Settings {
+    /// The arguments after `contender` that [`Settings::parse`] reads back.
+    pub fn to_args(&self) -> Vec<String> {
+        let pairs = [
+            ("--name", self.name.clone()),
+            ("--connect", self.connect.clone()),
+            ("--lock", self.lock.clone()),
+            ("--counter", self.counter.clone()),
+            ("--log", self.log.display().to_string()),
+            ("--session-ms", self.session.as_millis().to_string()),
+            ("--wait-ms", self.wait.as_millis().to_string()),
+            ("--seed", self.seed.to_string()),
+        ];
+        pairs
+            .into_iter()
+            .flat_map(|(k, v)| [k.to_owned(), v])
+            .collect()
+    }
+
+    pub fn parse(args: &[String]) -> Result<Settings, String> {
+        let get = |key: &str| -> Result<String, String> {
+            args.iter()
+                .position(|a| a == key)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+                .ok_or_else(|| format!("contender: missing {key}"))
+        };
+        let num = |key: &str| -> Result<u64, String> {
+            get(key)?
+                .parse()
+                .map_err(|e| format!("contender: bad {key}: {e}"))
+        };
+        Ok(Settings {
+            name: get("--name")?,
+            connect: get("--connect")?,
+            lock: get("--lock")?,
+            counter: get("--counter")?,
+            log: PathBuf::from(get("--log")?),
+            session: Duration::from_millis(num("--session-ms")?),
+            wait: Duration::from_millis(num("--wait-ms")?),
+            seed: num("--seed")?,
+        })
+    }
+}
+
+/// Runs a contender until told to stop.
+pub fn main(args: &[String]) -> ExitCode {
+    let settings = match Settings::parse(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let log = match EventLog::create(&settings.log) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("contender: open {}: {e}", settings.log.display());
+            return ExitCode::from(2);
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // End of file on stdin (or any read error) means stop.
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+    Contender {
+        settings,
+        log,
+        stop,
+        rng: Rng::new(0),
+        attempts: 0,
+    }
+    .run();
+    ExitCode::SUCCESS
+}
+
+struct Contender {
+    settings: Settings,
+    log: EventLog,
+    stop: Arc<AtomicBool>,
+    rng: Rng,
+    attempts: u64,
+}
+
+impl Contender {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    fn run(mut self) {
+        self.rng = Rng::new(self.settings.seed);
+        while !self.stopping() {
+            let Some(client) = self.connect() else {
+                break;
+            };
+            self.use_session(&client);
+            // Closing may wait for the I/O thread; it ends the session, so
+            // the server deletes any node of ours at once.
+            let _ = client.close();
+        }
+        self.log.put(&Event::Stop { t: now_ns() });
+        self.log.put(&Event::Exit { t: now_ns() });
+    }
+
+    /// Connects, retrying until it works or the contender is told to stop.
+    fn connect(&mut self) -> Option<Client> {
+        while !self.stopping() {
+            let start = now_ns();
+            let result = Client::builder()
+                .session_timeout(self.settings.session)
+                .connect_timeout(CONNECT_TIMEOUT)
+                .connect(&self.settings.connect);
+            let t = now_ns();
+            match result {
+                Ok(client) => {
+                    let id = client.session_id();
+                    self.log.put(&Event::Session { t, start, id });
+                    return Some(client);
+                }
+                Err(e) => {
+                    let err = LoggedError::of(&e);
+                    self.log.put(&Event::ConnErr { t, start, err });
+                    std::thread::sleep(self.rng.ms(50, 200));
+                }
+            }
+        }
+        None
+    }
+
+    /// Contends with one session until it is lost or the contender stops.
+    fn use_session(&mut self, client: &Client) {
+        let data = format!(
+            "contender={} pid={}",
+            self.settings.name,
+            std::process::id()
+        );
+        let mutex = match client.mutex(&self.settings.lock) {
+            Ok(m) => m.with_data(data),
+            Err(e) => {
+                let err = LoggedError::of(&e);
+                let (t, n) = (now_ns(), self.attempts);
+                self.log.put(&Event::LockErr { t, n, err });
+                return;
+            }
+        };
+        while !self.stopping() && !client.state().is_terminal() {
+            self.attempts += 1;
+            let n = self.attempts;
+            self.log.put(&Event::Begin { t: now_ns(), n });
+            match mutex.try_lock_for(self.settings.wait) {
+                Ok(Some(guard)) => self.section(client, guard, n),
+                Ok(None) => self.log.put(&Event::NoLock { t: now_ns(), n }),
+                Err(e) => {
+                    let err = LoggedError::of(&e);
+                    self.log.put(&Event::LockErr {
+                        t: now_ns(),
+                        n,
+                        err,
+                    });
+                    if e.is_session_lost() || !e.is_retryable() {
+                        std::thread::sleep(self.rng.ms(10, 50));
+                    }
+                }
+            }
+            // Think time between sections.
+            std::thread::sleep(self.rng.ms(0, 8));
+        }
+    }
+
+    /// The critical section: read the counter, write it plus one if the
+    /// guard is still Held, release.
+    fn section(&mut self, client: &Client, guard: MutexGuard<'_>, n: u64) {
+        let token = guard.fencing_token();
+        let node = guard.node().to_owned();
+        self.log.put(&Event::Acq {
+            t: now_ns(),
+            n,
+            token,
+            node,
+        });
+        let changes = guard.state_changes();
+        let left_held = AtomicBool::new(false);
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+        let log = &self.log;
+        std::thread::scope(|scope| {
+            // Records every state change as soon as it arrives.
+            scope.spawn(|| loop {
+                select! {
+                    recv(changes) -> state => match state {
+                        Ok(state) => {
+                            if state != LockState::Held {
+                                left_held.store(true, Ordering::SeqCst);
+                            }
+                            let state = format!("{state:?}");
+                            log.put(&Event::State { t: now_ns(), n, state });
+                        }
+                        Err(_) => break,
+                    },
+                    recv(done_rx) -> _ => break,
+                }
+            });
+            let rng = &mut self.rng;
+            body(
+                log,
+                rng,
+                &self.settings,
+                client,
+                &guard,
+                (n, token),
+                &left_held,
+            );
+            drop(done_tx);
+        });
+        let release_start = now_ns();
+        self.log.put(&Event::Release {
+            t: release_start,
+            n,
+        });
+        let (how, err) = match guard.unlock() {
+            Ok(()) => ("released", None),
+            Err(Error::LockLost) => ("lost", None),
+            Err(e) => ("error", Some(LoggedError::of(&e))),
+        };
+        self.log.put(&Event::End {
+            t: now_ns(),
+            n,
+            release_start,
+            how: how.to_owned(),
+            err,
+        });
+    }
+}
+
+/// What a section does while holding: read, work, write if still Held.
+fn body(
+    log: &EventLog,
+    rng: &mut Rng,
+    settings: &Settings,
+    client: &Client,
+    guard: &MutexGuard<'_>,
+    (n, token): (u64, i64),
+    left_held: &AtomicBool,
+) {
+    std::thread::sleep(rng.ms(1, 4));
+    let (value, last_token) = match client.get_data(&settings.counter) {
+        Ok((data, _)) => parse_counter(&data),
+        Err(e) => {
+            let err = LoggedError::of(&e);
+            log.put(&Event::ReadErr {
+                t: now_ns(),
+                n,
+                err,
+            });
+            return;
+        }
+    };
+    log.put(&Event::Read {
+        t: now_ns(),
+        n,
+        value,
+        token: last_token,
+    });
+    // "Work" on the protected resource; now and then a longer piece, so
+    // that more faults land in the middle of a section.
+    let work = if rng.chance(1, 10) {
+        rng.ms(20, 100)
+    } else {
+        rng.ms(1, 5)
+    };
+    std::thread::sleep(work);
+    let state = guard.state();
+    if state != LockState::Held || left_held.load(Ordering::SeqCst) {
+        let state = format!("{state:?}");
+        log.put(&Event::Skip {
+            t: now_ns(),
+            n,
+            state,
+        });
+        return;
+    }
+    let value = value + 1;
+    log.put(&Event::Write {
+        t: now_ns(),
+        n,
+        value,
+    });
+    let data = format!("{value} {token} {}", settings.name);
+    let result = client.set_data(&settings.counter, data.as_bytes(), None);
+    let (outcome, err) = match result {
+        Ok(_) => (Outcome::Ok, None),
+        Err(e) => (write_outcome(&e), Some(LoggedError::of(&e))),
+    };
+    log.put(&Event::Wrote {
+        t: now_ns(),
+        n,
+        outcome,
+        err,
+    });
+    std::thread::sleep(rng.ms(0, 3));
+}
+
+/// `"<value> <token of its writer> <writer>"`; a bad value reads as 0.
+pub fn parse_counter(data: &[u8]) -> (u64, i64) {
+    let text = String::from_utf8_lossy(data);
+    let mut fields = text.split_whitespace();
+    let value = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let token = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    (value, token)
+}
+
+/// Whether a failed write may have been applied. Only answers the server
+/// gives after deciding not to apply it count as `Failed`; anything else
+/// (the reply lost with the connection, a local timeout) is ambiguous.
+fn write_outcome(e: &Error) -> Outcome {
+    match e {
+        Error::SessionExpired
+        | Error::SessionMoved
+        | Error::NoNode
+        | Error::NoAuth
+        | Error::BadVersion
+        | Error::ThrottledOp
+        | Error::NotReadOnly => Outcome::Failed,
+        _ => Outcome::Maybe,
+    }
+}

@@ -1,0 +1,264 @@
+//! A Jepsen-style fault-injection checker for the zklock `Mutex`: a lock is
+//! never held by two contenders at once while both believe they hold it, and
+//! every failure ends as a clear error, never a hang, a panic or an orphaned
+//! node.
+//!
+//! ```text
+//! cargo test --test checker                     # short: ~2 min, seed 1, both topologies
+//! cargo test --release --test checker -- --duration 3600 --seed 7   # long
+//! ```
+//!
+//! Options (after `--`): `--duration SECS` (the long version: runs of
+//! `--run-secs`, default 300, alternating a standalone server and a 3-node
+//! ensemble), `--seed N`, `--topology standalone|cluster|both`,
+//! `--contenders K`, `--session-ms MS`, `--wait-ms MS` (the `try_lock_for`
+//! bound), `--keep` (keep the logs of a clean run too), `--self-test` (only
+//! check the checks on made-up histories, which every run does first). Run `i` of a long
+//! run uses seed `N + i`; `--duration <its length> --seed <N + i>
+//! --topology <its topology>` replays its fault schedule (the interleavings
+//! differ from one run to the next: the processes race for real).
+//!
+//! The same binary is every process of a run (it is a `harness = false`
+//! test target):
+//!
+//! - the orchestrator (no arguments, or the options above) starts the
+//!   servers (`zklock::testing`), a [`FaultProxy`](zklock::testing::FaultProxy)
+//!   per contender and server, and K contender processes; it injects a
+//!   seeded schedule of faults, stops everything, and checks the logs;
+//! - `checker contender ...` is one contender: its own session, looping on
+//!   the lock path with `try_lock_for`, incrementing a counter znode in each
+//!   critical section, logging every step with its time (see `events.rs`).
+//!
+//! The checks are listed in `checks.rs`. The process exits non-zero if any
+//! is violated. Logs are kept (and their directory printed) when a check
+//! fails.
+
+mod checks;
+mod contender;
+mod events;
+mod faults;
+mod procs;
+mod report;
+mod rng;
+mod run;
+mod selftest;
+mod topology;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use report::Figures;
+use run::{run, RunSpec};
+use topology::Kind;
+
+/// The short version's seed and run length per topology.
+const SHORT_SEED: u64 = 1;
+const SHORT_RUN: Duration = Duration::from_secs(30);
+/// A long run's runs are at most this long, and at least `MIN_RUN`.
+const DEFAULT_RUN_SECS: u64 = 300;
+const MIN_RUN: Duration = Duration::from_secs(20);
+
+#[derive(Debug)]
+struct Options {
+    duration: Option<Duration>,
+    seed: u64,
+    topologies: Vec<Kind>,
+    contenders: usize,
+    session: Duration,
+    wait: Duration,
+    run_secs: u64,
+    keep: bool,
+}
+
+/// libtest flags that take a value, accepted and ignored so that
+/// `cargo test -- <flags>` does not break this target.
+const LIBTEST_VALUE_FLAGS: &[&str] = &["--format", "--color", "--test-threads", "--skip", "-Z"];
+
+/// `Ok(None)`: nothing to run (`--list`, or a test name filter that does not
+/// match "checker").
+fn parse(args: &[String]) -> Result<Option<Options>, String> {
+    let mut o = Options {
+        duration: None,
+        seed: SHORT_SEED,
+        topologies: vec![Kind::Standalone, Kind::Cluster],
+        contenders: 4,
+        session: Duration::from_millis(2000),
+        wait: Duration::from_millis(1500),
+        run_secs: DEFAULT_RUN_SECS,
+        keep: false,
+    };
+    let mut contenders = None;
+    let mut filters = Vec::new();
+    let mut exact = false;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        let number = |name: &str, v: String| -> Result<u64, String> {
+            v.parse().map_err(|e| format!("{name} {v:?}: {e}"))
+        };
+        match flag {
+            "--duration" => {
+                o.duration = Some(Duration::from_secs(number(flag, value(flag)?)?));
+            }
+            "--seed" => o.seed = number(flag, value(flag)?)?,
+            "--contenders" => contenders = Some(number(flag, value(flag)?)?),
+            "--session-ms" => o.session = Duration::from_millis(number(flag, value(flag)?)?),
+            "--wait-ms" => o.wait = Duration::from_millis(number(flag, value(flag)?)?),
+            "--run-secs" => o.run_secs = number(flag, value(flag)?)?.max(MIN_RUN.as_secs()),
+            "--topology" => {
+                o.topologies = match value(flag)?.as_str() {
+                    "standalone" => vec![Kind::Standalone],
+                    "cluster" => vec![Kind::Cluster],
+                    "both" => vec![Kind::Standalone, Kind::Cluster],
+                    other => {
+                        return Err(format!("--topology {other:?}: standalone, cluster or both"))
+                    }
+                }
+            }
+            "--keep" => o.keep = true,
+            "--list" => {
+                println!("checker: test");
+                return Ok(None);
+            }
+            "--exact" => exact = true,
+            f if LIBTEST_VALUE_FLAGS.contains(&f) => {
+                value(f)?;
+            }
+            f if f.starts_with('-') => {} // --nocapture, --quiet, --ignored, ...
+            filter => filters.push(filter.to_owned()),
+        }
+    }
+    let selected = filters.iter().all(|f| {
+        if exact {
+            f == "checker"
+        } else {
+            "checker".contains(f.as_str())
+        }
+    });
+    if !selected {
+        println!("checker: filtered out");
+        return Ok(None);
+    }
+    let default_k = if o.duration.is_some() { 5 } else { 4 };
+    o.contenders = usize::try_from(contenders.unwrap_or(default_k))
+        .map_err(|e| e.to_string())?
+        .max(2);
+    Ok(Some(o))
+}
+
+/// The runs to do: (topology, length).
+fn plan(o: &Options) -> Vec<(Kind, Duration)> {
+    let Some(total) = o.duration else {
+        return o.topologies.iter().map(|&k| (k, SHORT_RUN)).collect();
+    };
+    let mut runs = Vec::new();
+    let mut left = total;
+    let each = Duration::from_secs(o.run_secs);
+    while left >= MIN_RUN || runs.is_empty() {
+        let kind = o.topologies[runs.len() % o.topologies.len()];
+        let len = each.min(left).max(MIN_RUN);
+        runs.push((kind, len));
+        left = left.saturating_sub(len);
+    }
+    runs
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("contender") {
+        return contender::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("--self-test") {
+        return match selftest::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("checker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let options = match parse(&args) {
+        Ok(Some(o)) => o,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("checker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("checker: cannot find its own executable: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = selftest::run() {
+        eprintln!("checker: {e}");
+        return ExitCode::FAILURE;
+    }
+    let base = std::env::temp_dir().join(format!("zklock-checker-{}", std::process::id()));
+    let runs = plan(&options);
+    println!(
+        "checker: {} run(s), seed {}, {} contenders, session timeout {} ms, try_lock_for {} ms",
+        runs.len(),
+        options.seed,
+        options.contenders,
+        options.session.as_millis(),
+        options.wait.as_millis()
+    );
+    let mut total = Figures::default();
+    let mut failed = 0;
+    for (i, (kind, duration)) in runs.into_iter().enumerate() {
+        let spec = RunSpec {
+            index: i,
+            kind,
+            seed: options.seed.wrapping_add(i as u64),
+            duration,
+            contenders: options.contenders,
+            session: options.session,
+            wait: options.wait,
+            dir: base.join(format!("run-{i}")),
+            exe: exe.clone(),
+        };
+        match run(&spec) {
+            Ok(result) => {
+                total.add(&result.figures);
+                if !result.violations.is_empty() {
+                    failed += 1;
+                }
+            }
+            Err(e) => {
+                println!("run {i} could not run: {e}");
+                failed += 1;
+            }
+        }
+    }
+    total.print("all runs");
+    if failed > 0 || total.violation_count() > 0 {
+        println!(
+            "checker: FAILED ({} run(s) with violations or errors); logs kept in {}",
+            failed,
+            base.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    if options.keep {
+        println!(
+            "checker: all checks passed; logs kept in {}",
+            base.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&base);
+        println!("checker: all checks passed");
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,280 @@
+//! The checks run on made-up logs with planted violations, before every
+//! real run: a checker that cannot fail proves nothing.
+
+use std::time::Duration;
+
+use crate::checks::{check, ProcData, RunData};
+use crate::events::{Event, LoggedError, Outcome};
+
+const BASE: u64 = 1_700_000_000_000_000_000;
+const MS: u64 = 1_000_000;
+
+fn at(ms: u64) -> u64 {
+    BASE + ms * MS
+}
+
+/// A contender log built section by section (times in ms from the start).
+struct Log {
+    name: &'static str,
+    events: Vec<Event>,
+    n: u64,
+}
+
+impl Log {
+    fn new(name: &'static str) -> Log {
+        Log {
+            name,
+            events: vec![Event::Session {
+                t: at(0),
+                start: at(0),
+                id: 1,
+            }],
+            n: 0,
+        }
+    }
+
+    /// A whole section: acquired at `acq`, released at `rel`, writing
+    /// `value` with `outcome` in between, after reading `read_token`.
+    fn section(mut self, acq: u64, rel: u64, token: i64, read_token: i64, outcome: Outcome) -> Log {
+        self.n += 1;
+        let n = self.n;
+        let mid = (acq + rel) / 2;
+        self.events.extend([
+            Event::Begin { t: at(acq), n },
+            Event::Acq {
+                t: at(acq),
+                n,
+                token,
+                node: format!("/l/n{token}"),
+            },
+            Event::Read {
+                t: at(acq),
+                n,
+                value: 0,
+                token: read_token,
+            },
+            Event::Write {
+                t: at(mid),
+                n,
+                value: 1,
+            },
+            Event::Wrote {
+                t: at(mid),
+                n,
+                outcome,
+                err: None,
+            },
+            Event::Release { t: at(rel), n },
+            Event::End {
+                t: at(rel),
+                n,
+                release_start: at(rel),
+                how: "released".into(),
+                err: None,
+            },
+        ]);
+        self
+    }
+
+    fn push(mut self, e: Event) -> Log {
+        self.events.push(e);
+        self
+    }
+
+    fn done(self, exit: u64) -> ProcData {
+        ProcData {
+            name: self.name.into(),
+            events: self.events,
+            bad_lines: Vec::new(),
+            killed_ns: None,
+            hung: false,
+            exit: Some(("exit status: 0".into(), true, at(exit))),
+            panic: None,
+        }
+    }
+}
+
+fn data(procs: Vec<ProcData>, counter: u64) -> RunData {
+    RunData {
+        start_ns: at(0),
+        stop_ns: at(4000),
+        session: Duration::from_millis(1000),
+        wait: Duration::from_millis(500),
+        procs,
+        faults: Vec::new(),
+        counter: Ok(counter),
+        leftovers: Ok(Vec::new()),
+    }
+}
+
+/// Two contenders taking turns every 500 ms, all writes acknowledged.
+fn clean() -> RunData {
+    let mut a = Log::new("a");
+    let mut b = Log::new("b");
+    for i in 0..8 {
+        let t = i * 500;
+        if i % 2 == 0 {
+            a = a.section(t, t + 100, i as i64 + 10, i as i64 + 9, Outcome::Ok);
+        } else {
+            b = b.section(t, t + 100, i as i64 + 10, i as i64 + 9, Outcome::Ok);
+        }
+    }
+    data(vec![a.done(4100), b.done(4100)], 8)
+}
+
+/// Runs the checks on `run` and returns the numbers of the failing checks.
+fn failing(run: &RunData) -> Vec<u8> {
+    check(run).figures.violations.keys().copied().collect()
+}
+
+pub fn run() -> Result<(), String> {
+    let mut cases: Vec<(&str, RunData, Vec<u8>)> = vec![("a clean history", clean(), vec![])];
+
+    let mut r = clean();
+    r.procs[1] = Log::new("b")
+        .section(50, 150, 11, 10, Outcome::Ok)
+        .done(4100);
+    r.counter = Ok(5);
+    cases.push(("b acquires while a holds", r, vec![1]));
+
+    let mut r = clean();
+    r.procs[1] = Log::new("b")
+        .section(500, 600, 5, 4, Outcome::Ok)
+        .section(1500, 1600, 13, 12, Outcome::Ok)
+        .section(2500, 2600, 15, 14, Outcome::Ok)
+        .section(3500, 3600, 17, 16, Outcome::Ok)
+        .done(4100);
+    cases.push(("a token that goes down", r, vec![2]));
+
+    let mut r = clean();
+    r.procs[1] = Log::new("b")
+        .section(500, 600, 11, 99, Outcome::Ok)
+        .section(1500, 1600, 13, 12, Outcome::Ok)
+        .section(2500, 2600, 15, 14, Outcome::Ok)
+        .section(3500, 3600, 17, 16, Outcome::Ok)
+        .done(4100);
+    cases.push(("a read of a newer token", r, vec![2]));
+
+    let mut r = clean();
+    r.procs[0].events.extend([
+        Event::Begin { t: at(200), n: 90 },
+        Event::NoLock { t: at(9000), n: 90 },
+    ]);
+    cases.push(("an attempt far over its bound", r, vec![3]));
+
+    let mut r = clean();
+    r.procs[0].hung = true;
+    cases.push(("a contender that does not stop", r, vec![3]));
+
+    let mut r = clean();
+    r.procs[0].events.push(Event::LockErr {
+        t: at(3900),
+        n: 99,
+        err: LoggedError {
+            kind: "Protocol".into(),
+            msg: "bad frame".into(),
+        },
+    });
+    cases.push(("an unexpected error", r, vec![3]));
+
+    let mut r = clean();
+    r.procs[0].panic = Some("thread 'main' panicked at ...".into());
+    cases.push(("a panic", r, vec![3]));
+
+    let mut r = clean();
+    r.stop_ns = at(30_000);
+    cases.push(("a stall with no fault", r, vec![3]));
+
+    let mut r = clean();
+    r.leftovers = Ok(vec![("/l/n17".into(), Some(1))]);
+    cases.push(("a node left behind", r, vec![4]));
+
+    let mut r = clean();
+    r.counter = Ok(7);
+    cases.push(("a lost update", r, vec![5]));
+
+    let mut r = clean();
+    r.procs[1] = Log::new("b")
+        .section(500, 600, 11, 10, Outcome::Maybe)
+        .section(1500, 1600, 13, 12, Outcome::Ok)
+        .section(2500, 2600, 15, 14, Outcome::Ok)
+        .section(3500, 3600, 17, 16, Outcome::Ok)
+        .done(4100);
+    r.counter = Ok(7);
+    cases.push(("a lost reply, not applied", r, vec![]));
+
+    // a turns Suspended at 150 and never writes again; b acquires at 300:
+    // no overlap, although a only calls unlock() at 400.
+    let mut r = clean();
+    r.procs[0] = Log::new("a")
+        .push(Event::Begin { t: at(0), n: 1 })
+        .push(Event::Acq {
+            t: at(100),
+            n: 1,
+            token: 9,
+            node: "/l/n9".into(),
+        })
+        .push(Event::State {
+            t: at(150),
+            n: 1,
+            state: "Suspended".into(),
+        })
+        .push(Event::Skip {
+            t: at(160),
+            n: 1,
+            state: "Suspended".into(),
+        })
+        .push(Event::Release { t: at(400), n: 1 })
+        .push(Event::End {
+            t: at(400),
+            n: 1,
+            release_start: at(400),
+            how: "released".into(),
+            err: None,
+        })
+        .section(1000, 1100, 12, 11, Outcome::Ok)
+        .section(2000, 2100, 14, 13, Outcome::Ok)
+        .section(3000, 3100, 16, 15, Outcome::Ok)
+        .done(4100);
+    r.procs[1] = Log::new("b")
+        .section(300, 350, 10, 9, Outcome::Ok)
+        .section(1500, 1600, 13, 12, Outcome::Ok)
+        .section(2500, 2600, 15, 14, Outcome::Ok)
+        .section(3500, 3600, 17, 16, Outcome::Ok)
+        .done(4100);
+    r.counter = Ok(7);
+    cases.push(("a Suspended holder, then another", r.clone(), vec![]));
+    // The same, but a writes at 320 anyway: now they overlap.
+    r.procs[0].events.insert(
+        4,
+        Event::Write {
+            t: at(320),
+            n: 1,
+            value: 1,
+        },
+    );
+    r.counter = Ok(8);
+    cases.push(("a write after Suspended", r, vec![1]));
+
+    let mut failures = Vec::new();
+    for (name, run, expected) in &cases {
+        let got = failing(run);
+        if &got != expected {
+            failures.push(format!(
+                "{name}: checks {got:?} failed, expected {expected:?}"
+            ));
+        }
+    }
+    if failures.is_empty() {
+        println!(
+            "checker self-test: {} made-up histories judged as expected",
+            cases.len()
+        );
+        Ok(())
+    } else {
+        Err(format!(
+            "the checks misjudge made-up histories: {}",
+            failures.join("; ")
+        ))
+    }
+}
