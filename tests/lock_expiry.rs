@@ -205,12 +205,19 @@ fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
     );
     assert!(token > holder_token);
 
-    // Healing the link tells the client that its session is gone.
-    proxy.set_mode(ProxyMode::Pass);
-    let (state, lost_at) = recv(&states, WAIT, "the guard to turn Lost");
+    // Still cut off: having heard from no server for 4/3 of the session
+    // timeout, the client knows the session is over, without a reconnect.
+    let (state, lost_at) = recv(&states, WAIT, "the guard to turn Lost while cut off");
     assert_eq!(state, LockState::Lost);
     assert!(lost_at > acquired_at);
+    assert!(
+        lost_at - blackholed_at <= T * 4 / 3 + Duration::from_millis(500),
+        "Lost only at +{:?}",
+        lost_at - blackholed_at
+    );
+    assert_eq!(holder_client.state(), zklock::State::Expired);
     observer.join().unwrap();
+    proxy.set_mode(ProxyMode::Pass);
     assert_eq!(guard.state(), LockState::Lost);
     assert_eq!(guard.wait_while_held(Some(Duration::ZERO)), LockState::Lost);
     assert_eq!(guard.unlock(), Err(Error::LockLost));

@@ -176,6 +176,9 @@ pub struct Session<T, W> {
     inbox: Vec<u8>,
     outbox: Vec<u8>,
     last_recv: Instant,
+    /// When anything last arrived from any server; unlike `last_recv`, a
+    /// new connection does not reset it.
+    last_heard: Instant,
     last_send: Instant,
 
     pending: VecDeque<Pending<T, W>>,
@@ -209,6 +212,7 @@ impl<T, W: Clone> Session<T, W> {
             inbox: Vec::new(),
             outbox: Vec::new(),
             last_recv: now,
+            last_heard: now,
             last_send: now,
             pending: VecDeque::new(),
             queued: VecDeque::new(),
@@ -322,6 +326,7 @@ impl<T, W: Clone> Session<T, W> {
             return;
         }
         self.last_recv = now;
+        self.last_heard = now;
         let mut inbox = std::mem::take(&mut self.inbox);
         inbox.extend_from_slice(bytes);
         let mut consumed = 0;
@@ -379,6 +384,18 @@ impl<T, W: Clone> Session<T, W> {
     /// Timers: handshake and read timeouts, pings, and deadlines of requests
     /// waiting for a connection.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.conn != Conn::Established {
+            if let Some(at) = self.local_expiry() {
+                if now >= at {
+                    log::warn!(
+                        "no server heard from for {:?}: the session is expired",
+                        now - self.last_heard
+                    );
+                    self.terminate(State::Expired, Error::SessionExpired);
+                    return;
+                }
+            }
+        }
         match self.conn {
             Conn::Handshaking { since } if now >= since + self.config.connect_timeout => {
                 self.request_disconnect(Error::Timeout {
@@ -534,7 +551,27 @@ impl<T, W: Clone> Session<T, W> {
             .filter(|_| self.fatal.is_none())
             .map(|since| since + self.config.connect_timeout);
         let queued = self.queued.iter().map(|q| q.deadline).min();
-        [conn, closing, queued].into_iter().flatten().min()
+        let expiry = self
+            .local_expiry()
+            .filter(|_| self.conn != Conn::Established);
+        [conn, closing, queued, expiry].into_iter().flatten().min()
+    }
+
+    /// When the session is certainly over on the servers, judged locally:
+    /// 4/3 of the negotiated timeout after anything was last heard from any
+    /// server (the rule of the 3.9.3+ Java client). Only once a session was
+    /// established, and not while closing.
+    ///
+    /// This errs early, never late: our requests may have reached a server
+    /// for up to the read timeout (2/3) after its last reply, so it may keep
+    /// the session a little longer. Giving a lock up early is safe; believing
+    /// in it after another contender may hold it is not. Without this rule a
+    /// client cut off from every server would never learn of the expiry.
+    fn local_expiry(&self) -> Option<Instant> {
+        if self.fatal.is_some() || self.closing.is_some() {
+            return None;
+        }
+        self.negotiated.map(|t| self.last_heard + t * 4 / 3)
     }
 
     /// Set when the current connection must be dropped (a protocol error, a

@@ -561,3 +561,87 @@ fn oversized_requests_are_refused_before_sending() {
     ));
     assert!(sent(&mut s).is_empty());
 }
+
+#[test]
+fn with_no_server_heard_from_for_four_thirds_of_the_timeout_the_session_expires_locally() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    let watch = WatchRequest {
+        kind: WatchKind::Data,
+        path: "/app/w".into(),
+        watcher: 8,
+    };
+    s.submit(start, OpCode::GetData, &get_data("/app/w"), 1, Some(watch))
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(
+        start,
+        &reply(
+            1,
+            5,
+            0,
+            &GetDataResponse {
+                data: None,
+                stat: Stat::default(),
+            },
+        ),
+    );
+    events(&mut s);
+    // Cut off: the connection drops and every reconnect attempt fails.
+    let cut = start + Duration::from_millis(500);
+    s.handle_disconnected(cut);
+    events(&mut s);
+    // Waiting for a connection until start + 4500 ms: the expiry comes first.
+    let later = start + Duration::from_millis(1500);
+    s.submit(later, OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    for attempt in 1..=3u32 {
+        let t = cut + Duration::from_millis(300) * attempt;
+        s.handle_connected(t);
+        s.handle_disconnected(t);
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.state(), State::Disconnected);
+    // Heard last at `start`: expired at start + 4/3 * 3000 ms, not before.
+    let expiry = start + Duration::from_millis(4000);
+    assert_eq!(s.poll_timeout(), Some(expiry));
+    s.handle_timeout(expiry - Duration::from_millis(1));
+    assert!(replies(&mut s).is_empty());
+    assert_eq!(s.state(), State::Disconnected);
+    s.handle_timeout(expiry);
+    let evs = events(&mut s);
+    let states: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::State(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, [State::Expired]);
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        Event::Reply {
+            token: 2,
+            result: Err(Error::SessionExpired)
+        }
+    )));
+    assert!(evs.iter().any(|e| matches!(e, Event::Watch { watchers, event } if *watchers == [8] && event.state == KeeperState::Expired)));
+    assert_eq!(s.next_host(expiry), None);
+    s.handle_timeout(expiry + TIMEOUT);
+    assert!(events(&mut s).is_empty(), "reported once");
+}
+
+#[test]
+fn a_connected_session_never_expires_locally() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    let mut now = start;
+    for _ in 0..10 {
+        now += Duration::from_millis(900);
+        s.handle_timeout(now);
+        sent(&mut s);
+        s.handle_bytes(now, &reply(PING_XID, 1, 0, &()));
+    }
+    assert_eq!(s.state(), State::Connected);
+    assert!(events(&mut s).is_empty());
+}
