@@ -89,7 +89,7 @@ impl Response {
             | OpCode::CreateSession
             | OpCode::Error => {
                 return Err(DecodeError::Malformed(
-                    "reply to an opcode a client never sends",
+                    "reply to an opcode zklock never sends (SASL and server-internal ops)",
                 ))
             }
         })

@@ -31,21 +31,22 @@ pub(crate) fn set_watches<W: Clone>(
     ];
     let mut out = Vec::new();
     let mut current = empty(relative_zxid);
-    let mut bytes = 0;
+    let (mut bytes, mut paths) = (0, 0);
     for kind in kinds {
         for path in registry.paths(kind) {
             bytes += path.len();
+            paths += 1;
             list(&mut current, kind).push(path);
             if bytes >= MAX_PATH_BYTES_PER_RECORD {
                 out.push(finish(std::mem::replace(
                     &mut current,
                     empty(relative_zxid),
                 )));
-                bytes = 0;
+                (bytes, paths) = (0, 0);
             }
         }
     }
-    if bytes > 0 {
+    if paths > 0 {
         out.push(finish(current));
     }
     out
