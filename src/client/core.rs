@@ -12,13 +12,16 @@ use crate::error::{Error, Result};
 use crate::proto::{OpCode, Record, Response};
 use crate::session::{Event, Session, State, WatchRequest, WatchedEvent};
 
+/// An internal watch callback.
+pub(crate) type NotifyFn = Arc<dyn Fn(&WatchedEvent) + Send + Sync>;
+
 /// Who a watch notifies.
 #[derive(Clone)]
 pub(crate) enum Watcher {
     /// A user's receiver; sending on an unbounded channel never blocks.
     Channel(Sender<WatchedEvent>),
     /// An internal callback; must return quickly (it runs on the I/O thread).
-    Notify(Arc<dyn Fn(&WatchedEvent) + Send + Sync>),
+    Notify(NotifyFn),
 }
 
 impl std::fmt::Debug for Watcher {
@@ -31,6 +34,11 @@ impl std::fmt::Debug for Watcher {
 }
 
 impl Watcher {
+    /// True if this is the internal callback `f` (the same allocation).
+    pub(crate) fn is_notify(&self, f: &NotifyFn) -> bool {
+        matches!(self, Watcher::Notify(g) if Arc::ptr_eq(g, f))
+    }
+
     pub(crate) fn deliver(&self, event: &WatchedEvent) {
         match self {
             Watcher::Channel(tx) => {

@@ -138,6 +138,16 @@ impl Client {
         (created, listed)
     }
 
+    /// Forgets the internal data watcher `f` on `path` (a user path).
+    pub(crate) fn forget_data_watcher(&self, path: &str, f: &super::core::NotifyFn) {
+        if let Ok(path) = self.server_path(path) {
+            self.shared()
+                .core()
+                .session
+                .forget_watchers(WatchKind::Data, &path, |w| w.is_notify(f));
+        }
+    }
+
     /// Leaves an exists watch on `path` without waiting for the reply;
     /// `on_missing` runs (on the I/O thread) if the reply says the node does
     /// not exist, in which case the watch waits for a creation instead.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::held::HeldLock;
 use super::naming::{contenders, node_prefix, Contender};
-use crate::client::core::{lock, Watcher};
+use crate::client::core::{lock, NotifyFn, Watcher};
 use crate::client::path::{join, parent, validate};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType};
@@ -248,8 +248,9 @@ impl Attempt<'_> {
                 return Ok(None);
             }
             let notify = wakeup.clone();
-            let watcher = Watcher::Notify(Arc::new(move |event| notify.notify(event.event_type)));
-            match client.get_data_inner(&join(&self.spec.path, &watched), Some(watcher)) {
+            let on_event: NotifyFn = Arc::new(move |event| notify.notify(event.event_type));
+            let watched = join(&self.spec.path, &watched);
+            match client.get_data_inner(&watched, Some(Watcher::Notify(on_event.clone()))) {
                 Ok(_) => {}
                 Err(Error::NoNode) => {
                     if acquired_on_delete {
@@ -260,7 +261,13 @@ impl Attempt<'_> {
                 Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                 Err(e) => return Err(e),
             }
-            match wakeup.wait(deadline)? {
+            let woken = wakeup.wait(deadline);
+            if !matches!(woken, Ok(Some(_))) {
+                // Giving up (deadline or cancel): our watcher would otherwise
+                // stay registered until the watched node changes.
+                client.forget_data_watcher(&watched, &on_event);
+            }
+            match woken? {
                 None => return Ok(None),
                 Some(EventType::NodeDeleted) if acquired_on_delete => {
                     return Ok(Some(self.held(&name, token)?))

@@ -492,6 +492,18 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.remove(path, kinds)
     }
 
+    /// Forgets the watchers of `kind` on `path` that `matches` picks, e.g.
+    /// one whose waiter gave up. The server's watch stays (it fires once,
+    /// then nobody is told); returns how many were forgotten.
+    pub fn forget_watchers(
+        &mut self,
+        kind: WatchKind,
+        path: &str,
+        matches: impl Fn(&W) -> bool,
+    ) -> usize {
+        self.watches.remove_where(kind, path, matches)
+    }
+
     /// Closes the session: sends closeSession, after which the server
     /// deletes the session's ephemeral nodes. While disconnected, it goes
     /// out after the next handshake; the session ends when its reply comes,

@@ -124,6 +124,27 @@ impl<W: Clone> WatchRegistry<W> {
         out
     }
 
+    /// Removes the watchers of `kind` on `path` that `matches` picks, and
+    /// the path's entry once it has none left; returns how many went.
+    pub(crate) fn remove_where(
+        &mut self,
+        kind: WatchKind,
+        path: &str,
+        matches: impl Fn(&W) -> bool,
+    ) -> usize {
+        let table = &mut self.tables[kind.index()];
+        let Some(ws) = table.get_mut(path) else {
+            return 0;
+        };
+        let before = ws.len();
+        ws.retain(|w| !matches(w));
+        let removed = before - ws.len();
+        if ws.is_empty() {
+            table.remove(path);
+        }
+        removed
+    }
+
     /// Every path of `kind`, for re-registration after a reconnect.
     pub(crate) fn paths(&self, kind: WatchKind) -> Vec<String> {
         self.tables[kind.index()].keys().cloned().collect()
@@ -167,6 +188,22 @@ mod tests {
             ["/a/b", "/a", "/"]
         );
         assert_eq!(ancestors_and_self("/").collect::<Vec<_>>(), ["/"]);
+    }
+
+    #[test]
+    fn a_forgotten_watcher_is_not_told_and_its_path_entry_goes() {
+        let mut reg = WatchRegistry::new();
+        reg.add(WatchKind::Data, "/p".into(), 1);
+        reg.add(WatchKind::Data, "/p".into(), 2);
+        assert_eq!(reg.remove_where(WatchKind::Data, "/p", |w| *w == 1), 1);
+        assert_eq!(reg.remove_where(WatchKind::Child, "/p", |_| true), 0);
+        assert_eq!(reg.fire(EventType::NodeDeleted, "/p"), [2]);
+        reg.add(WatchKind::Data, "/q".into(), 3);
+        assert_eq!(reg.remove_where(WatchKind::Data, "/q", |w| *w == 3), 1);
+        assert!(
+            reg.paths(WatchKind::Data).is_empty(),
+            "no empty entry is left to re-register"
+        );
     }
 
     #[test]
