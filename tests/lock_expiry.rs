@@ -315,3 +315,43 @@ fn a_waiter_whose_session_expires_gets_an_error() {
     assert_eq!(children(&holder, LOCK).len(), 1);
     guard.unlock().unwrap();
 }
+
+/// A waiter whose own node is deleted by someone else (an operator) wakes at
+/// once with `LockLost`, instead of waiting for its predecessor to go and
+/// then holding a lock whose node no longer exists.
+#[test]
+fn a_waiter_whose_own_node_is_deleted_fails_at_once_with_lock_lost() {
+    const LOCK: &str = "/own-node-deleted/lock";
+    let server = server();
+    let holder_client = connect(&server.connect_string());
+    let holder = Mutex::new(&holder_client, LOCK).unwrap();
+    let guard = holder.lock().unwrap();
+    let admin = connect(&server.connect_string());
+
+    let waiter_client = connect(&server.connect_string());
+    let (result, waiter) = spawn("waiter", move || {
+        let mutex = Mutex::new(&waiter_client, LOCK).unwrap();
+        let outcome = mutex.lock().map(|g| g.fencing_token());
+        (outcome, Instant::now())
+    });
+    let queued = wait_children(&admin, LOCK, 2);
+    expect_nothing(&result, "the waiter acquires while the lock is held");
+    let theirs = queued
+        .iter()
+        .find(|name| format!("{LOCK}/{name}") != guard.node())
+        .expect("the waiter's node")
+        .clone();
+    let deleted_at = Instant::now();
+    admin.delete(&format!("{LOCK}/{theirs}"), None).unwrap();
+
+    let (outcome, failed_at) = recv(&result, WAIT, "the waiter to give up");
+    waiter.join().unwrap();
+    assert_eq!(outcome, Err(Error::LockLost));
+    assert!(
+        failed_at - deleted_at < Duration::from_secs(2),
+        "woke at once"
+    );
+    assert_eq!(guard.state(), LockState::Held, "the holder is unaffected");
+    assert_eq!(children(&admin, LOCK).len(), 1);
+    guard.unlock().unwrap();
+}

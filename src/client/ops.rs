@@ -148,10 +148,10 @@ impl Client {
         }
     }
 
-    /// Leaves an exists watch on `path` without waiting for the reply;
-    /// `on_missing` runs (on the I/O thread) if the reply says the node does
-    /// not exist, in which case the watch waits for a creation instead.
-    pub(crate) fn watch_exists_nowait(
+    /// Queues an exists watch on `path`, sent with the next write and not
+    /// waited for; `on_missing` runs (on the I/O thread) if the reply says
+    /// the node does not exist, in which case the watch waits for a creation.
+    pub(crate) fn start_watch_exists(
         &self,
         path: &str,
         watcher: Watcher,
@@ -174,7 +174,6 @@ impl Client {
         });
         self.shared()
             .start_with_callback(OpCode::Exists, &request, Some(watch), on_reply)?;
-        self.shared().flush();
         Ok(())
     }
 

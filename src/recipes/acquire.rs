@@ -3,7 +3,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::held::HeldLock;
+use super::held::{HeldLock, NodeWatch};
 use super::naming::{contenders, node_prefix, Contender};
 use crate::client::core::{lock, NotifyFn, Watcher};
 use crate::client::path::{join, parent, validate};
@@ -218,6 +218,7 @@ impl Attempt<'_> {
         let (name, token, mut prefetched) = self.create_protected()?;
         *node = Some((name.clone(), token));
         let mut retry_budget = RetryBudget::new(client);
+        let mut own_watch = None;
         loop {
             if wakeup.is_cancelled() {
                 return Err(Error::Cancelled);
@@ -238,7 +239,7 @@ impl Attempt<'_> {
                 return Err(Error::LockLost);
             };
             let (watched, acquired_on_delete) = match (self.decide)(&sorted, ours) {
-                Decision::Acquired => return Ok(Some(self.held(&name, token)?)),
+                Decision::Acquired => return Ok(Some(self.held(&name, token, own_watch)?)),
                 Decision::Wait {
                     node,
                     acquired_on_delete,
@@ -247,6 +248,15 @@ impl Attempt<'_> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
+            if own_watch.is_none() {
+                // Queued now, so it shares the predecessor watch's write.
+                let wake = wakeup.clone();
+                own_watch = Some(NodeWatch::start(
+                    client,
+                    &join(&self.spec.path, &name),
+                    move || wake.notify(EventType::None),
+                ));
+            }
             let notify = wakeup.clone();
             let on_event: NotifyFn = Arc::new(move |event| notify.notify(event.event_type));
             let watched = join(&self.spec.path, &watched);
@@ -254,7 +264,7 @@ impl Attempt<'_> {
                 Ok(_) => {}
                 Err(Error::NoNode) => {
                     if acquired_on_delete {
-                        return Ok(Some(self.held(&name, token)?));
+                        return Ok(Some(self.held(&name, token, own_watch)?));
                     }
                     continue;
                 }
@@ -267,20 +277,32 @@ impl Attempt<'_> {
                 // stay registered until the watched node changes.
                 client.forget_data_watcher(&watched, &on_event);
             }
+            if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
+                // Our own node went while we waited: this attempt can never
+                // be granted.
+                return Err(Error::LockLost);
+            }
             match woken? {
                 None => return Ok(None),
                 Some(EventType::NodeDeleted) if acquired_on_delete => {
-                    return Ok(Some(self.held(&name, token)?))
+                    return Ok(Some(self.held(&name, token, own_watch)?))
                 }
                 Some(_) => retry_budget.reset(),
             }
         }
     }
 
-    fn held(&self, name: &str, token: i64) -> Result<HeldLock> {
+    /// The lock, granted to our node `name`, unless the node was deleted
+    /// meanwhile (an operator, or the end of the session).
+    fn held(&self, name: &str, token: i64, watch: Option<NodeWatch>) -> Result<HeldLock> {
         let client = &self.spec.client;
-        let node = client.server_path(&join(&self.spec.path, name))?;
-        Ok(HeldLock::new(client, node, token))
+        let user_node = join(&self.spec.path, name);
+        let node = client.server_path(&user_node)?;
+        let watch = watch.unwrap_or_else(|| NodeWatch::start(client, &user_node, || {}));
+        if watch.is_lost() {
+            return Err(Error::LockLost);
+        }
+        Ok(HeldLock::new(client, node, token, watch))
     }
 
     /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that

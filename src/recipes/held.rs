@@ -60,13 +60,67 @@ pub(crate) struct HeldLock {
     released: bool,
 }
 
-impl HeldLock {
-    /// Starts tracking `node`, held by `client`'s session.
-    pub(crate) fn new(client: &Client, node: String, fencing_token: i64) -> HeldLock {
+/// The watch on our own lock node, set as soon as we first need to wait (in
+/// the same write as the watch on the predecessor) or, for a lock granted at
+/// once, right after acquisition. It marks the lock lost if anyone deletes
+/// the node, also before the lock is granted.
+#[derive(Debug)]
+pub(crate) struct NodeWatch {
+    shared: Arc<Shared>,
+}
+
+impl NodeWatch {
+    /// Queues an exists watch on `node` (a user path) without sending it: it
+    /// goes out with this client's next write. `on_lost` runs (on the I/O
+    /// thread) when the node turns out gone, e.g. to wake a waiting attempt.
+    pub(crate) fn start(
+        client: &Client,
+        node: &str,
+        on_lost: impl Fn() + Send + Sync + 'static,
+    ) -> NodeWatch {
         let shared = Arc::new(Shared {
             state: Mutex::new((LockState::Held, Vec::new())),
             changed: Condvar::new(),
         });
+        let on_lost = Arc::new(on_lost);
+        let (on_event, lost_event) = (shared.clone(), on_lost.clone());
+        let watcher = Watcher::Notify(Arc::new(move |event| {
+            if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
+                on_event.set(LockState::Lost);
+                lost_event();
+            }
+        }));
+        // The node was there when we listed it, but another session may
+        // delete it before this watch reaches the server; the reply says so.
+        let on_missing = shared.clone();
+        let queued = client.start_watch_exists(node, watcher, move || {
+            on_missing.set(LockState::Lost);
+            on_lost();
+        });
+        if let Err(e) = queued {
+            if e.is_session_lost() {
+                shared.set(LockState::Lost);
+            }
+        }
+        NodeWatch { shared }
+    }
+
+    /// True once the node is known to be gone (or the session over).
+    pub(crate) fn is_lost(&self) -> bool {
+        lock(&self.shared.state).0 == LockState::Lost
+    }
+}
+
+impl HeldLock {
+    /// Starts tracking `node` (a server path), held by `client`'s session
+    /// and watched by `watch`.
+    pub(crate) fn new(
+        client: &Client,
+        node: String,
+        fencing_token: i64,
+        watch: NodeWatch,
+    ) -> HeldLock {
+        let shared = watch.shared;
         let on_state = shared.clone();
         let callback = client.shared().add_state_callback(Arc::new(move |state| {
             on_state.set(match state {
@@ -75,6 +129,9 @@ impl HeldLock {
                 State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
             })
         }));
+        // Sends the node watch if it is still queued; not waited for, so
+        // acquisition stays one round trip.
+        client.shared().flush();
         let user_node = client.client_path(node.clone());
         let held = HeldLock {
             client: client.clone(),
@@ -85,34 +142,11 @@ impl HeldLock {
             callback,
             released: false,
         };
-        held.watch_node();
         // The connection may have dropped between acquiring and registering.
         if !client.state().is_connected() {
             held.shared.set(LockState::Suspended);
         }
         held
-    }
-
-    /// Watches the node so that its deletion by anyone else marks it lost.
-    fn watch_node(&self) {
-        let on_event = self.shared.clone();
-        let watcher = Watcher::Notify(Arc::new(move |event| {
-            if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
-                on_event.set(LockState::Lost);
-            }
-        }));
-        // Not waited for, so acquisition stays one round trip. The node was
-        // listed when the lock was granted, but another session may delete it
-        // before this watch reaches the server; the reply then says so.
-        let on_missing = self.shared.clone();
-        let sent = self
-            .client
-            .watch_exists_nowait(&self.node, watcher, move || on_missing.set(LockState::Lost));
-        if let Err(e) = sent {
-            if e.is_session_lost() {
-                self.shared.set(LockState::Lost);
-            }
-        }
     }
 
     pub(crate) fn node(&self) -> &str {
