@@ -64,16 +64,26 @@ pub fn mk(client: &Client, path: &str, data: &[u8]) {
         .unwrap_or_else(|e| panic!("create {path}: {e}"));
 }
 
-/// Polls `done` until it holds; panics after `timeout`.
-pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+/// Polls `done` until it holds (true) or `timeout` passes (false).
+pub fn poll_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Polls `done` until it holds; panics after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
+    assert!(
+        poll_until(timeout, done),
+        "timed out after {timeout:?} waiting for {what}"
+    );
 }
 
 /// The next event of a watch, within [`WAIT`].
