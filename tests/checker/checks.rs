@@ -11,7 +11,10 @@
 //!    contender exits by itself when told to stop, none panics or exits
 //!    badly, every error is one of the expected kinds, and the lock never
 //!    stalls outside a fault's recovery time.
-//! 4. No lock node is left once every contender has exited.
+//! 4. No lock node is left once every contender has exited, and none is
+//!    orphaned while its session lives: the lowest node, polled between
+//!    faults, is never one its owner has since given up (see
+//!    `Checker::live_orphans`).
 //! 5. The counter equals the acknowledged writes, give or take the writes
 //!    whose reply was lost: `done <= counter <= done + maybe`.
 
@@ -52,7 +55,7 @@ pub struct ProcData {
 
 impl ProcData {
     /// When it surely stopped acting.
-    fn death(&self) -> Option<u64> {
+    pub(crate) fn death(&self) -> Option<u64> {
         self.killed_ns.or(self.exit.as_ref().map(|e| e.2))
     }
 }
@@ -67,31 +70,33 @@ pub struct RunData {
     pub procs: Vec<ProcData>,
     pub faults: Vec<Fault>,
     pub counter: Result<u64, String>,
+    /// The lowest lock node (its path) and its owner, polled between faults.
+    pub lowest: Vec<(u64, String, Option<i64>)>,
     /// Lock nodes left after every contender exited, with their owners.
     pub leftovers: Result<Vec<(String, Option<i64>)>, String>,
 }
 
 /// One critical section.
 #[derive(Debug, Clone)]
-struct Section<'a> {
-    proc: &'a str,
-    n: u64,
-    acq: u64,
-    token: i64,
-    node: String,
-    first_left: Option<(u64, String)>,
-    release: Option<u64>,
-    write: Option<(u64, Option<Outcome>)>,
-    read_token: Option<i64>,
+pub(crate) struct Section<'a> {
+    pub proc: &'a str,
+    pub n: u64,
+    pub acq: u64,
+    pub token: i64,
+    pub node: String,
+    pub first_left: Option<(u64, String)>,
+    pub release: Option<u64>,
+    pub write: Option<(u64, Option<Outcome>)>,
+    pub read_token: Option<i64>,
     /// When it stopped holding (see the module docs).
-    end: u64,
+    pub end: u64,
 }
 
-fn ns(d: Duration) -> u64 {
+pub(crate) fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn ms(ns: u64) -> u64 {
+pub(crate) fn ms(ns: u64) -> u64 {
     ns / 1_000_000
 }
 
@@ -112,6 +117,7 @@ pub fn check(run: &RunData) -> Verdict {
     v.fencing(&sections);
     v.bounded(&sections);
     v.leftovers();
+    v.live_orphans();
     v.counter(&sections);
     Verdict {
         figures: v.figures,
@@ -119,20 +125,20 @@ pub fn check(run: &RunData) -> Verdict {
     }
 }
 
-struct Checker<'a> {
-    run: &'a RunData,
-    figures: Figures,
-    violations: Vec<String>,
+pub(crate) struct Checker<'a> {
+    pub run: &'a RunData,
+    pub figures: Figures,
+    pub violations: Vec<String>,
 }
 
 impl<'a> Checker<'a> {
-    fn violate(&mut self, check: u8, text: String) {
+    pub(crate) fn violate(&mut self, check: u8, text: String) {
         *self.figures.violations.entry(check).or_insert(0) += 1;
         self.violations.push(format!("[check {check}] {text}"));
     }
 
     /// Milliseconds since the start of the run, for messages.
-    fn at(&self, t: u64) -> String {
+    pub(crate) fn at(&self, t: u64) -> String {
         let rel = t.saturating_sub(self.run.start_ns);
         format!("{}.{:03}s", rel / 1_000_000_000, (rel / 1_000_000) % 1000)
     }
@@ -307,175 +313,6 @@ impl<'a> Checker<'a> {
                 self.violate(2, text);
             }
         }
-    }
-
-    /// Fault time overlapping `[a, b]`.
-    fn fault_overlap(&self, a: u64, b: u64) -> u64 {
-        self.run
-            .faults
-            .iter()
-            .map(|f| b.min(f.end_ns).saturating_sub(a.max(f.start_ns)))
-            .sum()
-    }
-
-    fn bounded(&mut self, sections: &[Section<'_>]) {
-        let run = self.run;
-        let (t, w) = (ns(run.session), ns(run.wait));
-        for p in &run.procs {
-            let mut begun: Option<(u64, u64)> = None;
-            let mut spans = Vec::new();
-            for e in &p.events {
-                match e {
-                    Event::Begin { t, n } => begun = Some((*n, *t)),
-                    Event::Acq { t: end, n, .. }
-                    | Event::NoLock { t: end, n }
-                    | Event::LockErr { t: end, n, .. } => {
-                        if let Some((_, start)) = begun.take().filter(|(b, _)| b == n) {
-                            spans.push(("lock attempt", start, *end, w));
-                        }
-                    }
-                    Event::Session { t: end, start, .. } | Event::ConnErr { t: end, start, .. } => {
-                        spans.push(("connect", *start, *end, 0));
-                    }
-                    _ => {}
-                }
-            }
-            for (what, start, end, wait) in spans {
-                let took = end.saturating_sub(start);
-                let bound = wait + 3 * t + self.fault_overlap(start, end);
-                self.figures.max_attempt_ms = self.figures.max_attempt_ms.max(ms(took));
-                if took > bound {
-                    let text = format!(
-                        "{}: {what} from {} took {} ms, over its bound of {} ms",
-                        p.name,
-                        self.at(start),
-                        ms(took),
-                        ms(bound)
-                    );
-                    self.violate(3, text);
-                }
-            }
-            if p.hung {
-                let open = begun.map_or("no lock attempt open".to_owned(), |(n, start)| {
-                    format!("lock attempt {n} open since {}", self.at(start))
-                });
-                let last = p.events.last().map_or("none".into(), |e| {
-                    format!("{} at {}", e.to_line(), self.at(e.t()))
-                });
-                let text = format!(
-                    "{} did not exit when told to stop (a hang; killed; stacks in {}.stacks): \
-                     {open}; last event: {last}",
-                    p.name, p.name
-                );
-                self.violate(3, text);
-            }
-            if p.killed_ns.is_none() && !p.hung {
-                match &p.exit {
-                    Some((_, true, _)) => {}
-                    Some((status, false, at)) => {
-                        let text = format!(
-                            "{} exited by itself with {status} at {}",
-                            p.name,
-                            self.at(*at)
-                        );
-                        self.violate(3, text);
-                    }
-                    None => self.violate(3, format!("{} never exited", p.name)),
-                }
-            }
-            if let Some(panic) = &p.panic {
-                self.violate(3, format!("{} panicked: {panic}", p.name));
-            }
-            if !p.bad_lines.is_empty() && (p.killed_ns.is_none() || p.bad_lines.len() > 1) {
-                let text = format!("{} wrote unreadable log lines: {:?}", p.name, p.bad_lines);
-                self.violate(3, text);
-            }
-        }
-        self.stalls(sections);
-    }
-
-    /// Reports stretches without any acquisition that no fault explains.
-    fn stalls(&mut self, sections: &[Section<'_>]) {
-        let run = self.run;
-        let (t, w) = (ns(run.session), ns(run.wait));
-        // A fault disturbs the lock until this long after it ends (session
-        // expiry of a victim, reconnects, a lock wait in progress).
-        let recovery = 4 * t + w + 2_000_000_000;
-        let longest_quiet = 2 * t + w + 2_000_000_000;
-        let mut disturbed: Vec<(u64, u64)> = run
-            .faults
-            .iter()
-            .map(|f| (f.start_ns, f.end_ns + recovery))
-            .collect();
-        disturbed.push((run.start_ns, run.start_ns + recovery));
-        disturbed.sort_unstable();
-        let mut points: Vec<u64> = sections.iter().map(|s| s.acq).collect();
-        points.push(run.start_ns);
-        points.push(run.stop_ns);
-        points.sort_unstable();
-        for pair in points.windows(2) {
-            let (a, b) = (pair[0], pair[1].min(run.stop_ns));
-            if b <= a {
-                continue;
-            }
-            self.figures.longest_gap_ms = self.figures.longest_gap_ms.max(ms(b - a));
-            // The undisturbed pieces of [a, b].
-            let mut cursor = a;
-            for &(ds, de) in &disturbed {
-                if de <= cursor || ds >= b {
-                    continue;
-                }
-                if ds > cursor && ds - cursor > longest_quiet {
-                    let text = format!(
-                        "no acquisition from {} to {} ({} ms) with no fault to explain it",
-                        self.at(cursor),
-                        self.at(ds),
-                        ms(ds - cursor)
-                    );
-                    self.violate(3, text);
-                }
-                cursor = cursor.max(de);
-            }
-            if b > cursor && b - cursor > longest_quiet {
-                let text = format!(
-                    "no acquisition from {} to {} ({} ms) with no fault to explain it",
-                    self.at(cursor),
-                    self.at(b),
-                    ms(b - cursor)
-                );
-                self.violate(3, text);
-            }
-        }
-    }
-
-    fn leftovers(&mut self) {
-        match &self.run.leftovers {
-            Ok(nodes) => {
-                for (node, owner) in nodes {
-                    let owner = owner.map_or("gone".into(), |o| format!("{o:#x}"));
-                    let who = self.session_owner(owner.as_str());
-                    let text = format!(
-                        "lock node {node} left after every contender exited (session {owner}{who})"
-                    );
-                    self.violate(4, text);
-                }
-            }
-            Err(e) => self.violate(4, format!("could not list the lock nodes at the end: {e}")),
-        }
-    }
-
-    /// `", contender X"` if a contender logged session `hex`.
-    fn session_owner(&self, hex: &str) -> String {
-        for p in &self.run.procs {
-            for e in &p.events {
-                if let Event::Session { id, .. } = e {
-                    if format!("{id:#x}") == hex {
-                        return format!(", contender {}", p.name);
-                    }
-                }
-            }
-        }
-        String::new()
     }
 
     fn counter(&mut self, sections: &[Section<'_>]) {

@@ -5,9 +5,11 @@
 //! (every kind once per round), so even a short run sees each kind.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zklock::testing::ProxyMode;
+use zklock::testing::{FaultProxy, ProxyMode};
 use zklock::{Client, Error};
 
 use crate::events::now_ns;
@@ -17,6 +19,9 @@ use crate::topology::Topology;
 
 /// The `create2` opcode, which lock nodes are created with.
 const CREATE2: i32 = 15;
+/// The `getChildren` and `getChildren2` opcodes.
+const GET_CHILDREN: i32 = 8;
+const GET_CHILDREN2: i32 = 12;
 
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -36,13 +41,16 @@ pub enum FaultKind {
     /// Close one contender's connection right after a create2 reaches the
     /// server, so the reply is lost.
     CutAfterCreate,
+    /// The same, then a cut right after the next getChildren, which is
+    /// likely the listing that looks for the node the lost create made.
+    CutAfterCreateThenList,
     /// SIGKILL the contender that owns the lowest lock node (the holder),
     /// and start a replacement.
     HolderKill,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::ServerKill,
         FaultKind::ServerPause,
         FaultKind::Blackhole,
@@ -50,6 +58,7 @@ impl FaultKind {
         FaultKind::Cut,
         FaultKind::Refuse,
         FaultKind::CutAfterCreate,
+        FaultKind::CutAfterCreateThenList,
         FaultKind::HolderKill,
     ];
 
@@ -62,6 +71,9 @@ impl FaultKind {
             FaultKind::Cut => "cut of a contender's connections",
             FaultKind::Refuse => "cut + refused reconnects of a contender",
             FaultKind::CutAfterCreate => "cut right after a contender's create2",
+            FaultKind::CutAfterCreateThenList => {
+                "cut right after a create2, then after the next getChildren"
+            }
             FaultKind::HolderKill => "kill -9 of the lock holder + replacement",
         }
     }
@@ -206,19 +218,34 @@ pub fn inject(
             format!("{slot_name} cut, reconnects refused for {held:?}")
         }
         FaultKind::CutAfterCreate => {
-            proxies
-                .iter()
-                .for_each(|p| p.cut_after_request(|opcode| opcode == CREATE2));
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline && !fired {
-                std::thread::sleep(Duration::from_millis(5));
-                fired = proxies.iter().any(|p| !p.is_cut_armed());
-            }
-            for p in proxies.iter().filter(|p| p.is_cut_armed()) {
-                p.cut_after_request(|_| false);
-            }
-            let result = if fired { "fired" } else { "did not fire" };
-            format!("{slot_name}: cut after create2 {result}")
+            fired = cut_after(proxies, |opcode| opcode == CREATE2);
+            format!("{slot_name}: cut after create2 {}", fired_text(fired))
+        }
+        FaultKind::CutAfterCreateThenList => {
+            // One predicate shared by all the contender's proxies: the first
+            // create2 is cut (stage 1), then the first getChildren after it,
+            // which goes through another proxy since the client reconnects
+            // to its next host. So the second cut is not raced.
+            let stage = Arc::new(AtomicU8::new(0));
+            let shared = stage.clone();
+            let advance = move |from: u8| {
+                shared
+                    .compare_exchange(from, from + 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            };
+            cut_after(proxies, move |opcode| match opcode {
+                CREATE2 => advance(0),
+                GET_CHILDREN | GET_CHILDREN2 => advance(1),
+                _ => false,
+            });
+            let reached = stage.load(Ordering::SeqCst);
+            fired = reached == 2;
+            let result = match reached {
+                0 => "did not fire",
+                1 => "fired after create2 only",
+                _ => "fired after create2, then after getChildren",
+            };
+            format!("{slot_name}: cut {result}")
         }
         FaultKind::HolderKill => {
             let Some(pid) = holder_pid(target.admin, target.lock) else {
@@ -238,6 +265,42 @@ pub fn inject(
         what,
         fired,
     }))
+}
+
+/// Arms a cut after the first request matching `predicate` on every proxy
+/// of a contender (sharing one predicate), waits up to 3 s for one to fire
+/// (and for a stateful predicate to settle), then disarms the rest.
+fn cut_after(
+    proxies: &[FaultProxy],
+    predicate: impl Fn(i32) -> bool + Send + Sync + 'static,
+) -> bool {
+    let predicate = Arc::new(predicate);
+    for p in proxies {
+        let predicate = predicate.clone();
+        p.cut_after_request(move |opcode| predicate(opcode));
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut fired = false;
+    while Instant::now() < deadline && !fired {
+        std::thread::sleep(Duration::from_millis(5));
+        fired = proxies.iter().any(|p| !p.is_cut_armed());
+    }
+    if fired && proxies.len() > 1 {
+        // Give a second stage the time to fire on another proxy.
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for p in proxies.iter().filter(|p| p.is_cut_armed()) {
+        p.cut_after_request(|_| false);
+    }
+    fired
+}
+
+fn fired_text(fired: bool) -> &'static str {
+    if fired {
+        "fired"
+    } else {
+        "did not fire"
+    }
 }
 
 /// The pid in the data of the lowest lock node, if it can be read now.
@@ -264,10 +327,13 @@ pub fn lock_sequence(name: &str) -> Option<u32> {
     name.rsplit('-').next()?.parse().ok()
 }
 
-/// Counts per kind, in a fixed order.
-pub fn count_by_kind(faults: &[Fault]) -> BTreeMap<FaultKind, usize> {
+/// Counts the faults that match `which`, per kind.
+pub fn count_by_kind(
+    faults: &[Fault],
+    which: impl Fn(&Fault) -> bool,
+) -> BTreeMap<FaultKind, usize> {
     let mut counts = BTreeMap::new();
-    for f in faults {
+    for f in faults.iter().filter(|f| which(f)) {
         *counts.entry(f.kind).or_insert(0) += 1;
     }
     counts

@@ -37,6 +37,7 @@ mod checks;
 mod contender;
 mod events;
 mod faults;
+mod liveness;
 mod procs;
 mod report;
 mod rng;

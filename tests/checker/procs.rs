@@ -1,8 +1,9 @@
 //! The contender processes of a run and the fault proxies in front of each.
 //!
 //! Slot `i` is one contender at a time (`c<i>.<generation>`), with its own
-//! proxy to every server: its connect string lists only its proxies, so its
-//! network can be cut, partitioned or slowed alone. A contender killed by
+//! proxy to every server (two to a standalone server): its connect string
+//! lists only its proxies, so its network can be cut, partitioned or slowed
+//! alone. A contender killed by
 //! the fault schedule is replaced in its slot by a new process (a new
 //! session) on the same proxies.
 //!
@@ -145,6 +146,13 @@ impl Contenders {
             retired: Vec::new(),
             spawner,
             rng,
+        };
+        // A standalone server gets two proxies per contender all the same,
+        // so that a reconnect goes through the other one (see the chained
+        // cut in faults.rs).
+        let addrs: Vec<SocketAddr> = match addrs {
+            [one] => vec![*one, *one],
+            many => many.to_vec(),
         };
         for _ in 0..count {
             let proxies = addrs

@@ -11,8 +11,8 @@ pub struct Figures {
     pub runs: usize,
     pub seconds: u64,
     pub faults: BTreeMap<FaultKind, usize>,
-    /// Cuts after a create2 that did fire.
-    pub cuts_fired: usize,
+    /// Cuts after a request that did fire (for the two kinds of them).
+    pub cuts_fired: BTreeMap<FaultKind, usize>,
     pub processes: usize,
     pub sessions: usize,
     pub attempts: usize,
@@ -48,7 +48,7 @@ impl Figures {
         self.runs += o.runs;
         self.seconds += o.seconds;
         add_map(&mut self.faults, &o.faults);
-        self.cuts_fired += o.cuts_fired;
+        add_map(&mut self.cuts_fired, &o.cuts_fired);
         self.processes += o.processes;
         self.sessions += o.sessions;
         self.attempts += o.attempts;
@@ -83,8 +83,12 @@ impl Figures {
         println!("faults injected: {faults}");
         for kind in FaultKind::ALL {
             let n = self.faults.get(&kind).copied().unwrap_or(0);
-            let extra = if kind == FaultKind::CutAfterCreate {
-                format!(" ({} fired)", self.cuts_fired)
+            let extra = if matches!(
+                kind,
+                FaultKind::CutAfterCreate | FaultKind::CutAfterCreateThenList
+            ) {
+                let fired = self.cuts_fired.get(&kind).copied().unwrap_or(0);
+                format!(" ({fired} fired)")
             } else {
                 String::new()
             };
@@ -113,7 +117,7 @@ impl Figures {
             (1u8, "mutual exclusion"),
             (2, "fencing tokens"),
             (3, "bounded, clean failures"),
-            (4, "no nodes left"),
+            (4, "no orphaned nodes"),
             (5, "counter"),
         ];
         let verdicts: Vec<String> = names

@@ -9,7 +9,7 @@ use zklock::{Acl, Client, CreateMode, Error};
 use crate::checks::{self, ProcData, RunData};
 use crate::contender::parse_counter;
 use crate::events::{now_ns, read_log};
-use crate::faults::{count_by_kind, inject, Fault, FaultKind, Schedule, Target};
+use crate::faults::{count_by_kind, inject, lock_sequence, Fault, Schedule, Target};
 use crate::procs::{Contenders, Spawner};
 use crate::report::Figures;
 use crate::rng::Rng;
@@ -109,9 +109,15 @@ impl Admin {
     }
 }
 
-/// Seconds since `start` as `"  12.3s"`, for progress lines.
+/// Seconds since `start` as `"  12.3s"`, for the servers' start.
 fn stamp(start: Instant) -> String {
     format!("{:>7.1}s", start.elapsed().as_secs_f64())
+}
+
+/// `t` in seconds since `start_ns` as `"  12.345s"`, as the checks print.
+fn rel(start_ns: u64, t: u64) -> String {
+    let ms = t.saturating_sub(start_ns) / 1_000_000;
+    format!("{:>4}.{:03}s", ms / 1000, ms % 1000)
 }
 
 pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
@@ -159,10 +165,15 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let start_ns = now_ns();
     let deadline = Instant::now() + spec.duration;
     let mut faults: Vec<Fault> = Vec::new();
+    let mut fault_log = String::new();
+    let mut lowest = Vec::new();
+    println!("(times from now on are from the start of the contenders)");
     let mut failure = None;
     while Instant::now() < deadline {
-        let gap = schedule.gap();
-        std::thread::sleep(gap.min(deadline.saturating_duration_since(Instant::now())));
+        let gap = schedule
+            .gap()
+            .min(deadline.saturating_duration_since(Instant::now()));
+        watch_lowest(&mut admin, Instant::now() + gap, &mut lowest);
         for name in contenders.replace_crashed() {
             println!(
                 "{} contender {name} exited by itself; replaced",
@@ -189,10 +200,19 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         };
         match inject(kind, &mut target, schedule.rng()) {
             Ok(Some(fault)) => {
-                println!("{} {:?}: {}", stamp(began), fault.kind, fault.what);
+                let line = format!(
+                    "{} to {} {:?}: {}",
+                    rel(start_ns, fault.start_ns),
+                    rel(start_ns, fault.end_ns),
+                    fault.kind,
+                    fault.what
+                );
+                println!("{line}");
+                fault_log.push_str(&line);
+                fault_log.push('\n');
                 faults.push(fault);
             }
-            Ok(None) => println!("{} {kind:?}: nothing to do right now", stamp(began)),
+            Ok(None) => println!("{} {kind:?}: nothing to do", rel(start_ns, now_ns())),
             Err(e) => {
                 failure = Some(format!("{kind:?}: {e}"));
                 break;
@@ -204,13 +224,18 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         failure.get_or_insert(format!("heal the servers: {e}"));
     }
     // A calm moment, so the last fault's victims recover before the stop.
-    std::thread::sleep(Duration::from_secs(1));
+    watch_lowest(
+        &mut admin,
+        Instant::now() + Duration::from_secs(1),
+        &mut lowest,
+    );
     let stop_ns = now_ns();
     let exit_limit = spec.wait + 3 * spec.session + Duration::from_secs(10);
     let hung = contenders.stop_all(exit_limit);
+    let _ = std::fs::write(spec.dir.join("faults.log"), &fault_log);
     println!(
         "{} contenders stopped{}",
-        stamp(began),
+        rel(start_ns, now_ns()),
         if hung.is_empty() {
             String::new()
         } else {
@@ -230,18 +255,15 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         procs,
         faults,
         counter,
+        lowest,
         leftovers,
     };
     let verdict = checks::check(&data);
     let mut figures = verdict.figures;
     figures.runs = 1;
     figures.seconds = spec.duration.as_secs();
-    figures.faults = count_by_kind(&data.faults);
-    figures.cuts_fired = data
-        .faults
-        .iter()
-        .filter(|f| f.kind == FaultKind::CutAfterCreate && f.fired)
-        .count();
+    figures.faults = count_by_kind(&data.faults, |_| true);
+    figures.cuts_fired = count_by_kind(&data.faults, |f| f.fired);
     drop(contenders);
     drop(topology);
     let mut violations = verdict.violations;
@@ -265,6 +287,38 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         figures,
         violations,
     })
+}
+
+/// Until `until`, notes the lowest lock node and its owner every 200 ms.
+fn watch_lowest(admin: &mut Admin, until: Instant, seen: &mut Vec<(u64, String, Option<i64>)>) {
+    loop {
+        // After a sync, a lagging member answers as up to date as the leader.
+        if let Ok(client) = admin
+            .client()
+            .and_then(|c| c.sync(LOCK).map(|()| c).map_err(|e| e.to_string()))
+        {
+            let lowest = client.get_children(LOCK).ok().and_then(|children| {
+                children
+                    .into_iter()
+                    .filter_map(|name| Some((lock_sequence(&name)?, name)))
+                    .min()
+            });
+            if let Some((_, name)) = lowest {
+                let path = format!("{LOCK}/{name}");
+                let owner = client
+                    .exists(&path)
+                    .ok()
+                    .flatten()
+                    .map(|s| s.ephemeral_owner);
+                seen.push((now_ns(), path, owner));
+            }
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(200)));
+    }
 }
 
 /// What the checks need of a contender process.

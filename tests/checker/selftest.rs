@@ -103,6 +103,7 @@ fn data(procs: Vec<ProcData>, counter: u64) -> RunData {
         procs,
         faults: Vec::new(),
         counter: Ok(counter),
+        lowest: Vec::new(),
         leftovers: Ok(Vec::new()),
     }
 }
@@ -192,6 +193,21 @@ pub fn run() -> Result<(), String> {
     let mut r = clean();
     r.counter = Ok(7);
     cases.push(("a lost update", r, vec![5]));
+
+    // a's session (1) owns /l/orphan, the lowest from 0 to 3900 ms, while
+    // a completes later attempts: an orphan.
+    let mut r = clean();
+    r.lowest = (0..40)
+        .map(|i| (at(100 * i), "/l/orphan".to_owned(), Some(1)))
+        .collect();
+    cases.push(("a node its owner gave up, blocking the lock", r, vec![4]));
+
+    // The same node is lowest only until a's next attempt begins: fine.
+    let mut r = clean();
+    r.lowest = (0..10)
+        .map(|i| (at(100 * i), "/l/n12".to_owned(), Some(1)))
+        .collect();
+    cases.push(("a node lowest until its owner acquires it", r, vec![]));
 
     let mut r = clean();
     r.procs[1] = Log::new("b")

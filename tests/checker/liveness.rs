@@ -1,0 +1,238 @@
+//! Checks 3 and 4: everything ends in bounded time (attempts, connects,
+//! exits, no stall) with a clear error, and no lock node is orphaned, at
+//! the end or while its owner's session lives.
+
+use std::collections::BTreeMap;
+
+use crate::checks::{ms, ns, Checker, Section};
+use crate::events::Event;
+
+impl Checker<'_> {
+    /// Fault time overlapping `[a, b]`.
+    fn fault_overlap(&self, a: u64, b: u64) -> u64 {
+        self.run
+            .faults
+            .iter()
+            .map(|f| b.min(f.end_ns).saturating_sub(a.max(f.start_ns)))
+            .sum()
+    }
+
+    pub(crate) fn bounded(&mut self, sections: &[Section<'_>]) {
+        let run = self.run;
+        let (t, w) = (ns(run.session), ns(run.wait));
+        for p in &run.procs {
+            let mut begun: Option<(u64, u64)> = None;
+            let mut spans = Vec::new();
+            for e in &p.events {
+                match e {
+                    Event::Begin { t, n } => begun = Some((*n, *t)),
+                    Event::Acq { t: end, n, .. }
+                    | Event::NoLock { t: end, n }
+                    | Event::LockErr { t: end, n, .. } => {
+                        if let Some((_, start)) = begun.take().filter(|(b, _)| b == n) {
+                            spans.push(("lock attempt", start, *end, w));
+                        }
+                    }
+                    Event::Session { t: end, start, .. } | Event::ConnErr { t: end, start, .. } => {
+                        spans.push(("connect", *start, *end, 0));
+                    }
+                    _ => {}
+                }
+            }
+            for (what, start, end, wait) in spans {
+                let took = end.saturating_sub(start);
+                let bound = wait + 3 * t + self.fault_overlap(start, end);
+                self.figures.max_attempt_ms = self.figures.max_attempt_ms.max(ms(took));
+                if took > bound {
+                    let text = format!(
+                        "{}: {what} from {} took {} ms, over its bound of {} ms",
+                        p.name,
+                        self.at(start),
+                        ms(took),
+                        ms(bound)
+                    );
+                    self.violate(3, text);
+                }
+            }
+            if p.hung {
+                let open = begun.map_or("no lock attempt open".to_owned(), |(n, start)| {
+                    format!("lock attempt {n} open since {}", self.at(start))
+                });
+                let last = p.events.last().map_or("none".into(), |e| {
+                    format!("{} at {}", e.to_line(), self.at(e.t()))
+                });
+                let text = format!(
+                    "{} did not exit when told to stop (a hang; killed; stacks in {}.stacks): \
+                     {open}; last event: {last}",
+                    p.name, p.name
+                );
+                self.violate(3, text);
+            }
+            if p.killed_ns.is_none() && !p.hung {
+                match &p.exit {
+                    Some((_, true, _)) => {}
+                    Some((status, false, at)) => {
+                        let text = format!(
+                            "{} exited by itself with {status} at {}",
+                            p.name,
+                            self.at(*at)
+                        );
+                        self.violate(3, text);
+                    }
+                    None => self.violate(3, format!("{} never exited", p.name)),
+                }
+            }
+            if let Some(panic) = &p.panic {
+                self.violate(3, format!("{} panicked: {panic}", p.name));
+            }
+            if !p.bad_lines.is_empty() && (p.killed_ns.is_none() || p.bad_lines.len() > 1) {
+                let text = format!("{} wrote unreadable log lines: {:?}", p.name, p.bad_lines);
+                self.violate(3, text);
+            }
+        }
+        self.stalls(sections);
+    }
+
+    /// Reports stretches without any acquisition that no fault explains.
+    fn stalls(&mut self, sections: &[Section<'_>]) {
+        let run = self.run;
+        let (t, w) = (ns(run.session), ns(run.wait));
+        // A fault disturbs the lock until this long after it ends (session
+        // expiry of a victim, reconnects, a lock wait in progress).
+        let recovery = 4 * t + w + 2_000_000_000;
+        let longest_quiet = 2 * t + w + 2_000_000_000;
+        let mut disturbed: Vec<(u64, u64)> = run
+            .faults
+            .iter()
+            .map(|f| (f.start_ns, f.end_ns + recovery))
+            .collect();
+        disturbed.push((run.start_ns, run.start_ns + recovery));
+        disturbed.sort_unstable();
+        let mut points: Vec<u64> = sections.iter().map(|s| s.acq).collect();
+        points.push(run.start_ns);
+        points.push(run.stop_ns);
+        points.sort_unstable();
+        for pair in points.windows(2) {
+            let (a, b) = (pair[0], pair[1].min(run.stop_ns));
+            if b <= a {
+                continue;
+            }
+            self.figures.longest_gap_ms = self.figures.longest_gap_ms.max(ms(b - a));
+            // The undisturbed pieces of [a, b].
+            let mut cursor = a;
+            for &(ds, de) in &disturbed {
+                if de <= cursor || ds >= b {
+                    continue;
+                }
+                if ds > cursor && ds - cursor > longest_quiet {
+                    let text = format!(
+                        "no acquisition from {} to {} ({} ms) with no fault to explain it",
+                        self.at(cursor),
+                        self.at(ds),
+                        ms(ds - cursor)
+                    );
+                    self.violate(3, text);
+                }
+                cursor = cursor.max(de);
+            }
+            if b > cursor && b - cursor > longest_quiet {
+                let text = format!(
+                    "no acquisition from {} to {} ({} ms) with no fault to explain it",
+                    self.at(cursor),
+                    self.at(b),
+                    ms(b - cursor)
+                );
+                self.violate(3, text);
+            }
+        }
+    }
+
+    pub(crate) fn leftovers(&mut self) {
+        match &self.run.leftovers {
+            Ok(nodes) => {
+                for (node, owner) in nodes {
+                    let owner = owner.map_or("gone".into(), |o| format!("{o:#x}"));
+                    let who = self.session_owner(owner.as_str());
+                    let text = format!(
+                        "lock node {node} left after every contender exited (session {owner}{who})"
+                    );
+                    self.violate(4, text);
+                }
+            }
+            Err(e) => self.violate(4, format!("could not list the lock nodes at the end: {e}")),
+        }
+    }
+
+    /// `", contender X"` if a contender logged session `hex`.
+    fn session_owner(&self, hex: &str) -> String {
+        for p in &self.run.procs {
+            for e in &p.events {
+                if let Event::Session { id, .. } = e {
+                    if format!("{id:#x}") == hex {
+                        return format!(", contender {}", p.name);
+                    }
+                }
+            }
+        }
+        String::new()
+    }
+
+    /// A lock node orphaned while its owner's session lives. Every node a
+    /// contender gives up is deleted by a request ordered before any later
+    /// request of its session, so once the owner has completed a later
+    /// attempt whose create succeeded (it ended acquiring another node or
+    /// timing out), the node must be gone. A node seen (as the lowest, so
+    /// blocking everyone) both before such an attempt began and after it
+    /// ended is an orphan.
+    pub(crate) fn live_orphans(&mut self) {
+        let run = self.run;
+        let mut spans: BTreeMap<&str, (u64, u64, i64)> = BTreeMap::new();
+        for (t, node, owner) in &run.lowest {
+            if let Some(owner) = owner {
+                spans.entry(node.as_str()).or_insert((*t, *t, *owner)).1 = *t;
+            }
+        }
+        for (node, (first, last, owner)) in spans {
+            let Some(proc) = run.procs.iter().find(|p| {
+                p.events
+                    .iter()
+                    .any(|e| matches!(e, Event::Session { id, .. } if *id == owner))
+            }) else {
+                continue;
+            };
+            let mut begun = None;
+            let mut later = None;
+            for e in &proc.events {
+                match e {
+                    Event::Begin { t, n } => begun = Some((*n, *t)),
+                    Event::NoLock { t, n } | Event::Acq { t, n, .. } => {
+                        let other_node = match e {
+                            Event::Acq { node: acquired, .. } => acquired != node,
+                            _ => true,
+                        };
+                        if let Some((_, b)) = begun.filter(|(bn, b)| bn == n && *b > first) {
+                            if *t < last && other_node {
+                                later = Some((*n, b, *t));
+                                break;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some((n, b, e)) = later {
+                let text = format!(
+                    "lock node {node} of {} (session {owner:#x}) was the lowest from {} to {}, \
+                     although its owner's attempt {n} ({} to {}) created a later node: orphaned \
+                     while its session lived, every contender queued behind it",
+                    proc.name,
+                    self.at(first),
+                    self.at(last),
+                    self.at(b),
+                    self.at(e),
+                );
+                self.violate(4, text);
+            }
+        }
+    }
+}
