@@ -52,7 +52,10 @@ impl fmt::Debug for Config {
             )
             .field("max_frame", &self.max_frame)
             .field("state_handler", &self.state_handler.is_some())
-            .field("session_id", &self.session.as_ref().map(|(id, _)| format!("{id:#x}")))
+            .field(
+                "session_id",
+                &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
+            )
             .finish()
     }
 }
