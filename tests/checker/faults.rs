@@ -38,9 +38,10 @@ pub enum FaultKind {
     Cut,
     /// Close one contender's connections and refuse new ones for a while.
     Refuse,
-    /// Close one contender's connection right after a create2 reaches the
-    /// server, so the reply is lost.
-    CutAfterCreate,
+    /// Close one contender's connection right after a request reaches the
+    /// server, so the reply is lost: a create2 half the time, else a
+    /// delete, exists, getData, setData or getChildren.
+    CutAfterRequest,
     /// The same, then a cut right after the next getChildren, which is
     /// likely the listing that looks for the node the lost create made.
     CutAfterCreateThenList,
@@ -57,10 +58,17 @@ impl FaultKind {
         FaultKind::Delay,
         FaultKind::Cut,
         FaultKind::Refuse,
-        FaultKind::CutAfterCreate,
+        FaultKind::CutAfterRequest,
         FaultKind::CutAfterCreateThenList,
         FaultKind::HolderKill,
     ];
+
+    /// The kind named `name` (its variant name, any case).
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|k| format!("{k:?}").eq_ignore_ascii_case(name))
+    }
 
     pub fn label(self) -> &'static str {
         match self {
@@ -70,7 +78,9 @@ impl FaultKind {
             FaultKind::Delay => "delay of a contender's connections",
             FaultKind::Cut => "cut of a contender's connections",
             FaultKind::Refuse => "cut + refused reconnects of a contender",
-            FaultKind::CutAfterCreate => "cut right after a contender's create2",
+            FaultKind::CutAfterRequest => {
+                "cut right after a contender's request (create2 or other)"
+            }
             FaultKind::CutAfterCreateThenList => {
                 "cut right after a create2, then after the next getChildren"
             }
@@ -87,20 +97,28 @@ pub struct Fault {
     /// When it was healed (equal to `start_ns` for instant faults).
     pub end_ns: u64,
     pub what: String,
-    /// For `CutAfterCreate`: whether the cut fired.
+    /// For the cuts after a request: whether the cut fired.
     pub fired: bool,
 }
 
 /// Deals fault kinds and draws their parameters.
 pub struct Schedule {
     rng: Rng,
+    kinds: Vec<FaultKind>,
     deck: Vec<FaultKind>,
 }
 
 impl Schedule {
-    pub fn new(rng: Rng) -> Schedule {
+    /// A schedule dealing `kinds` (all of them if empty).
+    pub fn new(rng: Rng, kinds: &[FaultKind]) -> Schedule {
+        let kinds = if kinds.is_empty() {
+            FaultKind::ALL.to_vec()
+        } else {
+            kinds.to_vec()
+        };
         Schedule {
             rng,
+            kinds,
             deck: Vec::new(),
         }
     }
@@ -112,7 +130,7 @@ impl Schedule {
     /// The next kind: the top of the deck, reshuffled when empty.
     pub fn next_kind(&mut self) -> FaultKind {
         if self.deck.is_empty() {
-            self.deck = FaultKind::ALL.to_vec();
+            self.deck = self.kinds.clone();
             self.rng.shuffle(&mut self.deck);
         }
         self.deck.pop().unwrap_or(FaultKind::Cut)
@@ -217,9 +235,21 @@ pub fn inject(
             proxies.iter().for_each(|p| p.refuse(false));
             format!("{slot_name} cut, reconnects refused for {held:?}")
         }
-        FaultKind::CutAfterCreate => {
-            fired = cut_after(proxies, |opcode| opcode == CREATE2);
-            format!("{slot_name}: cut after create2 {}", fired_text(fired))
+        FaultKind::CutAfterRequest => {
+            let others = [
+                ("delete", 2),
+                ("exists", 3),
+                ("getData", 4),
+                ("setData", 5),
+                ("getChildren", GET_CHILDREN),
+            ];
+            let (name, op) = if rng.chance(1, 2) {
+                ("create2", CREATE2)
+            } else {
+                others[rng.index(others.len())]
+            };
+            fired = cut_after(proxies, move |opcode| opcode == op);
+            format!("{slot_name}: cut after {name} {}", fired_text(fired))
         }
         FaultKind::CutAfterCreateThenList => {
             // One predicate shared by all the contender's proxies: the first

@@ -12,7 +12,9 @@
 //! `--run-secs`, default 300, alternating a standalone server and a 3-node
 //! ensemble), `--seed N`, `--topology standalone|cluster|both`,
 //! `--contenders K`, `--session-ms MS`, `--wait-ms MS` (the `try_lock_for`
-//! bound), `--keep` (keep the logs of a clean run too), `--self-test` (only
+//! bound), `--without KIND,...` (leave fault kinds out, by their names in
+//! `faults.rs`, e.g. `CutAfterCreateThenList`), `--keep` (keep the logs of
+//! a clean run too), `--self-test` (only
 //! check the checks on made-up histories, which every run does first). Run `i` of a long
 //! run uses seed `N + i`; `--duration <its length> --seed <N + i>
 //! --topology <its topology>` replays its fault schedule (the interleavings
@@ -69,6 +71,7 @@ struct Options {
     wait: Duration,
     run_secs: u64,
     keep: bool,
+    faults: Vec<faults::FaultKind>,
 }
 
 /// libtest flags that take a value, accepted and ignored so that
@@ -87,6 +90,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         wait: Duration::from_millis(1500),
         run_secs: DEFAULT_RUN_SECS,
         keep: false,
+        faults: faults::FaultKind::ALL.to_vec(),
     };
     let mut contenders = None;
     let mut filters = Vec::new();
@@ -126,6 +130,16 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 }
             }
             "--keep" => o.keep = true,
+            "--without" => {
+                for name in value(flag)?.split(',') {
+                    let kind = faults::FaultKind::parse(name)
+                        .ok_or_else(|| format!("--without: no fault kind {name:?}"))?;
+                    o.faults.retain(|k| *k != kind);
+                }
+                if o.faults.is_empty() {
+                    return Err("--without leaves no fault to inject".into());
+                }
+            }
             "--list" => {
                 println!("checker: test");
                 return Ok(None);
@@ -208,6 +222,9 @@ fn main() -> ExitCode {
     }
     let base = std::env::temp_dir().join(format!("zklock-checker-{}", std::process::id()));
     let runs = plan(&options);
+    if options.faults.len() < faults::FaultKind::ALL.len() {
+        println!("checker: injecting only {:?}", options.faults);
+    }
     println!(
         "checker: {} run(s), seed {}, {} contenders, session timeout {} ms, try_lock_for {} ms",
         runs.len(),
@@ -229,12 +246,15 @@ fn main() -> ExitCode {
             wait: options.wait,
             dir: base.join(format!("run-{i}")),
             exe: exe.clone(),
+            faults: options.faults.clone(),
         };
         match run(&spec) {
             Ok(result) => {
                 total.add(&result.figures);
                 if !result.violations.is_empty() {
                     failed += 1;
+                } else if !options.keep {
+                    let _ = std::fs::remove_dir_all(&spec.dir);
                 }
             }
             Err(e) => {

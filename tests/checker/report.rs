@@ -85,7 +85,7 @@ impl Figures {
             let n = self.faults.get(&kind).copied().unwrap_or(0);
             let extra = if matches!(
                 kind,
-                FaultKind::CutAfterCreate | FaultKind::CutAfterCreateThenList
+                FaultKind::CutAfterRequest | FaultKind::CutAfterCreateThenList
             ) {
                 let fired = self.cuts_fired.get(&kind).copied().unwrap_or(0);
                 format!(" ({fired} fired)")

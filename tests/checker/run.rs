@@ -9,7 +9,7 @@ use zklock::{Acl, Client, CreateMode, Error};
 use crate::checks::{self, ProcData, RunData};
 use crate::contender::parse_counter;
 use crate::events::{now_ns, read_log};
-use crate::faults::{count_by_kind, inject, lock_sequence, Fault, Schedule, Target};
+use crate::faults::{count_by_kind, inject, lock_sequence, Fault, FaultKind, Schedule, Target};
 use crate::procs::{Contenders, Spawner};
 use crate::report::Figures;
 use crate::rng::Rng;
@@ -35,6 +35,8 @@ pub struct RunSpec {
     pub wait: Duration,
     pub dir: PathBuf,
     pub exe: PathBuf,
+    /// The fault kinds to inject.
+    pub faults: Vec<FaultKind>,
 }
 
 /// What a run found.
@@ -151,7 +153,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         Err(e) => return Err(format!("create {COUNTER}: {e}")),
     }
     let mut rng = Rng::new(spec.seed);
-    let mut schedule = Schedule::new(rng.fork());
+    let mut schedule = Schedule::new(rng.fork(), &spec.faults);
     let spawner = Spawner {
         exe: spec.exe.clone(),
         dir: spec.dir.clone(),
@@ -270,6 +272,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     if let Some(e) = failure {
         violations.push(format!("[infrastructure] the run could not go on: {e}"));
     }
+    let mut listed: String = violations.iter().map(|v| format!("{v}\n")).collect();
+    if violations.is_empty() {
+        listed = "none\n".into();
+    }
+    let _ = std::fs::write(spec.dir.join("violations.txt"), listed);
     for v in violations.iter().take(30) {
         println!("VIOLATION {v}");
     }
