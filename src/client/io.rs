@@ -28,10 +28,7 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
         }
         let connect_timeout = shared.core().session.config().connect_timeout;
         match connect(&host, connect_timeout, &mut rng) {
-            Ok(stream) => {
-                *lock(&shared.last_connect_error) = None;
-                serve(&shared, Arc::new(stream), &mut read_buf);
-            }
+            Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf),
             Err(e) => {
                 log::debug!("connect to {host} failed: {e}");
                 *lock(&shared.last_connect_error) = Some(format!("{host}: {e}"));
@@ -89,7 +86,7 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 }
 
 /// One connection's life: handshake, then reads until it is lost.
-fn serve(shared: &Shared, stream: Arc<TcpStream>, buf: &mut [u8]) {
+fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
     {
         let mut core = shared.core();
         if core.session.fatal_error().is_some() {
@@ -142,11 +139,18 @@ fn serve(shared: &Shared, stream: Arc<TcpStream>, buf: &mut [u8]) {
         let dropped = core.session.poll_disconnect().map(|e| e.to_string());
         if let Some(reason) = lost.or(dropped) {
             log::debug!("connection lost: {reason}");
+            // A handshake that failed (rather than a session that ended) is
+            // what a failed connect reports.
+            let handshake_failed =
+                !core.session.state().is_connected() && core.session.fatal_error().is_none();
             let _ = stream.shutdown(std::net::Shutdown::Both);
             core.stream = None;
             core.session.handle_disconnected(now);
             let events = drain_events(&mut core.session);
             drop(core);
+            if handshake_failed {
+                *lock(&shared.last_connect_error) = Some(format!("{host}: {reason}"));
+            }
             shared.dispatch(events);
             return;
         }
