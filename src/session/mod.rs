@@ -757,6 +757,17 @@ impl<T, W: Clone> Session<T, W> {
         if response.read_only && !self.config.can_be_read_only {
             return Err(Error::NotReadOnly);
         }
+        // A resume (see `handle_connected`) is granted for that very session
+        // or refused as expired; a server that hands out another one is
+        // broken, and believing it would lose the session on every other
+        // server.
+        if self.seen_rw_server
+            && (response.session_id != self.session_id || response.passwd != self.passwd)
+        {
+            return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
+                "handshake: another session than the one being resumed",
+            )));
+        }
         self.session_id = response.session_id;
         self.passwd = response.passwd;
         self.negotiated = Some(Duration::from_millis(
