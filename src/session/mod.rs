@@ -847,7 +847,14 @@ impl<T, W: Clone> Session<T, W> {
             }
             PING_XID => Ok(()),
             AUTH_XID => {
-                let waiter = self.auth_waiters.pop_front().flatten();
+                // Only an auth packet sent on this connection is answered;
+                // an unasked-for auth failure must not end the session.
+                let Some(waiter) = self.auth_waiters.pop_front() else {
+                    return Err(Error::UnexpectedReply {
+                        expected: None,
+                        received: AUTH_XID,
+                    });
+                };
                 let result = match header.err {
                     0 => Ok(Response::Empty),
                     code => Err(Error::from_code(code)),
