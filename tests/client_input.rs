@@ -64,7 +64,7 @@ fn bad_input_fails_locally_without_reaching_the_server() {
     let gate = proxy(&zk);
     let c = builder()
         .session_timeout(Duration::from_secs(20))
-        .max_frame(4096)
+        .max_request(4096)
         .connect(&gate.connect_string())
         .expect("connect");
     let states = c.state_changes();
@@ -202,7 +202,7 @@ fn bad_input_fails_locally_without_reaching_the_server() {
         );
     }
 
-    // Requests over the frame limit (4096 bytes here).
+    // Requests over the request limit (4096 bytes here).
     let big = vec![7u8; 5000];
     for result in [
         c.set_data("/a", &big, None).map(drop),
@@ -211,7 +211,7 @@ fn bad_input_fails_locally_without_reaching_the_server() {
         c.multi(&[Op::set_data("/a", big.clone(), None)]).map(drop),
     ] {
         assert!(
-            matches!(result, Err(Error::InvalidArgument(ref m)) if m.contains("frame limit")),
+            matches!(result, Err(Error::InvalidArgument(ref m)) if m.contains("4096-byte limit")),
             "{result:?}"
         );
     }
@@ -227,18 +227,27 @@ fn bad_input_fails_locally_without_reaching_the_server() {
     assert_eq!(c.get_children("/").expect("children"), ["zookeeper"]);
     // Just under the limit is fine.
     c.create("/a", &vec![1u8; 3900], &open(), CreateMode::Persistent)
-        .expect("a request under the frame limit");
+        .expect("a request under the request limit");
     expect_silence(&states, "state changes");
     assert_eq!(c.state(), zklock::State::Connected);
 
-    // The default limit is the server's jute.maxbuffer plus slack.
+    // The default limit is exactly the server's jute.maxbuffer (1,048,575
+    // bytes of frame payload): a setData of "/a" carries 22 bytes besides
+    // its data (header 8, path 4 + 2, data length 4, version 4).
     let plain = common::connect(&zk.connect_string());
-    let huge = vec![0u8; 2 << 20];
+    let over = vec![0u8; 1_048_575 - 22 + 1];
     assert!(matches!(
-        plain.set_data("/a", &huge, None),
-        Err(Error::InvalidArgument(_))
+        plain.set_data("/a", &over, None),
+        Err(Error::InvalidArgument(ref m)) if m.contains("1048575-byte limit")
     ));
     assert_eq!(plain.get_data("/a").expect("get_data").1.data_length, 3900);
+    let at_limit = vec![5u8; 1_048_575 - 22];
+    let stat = plain
+        .set_data("/a", &at_limit, None)
+        .expect("the server accepts a request of exactly jute.maxbuffer");
+    assert_eq!(stat.data_length, 1_048_553);
+    assert_eq!(plain.get_data("/a").expect("read back").0, at_limit);
+    assert_eq!(plain.state(), zklock::State::Connected);
 }
 
 #[test]

@@ -947,6 +947,7 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         connect_timeout: Duration::from_secs(10),
         can_be_read_only: flags & SESSION_CAN_BE_READ_ONLY != 0,
         max_frame: DEFAULT_MAX_FRAME,
+        max_request: zklock::proto::JUTE_MAX_BUFFER,
         chroot: (!root.is_empty()).then(|| root.to_owned()),
     };
     let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::proto::DEFAULT_MAX_FRAME;
+use crate::proto::{DEFAULT_MAX_FRAME, JUTE_MAX_BUFFER};
 use crate::session::State;
 
 use super::Client;
@@ -22,6 +22,7 @@ pub struct Config {
     pub(crate) can_be_read_only: bool,
     pub(crate) digest: Vec<(String, String)>,
     pub(crate) max_frame: usize,
+    pub(crate) max_request: usize,
     pub(crate) state_handler: Option<StateHandler>,
     pub(crate) session: Option<(i64, Vec<u8>)>,
 }
@@ -34,6 +35,7 @@ impl Default for Config {
             can_be_read_only: false,
             digest: Vec::new(),
             max_frame: DEFAULT_MAX_FRAME,
+            max_request: JUTE_MAX_BUFFER,
             state_handler: None,
             session: None,
         }
@@ -51,6 +53,7 @@ impl fmt::Debug for Config {
                 &self.digest.iter().map(|(u, _)| u).collect::<Vec<_>>(),
             )
             .field("max_frame", &self.max_frame)
+            .field("max_request", &self.max_request)
             .field("state_handler", &self.state_handler.is_some())
             .field(
                 "session_id",
@@ -82,9 +85,18 @@ impl Config {
         self.digest.iter().map(|(user, _)| user.as_str())
     }
 
-    /// The largest frame sent or accepted (default 1 MiB `jute.maxbuffer` plus 64 KiB).
+    /// The largest frame accepted from a server (default 1 MiB
+    /// `jute.maxbuffer` plus 64 KiB, for the header and Stat around a
+    /// maximal payload).
     pub fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    /// The largest request sent (default 1,048,575 bytes, the server's
+    /// default `jute.maxbuffer`; a server drops a connection that sends
+    /// more). Larger requests fail with `InvalidArgument` before sending.
+    pub fn max_request(&self) -> usize {
+        self.max_request
     }
 
     /// The id of an existing session to resume instead of creating one.
@@ -136,9 +148,15 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets the largest frame sent or accepted.
+    /// Sets the largest frame accepted from a server.
     pub fn max_frame(mut self, bytes: usize) -> Self {
         self.config.max_frame = bytes;
+        self
+    }
+
+    /// Sets the largest request sent: match the servers' `jute.maxbuffer`.
+    pub fn max_request(mut self, bytes: usize) -> Self {
+        self.config.max_request = bytes;
         self
     }
 
@@ -149,10 +167,13 @@ impl ClientBuilder {
         self
     }
 
-    /// Resumes an existing session (from [`Client::session_id`] and
-    /// [`Client::session_password`]) instead of creating a new one. Two
-    /// connections then share the session; closing either ends it. If the
-    /// session is gone, `connect` fails with `SessionExpired`.
+    /// Takes over an existing session (from [`Client::session_id`] and
+    /// [`Client::session_password`]) instead of creating a new one, e.g. to
+    /// close it (which deletes its ephemeral nodes) or to continue it from
+    /// another process. The server serves a session on one connection at a
+    /// time: the previous client loses its connection, and if it reconnects
+    /// the two keep taking the session from each other, so do not keep both
+    /// in use. If the session is gone, `connect` fails with `SessionExpired`.
     pub fn session(mut self, id: i64, password: Vec<u8>) -> Self {
         self.config.session = Some((id, password));
         self

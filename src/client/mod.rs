@@ -91,11 +91,15 @@ impl Client {
                 )));
             }
         }
-        if config.max_frame < 1024 {
-            return Err(Error::InvalidArgument(format!(
-                "max_frame must be at least 1024 bytes, not {}",
-                config.max_frame
-            )));
+        for (name, value) in [
+            ("max_frame", config.max_frame),
+            ("max_request", config.max_request),
+        ] {
+            if value < 1024 {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} must be at least 1024 bytes, not {value}"
+                )));
+            }
         }
         let now = Instant::now();
         let mut session = Session::new(
@@ -104,6 +108,7 @@ impl Client {
                 connect_timeout: config.connect_timeout,
                 can_be_read_only: config.can_be_read_only,
                 max_frame: config.max_frame,
+                max_request: config.max_request,
                 chroot: parsed.chroot.clone(),
             },
             parsed.hosts.clone(),

@@ -39,8 +39,11 @@ pub struct SessionConfig {
     pub connect_timeout: Duration,
     /// Whether a read-only server is acceptable.
     pub can_be_read_only: bool,
-    /// The largest frame sent or accepted.
+    /// The largest frame accepted from a server.
     pub max_frame: usize,
+    /// The largest request sent (frame payload, excluding the 4-byte length):
+    /// the server's `jute.maxbuffer`, beyond which it drops the connection.
+    pub max_request: usize,
     /// The chroot prefix (no trailing `/`), if any.
     pub chroot: Option<String>,
 }
@@ -666,10 +669,10 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     fn check_frame_len(&self, len: usize) -> Result<()> {
-        if len > self.config.max_frame {
+        if len > self.config.max_request {
             return Err(Error::InvalidArgument(format!(
-                "request of {len} bytes exceeds the {}-byte frame limit",
-                self.config.max_frame
+                "request of {len} bytes exceeds the server's {}-byte limit (jute.maxbuffer)",
+                self.config.max_request
             )));
         }
         Ok(())

@@ -18,6 +18,7 @@ fn config() -> SessionConfig {
         connect_timeout: Duration::from_millis(1000),
         can_be_read_only: false,
         max_frame: crate::proto::DEFAULT_MAX_FRAME,
+        max_request: crate::proto::JUTE_MAX_BUFFER,
         chroot: Some("/app".into()),
     }
 }
