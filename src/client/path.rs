@@ -30,6 +30,8 @@ pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
     if let Some(c) = path.chars().find(|c| forbidden_char(*c)) {
         return invalid(if c == '\0' {
             "the path contains a NUL character"
+        } else if c > '\u{ffff}' {
+            SUPPLEMENTARY
         } else {
             "the path contains a control or reserved character (U+0001-U+001F, U+007F-U+009F, U+E000-U+F8FF or U+FFF0-U+FFFF)"
         });
@@ -48,9 +50,14 @@ pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
     Ok(())
 }
 
+/// Why a character above U+FFFF is refused: Java strings hold it as a
+/// UTF-16 surrogate pair, and the server refuses U+D800-U+F8FF in paths.
+const SUPPLEMENTARY: &str =
+    "the path contains a character above U+FFFF, which the server refuses (as UTF-16 surrogates)";
+
 fn forbidden_char(c: char) -> bool {
     matches!(c,
-        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{10ffff}')
 }
 
 /// Joins a parent path and a child name.
@@ -104,6 +111,8 @@ mod tests {
         assert!(reason("/a\u{9f}").contains("control"));
         assert!(reason("/a\u{e000}").contains("control"));
         assert!(reason("/a\u{fff0}").contains("control"));
+        assert_eq!(reason("/a\u{10000}"), SUPPLEMENTARY);
+        assert_eq!(reason("/lock-\u{1f512}"), SUPPLEMENTARY);
         assert!(validate("/", true).is_err());
         assert!(validate("/a//", true).is_err());
     }
