@@ -360,3 +360,29 @@ fn fault_proxy() {
     assert!(started.elapsed() < Duration::from_secs(3), "slow drop");
     assert!(is_closed(&mut stream));
 }
+
+/// When the server behind a proxy stops, the client's side of the proxied
+/// connection closes too, as it would without the proxy.
+#[test]
+fn fault_proxy_passes_a_server_close_on_to_the_client() {
+    let server = TestServer::new().expect("start server");
+    let proxy = FaultProxy::start(server.addr()).expect("start proxy");
+    let mut stream = connect(proxy.addr());
+    let response = handshake(&mut stream);
+    assert!(response.session_id != 0);
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("read timeout");
+    let stopped = Instant::now();
+    server.kill().expect("kill the server");
+    wait_until(
+        "the proxied connection to close",
+        Duration::from_secs(10),
+        || is_closed(&mut stream),
+    );
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "closed only after {:?}",
+        stopped.elapsed()
+    );
+}

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,6 +18,8 @@ const MAX_QUEUED: usize = 1 << 20;
 const CHUNK: usize = 16 * 1024;
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// After a cut-after-request, how long the server's side is drained.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One proxied connection.
 #[derive(Debug)]
@@ -100,7 +102,10 @@ pub(crate) fn run_connection(conn: &Conn, shared: &Shared) {
         let to_client = std::thread::Builder::new()
             .name("zklock-proxy-s2c".into())
             .spawn_scoped(scope, || {
-                Pump::new(conn, shared, false).run(&upstream, &conn.client)
+                Pump::new(conn, shared, false).run(&upstream, &conn.client);
+                // The server closed (or the connection failed): the client
+                // sees its side close too, as it would without the proxy.
+                conn.close();
             });
         if to_client.is_err() {
             conn.close();
@@ -194,11 +199,39 @@ impl<'a> Pump<'a> {
                 break;
             };
             self.queued -= chunk.data.len();
-            if !self.write_all(dst, &chunk.data) || chunk.cut_after {
+            if !self.write_all(dst, &chunk.data) {
+                return false;
+            }
+            if chunk.cut_after {
+                self.cut_after_request(dst);
                 return false;
             }
         }
         true
+    }
+
+    /// Ends the connection right after the matching request went to the
+    /// server. The client's side closes at once, so it never sees a reply.
+    /// The server's side gets a FIN after the request and is drained until
+    /// the server closes: closing a socket with unread data sends a reset,
+    /// which can make the server's kernel discard the request unread.
+    fn cut_after_request(&self, upstream: &TcpStream) {
+        shutdown_quietly(&self.conn.client);
+        let _ = upstream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        let mut buf = [0u8; CHUNK];
+        let mut reader = upstream;
+        while Instant::now() < deadline && !self.shared.stopping() {
+            if reader.set_read_timeout(Some(POLL)).is_err() {
+                return;
+            }
+            match reader.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) => {}
+                Err(_) => return,
+            }
+        }
     }
 
     /// Writes all of `data`, retrying on write timeouts while the connection
