@@ -1,0 +1,936 @@
+//! Hostile and broken servers. A fake server (`hostile::Hostile`) completes
+//! or corrupts the handshake and then misbehaves; the client must report
+//! the protocol error (the exact error each call gets is asserted), drop
+//! that connection, move on to a real server, never panic, never allocate
+//! on the word of a length prefix, and never hang: every call here runs
+//! under a time bound.
+//!
+//! Two set-ups:
+//! - A fresh client whose connect string names the hostile server and a
+//!   real one. The real one sits behind a proxy that refuses connections
+//!   until the hostile server has been reached, so the hostile host is
+//!   always tried (the client shuffles its hosts).
+//! - A client with a session on the real server, behind a proxy: the proxy
+//!   sends the next connection to the hostile server and the one after
+//!   back to the real server. The session must survive the detour.
+
+mod hostile;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use hostile::{
+    assert_logged, assert_no_client_panics, capture_log, frame, get_data_body, healthy_response,
+    reply_frame, watch_client_panics, within, After, Hostile, Peer, FAKE_SESSION,
+};
+use zklock::proto::{
+    ConnectResponse, DecodeError, OpCode, Record, ReplyHeader, WatcherEvent, AUTH_XID,
+    DEFAULT_MAX_FRAME, NOTIFICATION_XID,
+};
+use zklock::testing::{FaultProxy, TestServer};
+use zklock::{Acl, Client, CreateMode, Error, EventType, KeeperState, State};
+
+/// Every call and every wait for the client is bounded by this.
+const BOUND: Duration = Duration::from_secs(20);
+/// A drop "from the prefix alone" or "on a protocol error" happens well
+/// within this; the alternatives (a handshake or read timeout) take longer.
+const PROMPT: Duration = Duration::from_secs(2);
+/// The session timeout of the clients with a session on the real server.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(8);
+/// What hostile servers negotiate, unless a test says otherwise: a read
+/// timeout of 20 s, far beyond [`PROMPT`].
+const HOSTILE_TIMEOUT_MS: i32 = 30_000;
+
+/// One real server for every test here; never dropped, its watchdog kills
+/// it when this process exits.
+fn server() -> &'static TestServer {
+    static SERVER: OnceLock<TestServer> = OnceLock::new();
+    SERVER.get_or_init(|| TestServer::new().expect("start a ZooKeeper server"))
+}
+
+fn setup() {
+    watch_client_panics();
+    capture_log();
+}
+
+// ---- A fresh client: the hostile host first, then the real one ----
+
+/// A handshake-breaking script, and how the client should take it.
+struct HandshakeCase {
+    name: &'static str,
+    script: Arc<hostile::Script>,
+    /// The reason the client gives for dropping the connection.
+    reason: &'static str,
+    /// Dropped as soon as the bad bytes are in (rather than on a timeout).
+    prompt: bool,
+    max_frame: Option<usize>,
+}
+
+fn case(
+    name: &'static str,
+    reason: &'static str,
+    prompt: bool,
+    script: impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static,
+) -> HandshakeCase {
+    HandshakeCase {
+        name,
+        script: Arc::new(script),
+        reason,
+        prompt,
+        max_frame: None,
+    }
+}
+
+/// Sends a ConnectResponse that is healthy but for `spoil`.
+fn spoiled_response(
+    spoil: impl Fn(&mut ConnectResponse) + Send + Sync + 'static,
+) -> impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static {
+    move |peer| {
+        let request = peer.read_connect()?;
+        let mut response = healthy_response(&request, HOSTILE_TIMEOUT_MS);
+        spoil(&mut response);
+        peer.send(&frame(&response.to_bytes()))?;
+        Ok(After::Hold)
+    }
+}
+
+/// Sends `bytes` after reading the ConnectRequest, then holds or closes.
+fn raw_answer(
+    bytes: Vec<u8>,
+    after: After,
+) -> impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static {
+    move |peer| {
+        peer.read_connect()?;
+        peer.send(&bytes)?;
+        Ok(after)
+    }
+}
+
+fn handshake_cases() -> Vec<HandshakeCase> {
+    let healthy = |id| {
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: HOSTILE_TIMEOUT_MS,
+            session_id: id,
+            passwd: vec![7; 16],
+            read_only: false,
+        }
+        .to_bytes()
+    };
+    let mut declared_only = Vec::new();
+    for field in [
+        0i32.to_be_bytes().to_vec(),
+        30_000i32.to_be_bytes().to_vec(),
+    ] {
+        declared_only.extend(field);
+    }
+    declared_only.extend(FAKE_SESSION.to_be_bytes());
+    declared_only.extend(100_000i32.to_be_bytes());
+    let mut trailing = healthy(FAKE_SESSION);
+    trailing.extend([1, 2]);
+    let mut truncated = frame(&healthy(FAKE_SESSION));
+    truncated.truncate(20);
+    let mut over_max = case(
+        "a frame length one over the client's max_frame",
+        "protocol error: frame of 65537 bytes exceeds the 65536-byte limit",
+        true,
+        raw_answer(65_537i32.to_be_bytes().to_vec(), After::Hold),
+    );
+    over_max.max_frame = Some(65_536);
+    vec![
+        case(
+            "accepts and never answers",
+            "timed out after 600ms waiting for the server's handshake response",
+            false,
+            |peer| {
+                peer.read_connect()?;
+                Ok(After::Hold)
+            },
+        ),
+        case(
+            "closes without answering",
+            "the server closed the connection",
+            true,
+            |peer| {
+                peer.read_connect()?;
+                Ok(After::Close)
+            },
+        ),
+        case(
+            "password length 0",
+            "protocol error: malformed session password length",
+            true,
+            spoiled_response(|r| r.passwd = Vec::new()),
+        ),
+        case(
+            "password length 15",
+            "protocol error: malformed session password length",
+            true,
+            spoiled_response(|r| r.passwd = vec![7; 15]),
+        ),
+        case(
+            "password length 100000, all sent",
+            "protocol error: malformed session password length",
+            true,
+            spoiled_response(|r| r.passwd = vec![7; 100_000]),
+        ),
+        case(
+            "password length 100000, none sent",
+            "protocol error: length 100000 exceeds the 0 byte(s) left in the frame",
+            true,
+            raw_answer(frame(&declared_only), After::Hold),
+        ),
+        case(
+            "a response shorter than the record",
+            "protocol error: truncated input: needed 8 more byte(s) but only 2 remain",
+            true,
+            raw_answer(frame(&healthy(FAKE_SESSION)[..10]), After::Hold),
+        ),
+        case(
+            "bytes after the record",
+            "protocol error: 2 unexpected trailing byte(s) after the record",
+            true,
+            raw_answer(frame(&trailing), After::Hold),
+        ),
+        case(
+            "a truncated frame, then close",
+            "the server closed the connection",
+            true,
+            raw_answer(truncated, After::Close),
+        ),
+        case(
+            "a frame length of 0x7fffffff",
+            "protocol error: frame of 2147483647 bytes exceeds the 1114111-byte limit",
+            true,
+            raw_answer(i32::MAX.to_be_bytes().to_vec(), After::Hold),
+        ),
+        over_max,
+        case(
+            "a negative frame length",
+            "protocol error: negative frame length -5",
+            true,
+            raw_answer((-5i32).to_be_bytes().to_vec(), After::Hold),
+        ),
+        case(
+            "an HTTP error page",
+            "protocol error: frame of 1213486160 bytes exceeds the 1114111-byte limit",
+            true,
+            raw_answer(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(), After::Hold),
+        ),
+        case(
+            "a read-only server, read-write required",
+            "server is read-only",
+            true,
+            spoiled_response(|r| r.read_only = true),
+        ),
+    ]
+}
+
+/// A hostile-only connect string (the host twice, so the budget covers two
+/// attempts): connect fails with `ConnectFailed` naming the host and
+/// saying what went wrong.
+fn only_hostile(case: &HandshakeCase) -> Result<(), String> {
+    let script = case.script.clone();
+    let h = Hostile::start(move |peer| script(peer));
+    let connect_string = format!("{0},{0}", h.connect_string());
+    let timeout = Duration::from_millis(600);
+    let mut builder = Client::builder().connect_timeout(timeout);
+    if let Some(max) = case.max_frame {
+        builder = builder.max_frame(max);
+    }
+    let started = Instant::now();
+    let result = within(BOUND, "connect", move || builder.connect(&connect_string));
+    let took = started.elapsed();
+    let expected = Error::ConnectFailed {
+        hosts: format!("{0},{0}", h.connect_string()),
+        timeout: timeout * 2,
+        last_error: format!("{}: {}", h.connect_string(), case.reason),
+    };
+    match result {
+        Err(e) if e == expected => {}
+        other => return Err(format!("expected {expected:?}, got {other:?}")),
+    }
+    if took > timeout * 2 + PROMPT {
+        return Err(format!("connect took {took:?}"));
+    }
+    Ok(())
+}
+
+/// The hostile host, then the real one: the client ends up connected to
+/// the real server.
+fn hostile_then_real(case: &HandshakeCase) -> Result<(), String> {
+    let gate = Arc::new(FaultProxy::start(server().addr()).map_err(|e| e.to_string())?);
+    gate.refuse(true);
+    let opener = gate.clone();
+    let script = case.script.clone();
+    let h = Hostile::start_with_hook(move |peer| script(peer), move |_| opener.refuse(false));
+    let connect_string = format!("{},{}", h.connect_string(), gate.connect_string());
+    let connect_timeout = if case.prompt {
+        Duration::from_secs(6)
+    } else {
+        Duration::from_millis(1500)
+    };
+    let mut builder = Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(connect_timeout);
+    if let Some(max) = case.max_frame {
+        builder = builder.max_frame(max);
+    }
+    let client = within(BOUND, "connect", move || builder.connect(&connect_string))
+        .map_err(|e| format!("connect: {e}"))?;
+    if client.session_id() == FAKE_SESSION || client.state() != State::Connected {
+        return Err(format!("not on the real server: {client:?}"));
+    }
+    // The session is the real server's: it holds an ephemeral node of it.
+    let node = format!("/fresh-{}", client.session_id());
+    let created = client.create(&node, b"", &Acl::open_unsafe(), CreateMode::Ephemeral);
+    let stat = client.exists(&node).map_err(|e| e.to_string())?;
+    if created.is_err() || stat.as_ref().map(|s| s.ephemeral_owner) != Some(client.session_id()) {
+        return Err(format!("create {node}: {created:?}, stat {stat:?}"));
+    }
+    let report = h.next_report(BOUND);
+    if report.index != 0 || report.script_error.is_some() {
+        return Err(format!("hostile server: {report:?}"));
+    }
+    if case.prompt {
+        // Held-open connections: dropped as soon as the bad bytes were in.
+        if let Some(after) = report.closed_after.filter(|a| *a > PROMPT) {
+            return Err(format!("dropped only after {after:?}"));
+        }
+    } else {
+        let after = report.closed_after.ok_or("the client never dropped it")?;
+        if after < connect_timeout - Duration::from_millis(100) || after > connect_timeout + PROMPT
+        {
+            return Err(format!(
+                "dropped after {after:?}, not the {connect_timeout:?} handshake timeout"
+            ));
+        }
+    }
+    client.close().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+#[test]
+fn a_broken_handshake_is_reported_and_the_next_host_is_used() {
+    setup();
+    server();
+    // The cases name the default limit in their expected messages.
+    assert_eq!(DEFAULT_MAX_FRAME, 1_114_111);
+    let cases = handshake_cases();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = cases
+            .iter()
+            .flat_map(|case| {
+                [
+                    ("hostile only", only_hostile as fn(&HandshakeCase) -> _),
+                    ("hostile, then real", hostile_then_real),
+                ]
+                .map(|(setup, run)| (case.name, setup, scope.spawn(move || run(case))))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|(name, setup, run)| match run.join() {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("{name} ({setup}): {e}")),
+                Err(_) => Some(format!("{name} ({setup}): panicked")),
+            })
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert_no_client_panics();
+}
+
+#[test]
+fn an_expired_handshake_ends_a_fresh_client_at_once() {
+    setup();
+    for timeout_ms in [0, -1] {
+        let gate = Arc::new(FaultProxy::start(server().addr()).expect("proxy"));
+        gate.refuse(true);
+        let opener = gate.clone();
+        let h = Hostile::start_with_hook(
+            spoiled_response(move |r| {
+                r.timeout_ms = timeout_ms;
+                r.session_id = 0;
+                r.passwd = vec![0; 16];
+            }),
+            move |_| opener.refuse(false),
+        );
+        let connect_string = format!("{},{}", h.connect_string(), gate.connect_string());
+        let started = Instant::now();
+        let result = within(BOUND, "connect", move || {
+            Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .connect(&connect_string)
+        });
+        assert_eq!(result.map(drop), Err(Error::SessionExpired), "{timeout_ms}");
+        assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
+        assert_eq!(h.connections(), 1);
+    }
+    assert_no_client_panics();
+}
+
+// ---- A session on the real server, and one connection to a hostile one ----
+
+/// A client with a session on the real server, through a proxy that can
+/// send one connection elsewhere.
+struct Detour {
+    real: SocketAddr,
+    proxy: Arc<FaultProxy>,
+    client: Client,
+    states: Receiver<State>,
+    session: i64,
+    node: String,
+}
+
+fn detour(
+    name: &str,
+    configure: impl FnOnce(zklock::ClientBuilder) -> zklock::ClientBuilder,
+) -> Detour {
+    setup();
+    let real = server().addr();
+    let proxy = Arc::new(FaultProxy::start(real).expect("start a proxy"));
+    let client = configure(
+        Client::builder()
+            .session_timeout(SESSION_TIMEOUT)
+            .connect_timeout(Duration::from_secs(3)),
+    )
+    .connect(&proxy.connect_string())
+    .expect("connect to the real server");
+    let node = format!("/hostile-{name}");
+    client
+        .create(&node, b"real", &Acl::open_unsafe(), CreateMode::Persistent)
+        .expect("create the test node");
+    Detour {
+        real,
+        proxy,
+        states: client.state_changes(),
+        session: client.session_id(),
+        client,
+        node,
+    }
+}
+
+impl Detour {
+    /// Sends the client's next connection to a hostile server running
+    /// `script` (and the one after back to the real server): cuts the
+    /// current connection and waits for the client to notice.
+    fn via(
+        &self,
+        script: impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static,
+    ) -> Hostile {
+        let (proxy, real) = (self.proxy.clone(), self.real);
+        let h = Hostile::start_with_hook(script, move |_| proxy.set_upstream(real));
+        self.proxy.set_upstream(h.addr());
+        self.proxy.cut();
+        self.expect_states(&[State::Disconnected]);
+        h
+    }
+
+    /// The next state changes are exactly `want`.
+    fn expect_states(&self, want: &[State]) {
+        let mut seen = Vec::new();
+        for _ in want {
+            match self.states.recv_timeout(BOUND) {
+                Ok(state) => seen.push(state),
+                Err(e) => panic!("states: wanted {want:?}, saw {seen:?} and then {e}"),
+            }
+        }
+        assert_eq!(seen, want, "state changes");
+    }
+
+    /// A getData of the test node, on its own thread, within [`BOUND`].
+    fn get(&self) -> zklock::Result<Vec<u8>> {
+        let (client, node) = (self.client.clone(), self.node.clone());
+        within(BOUND, "get_data", move || {
+            client.get_data(&node).map(|(d, _)| d)
+        })
+    }
+
+    /// Back on the real server, with the same session.
+    fn expect_back(&self) {
+        self.expect_states(&[State::Connected]);
+        assert_eq!(self.get().expect("get_data on the real server"), b"real");
+        assert_eq!(
+            self.client.session_id(),
+            self.session,
+            "the session changed"
+        );
+        assert_eq!(self.client.state(), State::Connected);
+        assert_no_client_panics();
+    }
+}
+
+/// Hostile scripts that accept the handshake, read one getData, and answer
+/// it with `answer`.
+fn answer_get_data(
+    answer: impl Fn(i32) -> Vec<u8> + Send + Sync + 'static,
+) -> impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static {
+    move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::GetData)?;
+        peer.send(&answer(xid))?;
+        Ok(After::Hold)
+    }
+}
+
+fn prompt_drop(h: &Hostile) {
+    let report = h.next_report(BOUND);
+    assert_eq!(report.script_error, None, "{report:?}");
+    let after = report
+        .closed_after
+        .expect("the client dropped the connection");
+    assert!(after < PROMPT, "dropped only after {after:?}");
+}
+
+#[test]
+fn a_malformed_reply_fails_its_call_with_the_decode_error() {
+    let d = detour("malformed", |b| b);
+    let stat = get_data_body(b"")[4..].to_vec();
+    let mut with_trailing = get_data_body(b"hostile");
+    with_trailing.push(0xab);
+    for (body, expected) in [
+        // An empty data buffer and no Stat.
+        (
+            vec![0, 0, 0, 0],
+            DecodeError::UnexpectedEof {
+                needed: 8,
+                remaining: 0,
+            },
+        ),
+        // A data length of -7.
+        (
+            [&(-7i32).to_be_bytes()[..], &stat].concat(),
+            DecodeError::NegativeLength(-7),
+        ),
+        // A data length beyond the frame.
+        (
+            [&1000i32.to_be_bytes()[..], &[1, 2, 3]].concat(),
+            DecodeError::LengthExceedsFrame {
+                len: 1000,
+                remaining: 3,
+            },
+        ),
+        // The wrong record: a children list where data and a Stat belong.
+        (
+            zklock::proto::GetChildrenResponse {
+                children: vec!["a".into(), "b".into()],
+            }
+            .to_bytes(),
+            DecodeError::UnexpectedEof {
+                needed: 8,
+                remaining: 0,
+            },
+        ),
+        (with_trailing, DecodeError::TrailingBytes(1)),
+    ] {
+        let h = d.via(answer_get_data(move |xid| reply_frame(xid, 0, &body)));
+        d.expect_states(&[State::Connected]);
+        assert_eq!(d.get(), Err(Error::Protocol(expected.clone())));
+        d.expect_states(&[State::Disconnected]);
+        prompt_drop(&h);
+        d.expect_back();
+    }
+}
+
+#[test]
+fn replies_with_wrong_xids_fail_the_calls_in_flight_with_connection_loss() {
+    let d = detour("xids", |b| b);
+
+    // An xid nobody asked for.
+    let (tx, xids) = crossbeam_channel::unbounded();
+    let h = d.via(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::GetData)?;
+        let _ = tx.send(xid);
+        peer.reply(xid + 1000, 0, &get_data_body(b"hostile"))?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected]);
+    assert_eq!(d.get(), Err(Error::ConnectionLoss));
+    let xid = xids.recv_timeout(BOUND).expect("the request's xid");
+    assert_logged(
+        &format!(
+            "dropping connection: reply xid {} does not match the oldest outstanding request's xid Some({xid})",
+            xid + 1000
+        ),
+        BOUND,
+    );
+    d.expect_states(&[State::Disconnected]);
+    prompt_drop(&h);
+    d.expect_back();
+
+    // Two calls in flight, answered in the wrong order: both fail.
+    let (tx, xids) = crossbeam_channel::unbounded();
+    let h = d.via(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let first = peer.expect_request(OpCode::GetData)?;
+        let second = peer.expect_request(OpCode::GetData)?;
+        let _ = tx.send((first, second));
+        peer.reply(second, 0, &get_data_body(b"second"))?;
+        peer.reply(first, 0, &get_data_body(b"first"))?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected]);
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, node) = (d.client.clone(), d.node.clone());
+            std::thread::spawn(move || within(BOUND, "get_data", move || client.get_data(&node)))
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(
+            call.join().expect("no panic").map(drop),
+            Err(Error::ConnectionLoss)
+        );
+    }
+    let (first, second) = xids.recv_timeout(BOUND).expect("the xids");
+    assert_logged(
+        &format!(
+            "dropping connection: reply xid {second} does not match the oldest outstanding request's xid Some({first})"
+        ),
+        BOUND,
+    );
+    d.expect_states(&[State::Disconnected]);
+    prompt_drop(&h);
+    d.expect_back();
+
+    // A reply while nothing is in flight.
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        peer.reply(0x7777, 0, &[])?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected, State::Disconnected]);
+    assert_logged(
+        "dropping connection: reply xid 30583 does not match the oldest outstanding request's xid None",
+        BOUND,
+    );
+    prompt_drop(&h);
+    d.expect_back();
+
+    // An error code the client does not know is the call's error, not a
+    // protocol error: the connection stays.
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::GetData)?;
+        peer.reply(xid, -999, &[])?;
+        // The next call is answered with a wrong xid, to end the detour.
+        let xid = peer.expect_request(OpCode::GetData)?;
+        peer.reply(xid - 1, 0, &[])?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected]);
+    assert_eq!(d.get(), Err(Error::UnknownServerError(-999)));
+    assert_eq!(d.client.state(), State::Connected);
+    assert_eq!(d.get(), Err(Error::ConnectionLoss));
+    d.expect_states(&[State::Disconnected]);
+    prompt_drop(&h);
+    d.expect_back();
+}
+
+#[test]
+fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
+    const MAX: usize = 100_000;
+    let d = detour("frames", |b| b.max_frame(MAX));
+
+    for (what, answer, log) in [
+        (
+            "a reply header shorter than its record",
+            frame(&[0, 0, 0, 1, 0, 0, 0]),
+            "dropping connection: protocol error: truncated input: needed 8 more byte(s) but only 3 remain",
+        ),
+        (
+            "a negative frame length",
+            (-2i32).to_be_bytes().to_vec(),
+            "dropping connection: protocol error: negative frame length -2",
+        ),
+        // Refused from the 4-byte prefix alone: nothing more is sent and
+        // the connection stays open, so waiting for the bytes would hang
+        // until the read timeout (20 s).
+        (
+            "a frame length of 0x7fffffff",
+            i32::MAX.to_be_bytes().to_vec(),
+            "dropping connection: protocol error: frame of 2147483647 bytes exceeds the 100000-byte limit",
+        ),
+        (
+            "a frame length one over max_frame",
+            (MAX as i32 + 1).to_be_bytes().to_vec(),
+            "dropping connection: protocol error: frame of 100001 bytes exceeds the 100000-byte limit",
+        ),
+    ] {
+        let h = d.via(move |peer| {
+            peer.handshake(HOSTILE_TIMEOUT_MS)?;
+            peer.expect_request(OpCode::GetData)?;
+            peer.send(&answer)?;
+            Ok(After::Hold)
+        });
+        d.expect_states(&[State::Connected]);
+        assert_eq!(d.get(), Err(Error::ConnectionLoss), "{what}");
+        assert_logged(log, BOUND);
+        d.expect_states(&[State::Disconnected]);
+        prompt_drop(&h);
+        d.expect_back();
+    }
+
+    // A reply of exactly max_frame bytes is fine; one byte more is not.
+    let overhead = 16 + 4 + 68;
+    let h = d.via(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::GetData)?;
+        let reply = reply_frame(xid, 0, &get_data_body(&vec![5; MAX - overhead]));
+        if reply.len() != 4 + MAX {
+            return Err(io::Error::other(format!(
+                "a reply of {} bytes",
+                reply.len()
+            )));
+        }
+        peer.send(&reply)?;
+        let xid = peer.expect_request(OpCode::GetData)?;
+        let mut reply = reply_frame(xid, 0, &get_data_body(&vec![5; MAX - overhead + 1]));
+        // Only the prefix and a few bytes: the client must not wait for more.
+        reply.truncate(40);
+        peer.send(&reply)?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected]);
+    assert_eq!(
+        d.get().expect("a reply of max_frame bytes").len(),
+        MAX - overhead
+    );
+    assert_eq!(d.get(), Err(Error::ConnectionLoss));
+    assert_logged(
+        "dropping connection: protocol error: frame of 100001 bytes exceeds the 100000-byte limit",
+        BOUND,
+    );
+    d.expect_states(&[State::Disconnected]);
+    prompt_drop(&h);
+    d.expect_back();
+
+    // Garbage right after the handshake, with nothing in flight.
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        peer.send(&[0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03])?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected, State::Disconnected]);
+    assert_logged(
+        "dropping connection: protocol error: negative frame length -559038737",
+        BOUND,
+    );
+    prompt_drop(&h);
+    d.expect_back();
+}
+
+#[test]
+fn a_notification_that_cannot_be_decoded_drops_the_connection() {
+    let d = detour("notifications", |b| b);
+    let header = ReplyHeader {
+        xid: NOTIFICATION_XID,
+        zxid: -1,
+        err: 0,
+    }
+    .to_bytes();
+    let event = |event_type: i32, state: i32| {
+        let mut body = header.clone();
+        body.extend(event_type.to_be_bytes());
+        body.extend(state.to_be_bytes());
+        body.extend(
+            zklock::proto::PathRecord {
+                path: d.node.clone(),
+            }
+            .to_bytes(),
+        );
+        frame(&body)
+    };
+    // A well-formed one first, to show the decoding is not what is refused.
+    let good = frame(
+        &[
+            header.clone(),
+            WatcherEvent {
+                event_type: EventType::NodeDataChanged,
+                state: KeeperState::SyncConnected,
+                path: d.node.clone(),
+            }
+            .to_bytes(),
+        ]
+        .concat(),
+    );
+    for (notification, line) in [
+        (
+            event(99, 3),
+            "dropping connection: protocol error: unknown event type value 99",
+        ),
+        (
+            event(3, 77),
+            "dropping connection: protocol error: unknown keeper state value 77",
+        ),
+        (
+            frame(&[header.clone(), 4i32.to_be_bytes().to_vec()].concat()),
+            "dropping connection: protocol error: truncated input: needed 4 more byte(s) but only 0 remain",
+        ),
+    ] {
+        let good = good.clone();
+        let h = d.via(move |peer| {
+            peer.handshake(HOSTILE_TIMEOUT_MS)?;
+            peer.expect_request(OpCode::GetData)?;
+            peer.send(&good)?;
+            peer.send(&notification)?;
+            Ok(After::Hold)
+        });
+        d.expect_states(&[State::Connected]);
+        assert_eq!(d.get(), Err(Error::ConnectionLoss));
+        assert_logged(line, BOUND);
+        d.expect_states(&[State::Disconnected]);
+        prompt_drop(&h);
+        d.expect_back();
+    }
+}
+
+#[test]
+fn a_silent_server_is_dropped_after_two_thirds_of_the_negotiated_timeout() {
+    let d = detour("silent", |b| b);
+    let h = d.via(|peer| {
+        // 1800 ms: a read timeout of 1200 ms, a ping after 600 ms of quiet.
+        peer.handshake(1800)?;
+        peer.expect_request(OpCode::GetData)?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected]);
+    assert_eq!(
+        d.client.negotiated_timeout(),
+        Some(Duration::from_millis(1800))
+    );
+    let started = Instant::now();
+    assert_eq!(d.get(), Err(Error::ConnectionLoss));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1200) + PROMPT,
+        "the call failed after {took:?}"
+    );
+    assert_logged(
+        "dropping connection: timed out after 1.2s waiting for any reply or ping response from the server",
+        BOUND,
+    );
+    d.expect_states(&[State::Disconnected]);
+    let report = h.next_report(BOUND);
+    let after = report.closed_after.expect("dropped");
+    assert!(
+        after >= Duration::from_millis(1150) && after < Duration::from_millis(1200) + PROMPT,
+        "dropped {after:?} after the handshake"
+    );
+    assert!(
+        report.later.iter().any(|r| r.op == OpCode::Ping.code()),
+        "no ping before giving up: {report:?}"
+    );
+    d.expect_back();
+    assert_eq!(d.client.negotiated_timeout(), Some(SESSION_TIMEOUT));
+}
+
+#[test]
+fn a_server_that_never_answers_the_handshake_is_left_after_the_connect_timeout() {
+    let d = detour("mute", |b| b.connect_timeout(Duration::from_millis(1000)));
+    let h = d.via(|peer| {
+        peer.read_connect()?;
+        Ok(After::Hold)
+    });
+    // A call made meanwhile waits for the next connection and succeeds.
+    assert_eq!(d.get().expect("get_data after the detour"), b"real");
+    let report = h.next_report(BOUND);
+    let after = report.closed_after.expect("dropped");
+    assert!(
+        after >= Duration::from_millis(950) && after < Duration::from_millis(1000) + PROMPT,
+        "dropped after {after:?}"
+    );
+    d.expect_back();
+}
+
+#[test]
+fn a_broken_handshake_on_reconnect_moves_on_and_keeps_the_session() {
+    let d = detour("rehandshake", |b| b);
+    for (passwd_len, line) in [
+        (
+            15,
+            "dropping connection: protocol error: malformed session password length",
+        ),
+        (
+            0,
+            "dropping connection: protocol error: malformed session password length",
+        ),
+        (
+            100_000,
+            "dropping connection: protocol error: malformed session password length",
+        ),
+    ] {
+        let h = d.via(spoiled_response(move |r| r.passwd = vec![9; passwd_len]));
+        assert_logged(line, BOUND);
+        prompt_drop(&h);
+        d.expect_back();
+    }
+}
+
+#[test]
+fn an_expired_handshake_on_reconnect_ends_the_session() {
+    let d = detour("expired", |b| b);
+    let h = d.via(|peer| {
+        peer.read_connect()?;
+        peer.send(&frame(
+            &ConnectResponse {
+                protocol_version: 0,
+                timeout_ms: 0,
+                session_id: 0,
+                passwd: vec![0; 16],
+                read_only: false,
+            }
+            .to_bytes(),
+        ))?;
+        Ok(After::Close)
+    });
+    d.expect_states(&[State::Expired]);
+    let started = Instant::now();
+    assert_eq!(d.get(), Err(Error::SessionExpired));
+    assert!(started.elapsed() < PROMPT);
+    within(BOUND, "close", {
+        let client = d.client.clone();
+        move || client.close()
+    })
+    .expect("close");
+    assert_eq!(h.connections(), 1);
+    assert_no_client_panics();
+}
+
+#[test]
+fn a_resume_answered_with_another_session_is_refused() {
+    let d = detour("hijack", |b| b);
+    for spoil in [
+        (|r: &mut ConnectResponse| r.session_id = FAKE_SESSION) as fn(&mut ConnectResponse),
+        |r: &mut ConnectResponse| r.passwd = vec![1; 16],
+    ] {
+        let h = d.via(spoiled_response(spoil));
+        assert_logged(
+            "dropping connection: protocol error: malformed handshake: another session than the one being resumed",
+            BOUND,
+        );
+        prompt_drop(&h);
+        d.expect_back();
+    }
+}
+
+#[test]
+fn an_unsolicited_auth_failure_is_a_protocol_error() {
+    let d = detour("auth", |b| b);
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        peer.reply(AUTH_XID, zklock::proto::ErrorCode::AuthFailed.code(), &[])?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected, State::Disconnected]);
+    assert_logged(
+        "dropping connection: reply xid -4 does not match the oldest outstanding request's xid None",
+        BOUND,
+    );
+    prompt_drop(&h);
+    d.expect_back();
+}
