@@ -2,6 +2,7 @@
 //! guaranteed release.
 
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -238,6 +239,79 @@ impl Drop for HeldLock {
                 log::debug!("release of {} not needed: {e}", self.server_node);
             }
             self.shared.set(LockState::Lost);
+        }
+    }
+}
+
+/// Which threads hold a lock object, each hold tagged with its fencing token,
+/// so that the guard of a lost lock only ever forgets its own hold and never
+/// the next holder's.
+#[derive(Debug, Default)]
+pub(crate) struct Holders(Mutex<Vec<(ThreadId, i64)>>);
+
+impl Holders {
+    /// True if the calling thread holds the lock.
+    pub(crate) fn current_thread_holds(&self) -> bool {
+        let me = std::thread::current().id();
+        lock(&self.0).iter().any(|(thread, _)| *thread == me)
+    }
+
+    fn add(&self, token: i64, exclusive: bool) {
+        let mut holders = lock(&self.0);
+        if exclusive {
+            // A new exclusive hold means any earlier one was lost.
+            holders.clear();
+        }
+        holders.push((std::thread::current().id(), token));
+    }
+
+    fn remove(&self, token: i64) {
+        lock(&self.0).retain(|(_, t)| *t != token);
+    }
+}
+
+/// A held lock as a guard owns it: recorded in the lock object's
+/// [`Holders`] while it lives, released in the background when dropped.
+#[derive(Debug)]
+pub(crate) struct Hold<'a> {
+    held: Option<HeldLock>,
+    holders: &'a Holders,
+}
+
+impl<'a> Hold<'a> {
+    /// Records `held` as the calling thread's; `exclusive` for a mutex or a
+    /// write lock, whose new hold replaces any lost one.
+    pub(crate) fn new(held: HeldLock, holders: &'a Holders, exclusive: bool) -> Hold<'a> {
+        holders.add(held.fencing_token(), exclusive);
+        Hold {
+            held: Some(held),
+            holders,
+        }
+    }
+
+    pub(crate) fn held(&self) -> &HeldLock {
+        // Present from construction until `unlock` or drop consumes it.
+        self.held
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("guard used after release"))
+    }
+
+    /// Releases and waits for the server to confirm the delete.
+    pub(crate) fn unlock(mut self) -> Result<()> {
+        match self.held.take() {
+            Some(held) => {
+                self.holders.remove(held.fencing_token());
+                held.release()
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.holders.remove(held.fencing_token());
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::acquire::{exclusive, Attempt, LockSpec, Waiters};
-use super::held::{HeldLock, LockState};
+use super::held::{HeldLock, Hold, Holders, LockState};
 use super::naming::{KAZOO_MARKER, MUTEX_MARKER};
 use crate::client::core::lock;
 use crate::error::{Error, Result};
@@ -25,9 +25,7 @@ use crate::Client;
 pub struct Mutex {
     spec: LockSpec,
     waiters: Waiters,
-    /// The holding thread, and the fencing token of its hold: a guard
-    /// clears only its own hold, not a later one after its lock was lost.
-    holder: std::sync::Mutex<Option<(ThreadId, i64)>>,
+    holders: Holders,
 }
 
 const MUTEX_MARKERS: &[&str] = &[MUTEX_MARKER, KAZOO_MARKER];
@@ -39,7 +37,7 @@ impl Mutex {
         Ok(Mutex {
             spec: LockSpec::new(client, path)?,
             waiters: Waiters::default(),
-            holder: std::sync::Mutex::new(None),
+            holders: Holders::default(),
         })
     }
 
@@ -92,15 +90,7 @@ impl Mutex {
 
     /// True if the calling thread holds this mutex.
     pub fn is_held_by_current_thread(&self) -> bool {
-        lock(&self.holder).is_some_and(|(thread, _)| thread == std::thread::current().id())
-    }
-
-    /// Forgets the holder, if it is still the hold with `token`.
-    fn clear_holder(&self, token: i64) {
-        let mut holder = lock(&self.holder);
-        if holder.is_some_and(|(_, t)| t == token) {
-            *holder = None;
-        }
+        self.holders.current_thread_holds()
     }
 
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<MutexGuard<'_>>> {
@@ -108,12 +98,8 @@ impl Mutex {
             return Err(Error::WouldDeadlock);
         }
         let held = attempt(&self.spec, &self.waiters, deadline)?;
-        Ok(held.map(|held| {
-            *lock(&self.holder) = Some((std::thread::current().id(), held.fencing_token()));
-            MutexGuard {
-                mutex: self,
-                held: Some(held),
-            }
+        Ok(held.map(|held| MutexGuard {
+            hold: Hold::new(held, &self.holders, true),
         }))
     }
 }
@@ -140,8 +126,7 @@ fn attempt(
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct MutexGuard<'a> {
-    mutex: &'a Mutex,
-    held: Option<HeldLock>,
+    hold: Hold<'a>,
 }
 
 /// What every guard offers: the fencing token and the lock's state.
@@ -182,32 +167,15 @@ pub(crate) use guard_accessors;
 
 impl MutexGuard<'_> {
     fn held(&self) -> &HeldLock {
-        // Present from construction until `unlock` or drop consumes it.
-        self.held
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("guard used after release"))
+        self.hold.held()
     }
 
     guard_accessors!();
 
     /// Releases the lock and waits for the server to confirm the delete.
     /// `LockLost` if the lock had already been lost.
-    pub fn unlock(mut self) -> Result<()> {
-        match self.held.take() {
-            Some(held) => {
-                self.mutex.clear_holder(held.fencing_token());
-                held.release()
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for MutexGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
-            self.mutex.clear_holder(held.fencing_token());
-        }
+    pub fn unlock(self) -> Result<()> {
+        self.hold.unlock()
     }
 }
 

@@ -1,15 +1,13 @@
 //! `RwLock`: many readers or one writer, across processes.
 
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
 use super::acquire::{exclusive, Attempt, Decision, LockSpec, Waiters};
-use super::held::{HeldLock, LockState};
+use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{Contender, READ_MARKER, WRITE_MARKER};
-use crate::client::core::lock;
 use crate::error::{Error, Result};
 use crate::Client;
 
@@ -26,13 +24,10 @@ const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
 pub struct RwLock {
     spec: LockSpec,
     waiters: Waiters,
-    /// The thread holding the write lock, and the fencing token of that
-    /// hold (see the Mutex's `holder`).
-    writer: std::sync::Mutex<Option<(ThreadId, i64)>>,
-    /// The threads holding read locks, with each hold's fencing token, so a
-    /// reader asking for the write lock gets `WouldDeadlock` (it would wait
-    /// for its own read node forever).
-    readers: std::sync::Mutex<Vec<(ThreadId, i64)>>,
+    writer: Holders,
+    /// Kept so that a reader asking for the write lock gets `WouldDeadlock`
+    /// (it would wait for its own read node forever).
+    readers: Holders,
 }
 
 impl RwLock {
@@ -41,8 +36,8 @@ impl RwLock {
         Ok(RwLock {
             spec: LockSpec::new(client, path)?,
             waiters: Waiters::default(),
-            writer: std::sync::Mutex::new(None),
-            readers: std::sync::Mutex::new(Vec::new()),
+            writer: Holders::default(),
+            readers: Holders::default(),
         })
     }
 
@@ -105,25 +100,8 @@ impl RwLock {
         self.waiters.cancel();
     }
 
-    fn holds_write(&self) -> bool {
-        lock(&self.writer).is_some_and(|(thread, _)| thread == std::thread::current().id())
-    }
-
-    /// Forgets the read hold with `token`.
-    fn clear_reader(&self, token: i64) {
-        lock(&self.readers).retain(|(_, t)| *t != token);
-    }
-
-    /// Forgets the writer, if it is still the hold with `token`.
-    fn clear_writer(&self, token: i64) {
-        let mut writer = lock(&self.writer);
-        if writer.is_some_and(|(_, t)| t == token) {
-            *writer = None;
-        }
-    }
-
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
-        let writer_is_us = self.holds_write();
+        let writer_is_us = self.writer.current_thread_holds();
         let decide = move |contenders: &[Contender], ours: usize| {
             if writer_is_us {
                 return Decision::Acquired;
@@ -138,19 +116,13 @@ impl RwLock {
             waiters: &self.waiters,
         }
         .run(deadline)?;
-        Ok(held.map(|held| {
-            let hold = (std::thread::current().id(), held.fencing_token());
-            lock(&self.readers).push(hold);
-            RwLockReadGuard {
-                lock: self,
-                held: Some(held),
-            }
+        Ok(held.map(|held| RwLockReadGuard {
+            hold: Hold::new(held, &self.readers, false),
         }))
     }
 
     fn acquire_write(&self, deadline: Option<Instant>) -> Result<Option<RwLockWriteGuard<'_>>> {
-        let me = std::thread::current().id();
-        if self.holds_write() || lock(&self.readers).iter().any(|(t, _)| *t == me) {
+        if self.writer.current_thread_holds() || self.readers.current_thread_holds() {
             return Err(Error::WouldDeadlock);
         }
         let held = Attempt {
@@ -161,12 +133,8 @@ impl RwLock {
             waiters: &self.waiters,
         }
         .run(deadline)?;
-        Ok(held.map(|held| {
-            *lock(&self.writer) = Some((std::thread::current().id(), held.fencing_token()));
-            RwLockWriteGuard {
-                lock: self,
-                held: Some(held),
-            }
+        Ok(held.map(|held| RwLockWriteGuard {
+            hold: Hold::new(held, &self.writer, true),
         }))
     }
 }
@@ -188,36 +156,19 @@ fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockReadGuard<'a> {
-    lock: &'a RwLock,
-    held: Option<HeldLock>,
+    hold: Hold<'a>,
 }
 
 impl RwLockReadGuard<'_> {
     fn held(&self) -> &HeldLock {
-        self.held
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("guard used after release"))
+        self.hold.held()
     }
 
     guard_accessors!();
 
     /// Releases the read lock and waits for the server's confirmation.
-    pub fn unlock(mut self) -> Result<()> {
-        match self.held.take() {
-            Some(held) => {
-                self.lock.clear_reader(held.fencing_token());
-                held.release()
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for RwLockReadGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
-            self.lock.clear_reader(held.fencing_token());
-        }
+    pub fn unlock(self) -> Result<()> {
+        self.hold.unlock()
     }
 }
 
@@ -225,36 +176,19 @@ impl Drop for RwLockReadGuard<'_> {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockWriteGuard<'a> {
-    lock: &'a RwLock,
-    held: Option<HeldLock>,
+    hold: Hold<'a>,
 }
 
 impl RwLockWriteGuard<'_> {
     fn held(&self) -> &HeldLock {
-        self.held
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("guard used after release"))
+        self.hold.held()
     }
 
     guard_accessors!();
 
     /// Releases the write lock and waits for the server's confirmation.
-    pub fn unlock(mut self) -> Result<()> {
-        match self.held.take() {
-            Some(held) => {
-                self.lock.clear_writer(held.fencing_token());
-                held.release()
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for RwLockWriteGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
-            self.lock.clear_writer(held.fencing_token());
-        }
+    pub fn unlock(self) -> Result<()> {
+        self.hold.unlock()
     }
 }
 
