@@ -478,8 +478,13 @@ impl<T, W: Clone> Session<T, W> {
     /// Adds credentials. They are also re-sent after every reconnect.
     pub fn add_auth(&mut self, now: Instant, auth: AuthPacket, token: T) -> Result<()> {
         self.check_open()?;
+        // The packet is re-sent after every reconnect: one over the server's
+        // limit would make it drop every connection, for good.
+        let mut frame = Vec::new();
+        let len = write_request(&mut frame, AUTH_XID, OpCode::Auth, &auth);
+        self.check_frame_len(len)?;
         if self.conn == Conn::Established {
-            write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, &auth);
+            self.outbox.extend_from_slice(&frame);
             self.auth_waiters.push_back(Some(token));
             self.last_send = now;
         } else {

@@ -561,6 +561,22 @@ fn oversized_requests_are_refused_before_sending() {
         Err(Error::InvalidArgument(_))
     ));
     assert!(sent(&mut s).is_empty());
+    // Credentials too: they would be re-sent, and refused, on every reconnect.
+    let auth = AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: vec![b'a'; crate::proto::JUTE_MAX_BUFFER],
+    };
+    assert!(matches!(
+        s.add_auth(now, auth, 2),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(sent(&mut s).is_empty());
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1, "only the handshake, no auth packet");
 }
 
 #[test]
