@@ -770,6 +770,7 @@ impl<T, W: Clone> Session<T, W> {
         // broken, and believing it would lose the session on every other
         // server.
         if self.seen_rw_server
+            && self.session_id != 0
             && (response.session_id != self.session_id || response.passwd != self.passwd)
         {
             return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
