@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{Error, Result};
-use crate::proto::AuthPacket;
+use crate::proto::{AuthPacket, PASSWORD_LEN};
 use crate::session::{Session, SessionConfig, State, WatchedEvent};
 
 pub use config::{ClientBuilder, Config, StateHandler};
@@ -98,6 +98,21 @@ impl Client {
             if value < 1024 {
                 return Err(Error::InvalidArgument(format!(
                     "{name} must be at least 1024 bytes, not {value}"
+                )));
+            }
+        }
+        if let Some((id, password)) = &config.session {
+            // Resuming anything else would be refused as expired, or (id 0)
+            // quietly become a new session.
+            if *id == 0 {
+                return Err(Error::InvalidArgument(
+                    "session id 0 names no session (see Client::session_id)".into(),
+                ));
+            }
+            if password.len() != PASSWORD_LEN {
+                return Err(Error::InvalidArgument(format!(
+                    "a session password is {PASSWORD_LEN} bytes, not {}",
+                    password.len()
                 )));
             }
         }
