@@ -25,6 +25,9 @@ pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
 use self::connect_string::ConnectString;
 use self::core::{drain_events, lock, ReplySlot, Shared};
 
+/// The longest session or connect timeout: `i32::MAX` ms (about 24.8 days).
+const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
 /// Receives the events of one watch: exactly one event for a one-shot
 /// watch, a stream for a persistent one. When the session ends, a last event
 /// with `EventType::None` and the final state arrives, then the channel
@@ -88,6 +91,13 @@ impl Client {
             if value < Duration::from_millis(1) {
                 return Err(Error::InvalidArgument(format!(
                     "{name} must be at least 1 ms, not {value:?}"
+                )));
+            }
+            // The protocol's timeouts are i32 ms; beyond that, deadlines
+            // computed from these would overflow.
+            if value > MAX_TIMEOUT {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} must be at most {MAX_TIMEOUT:?}, not {value:?}"
                 )));
             }
         }
