@@ -339,19 +339,34 @@ impl Shared {
         lock(&self.callbacks).retain(|(i, _)| *i != id);
     }
 
-    /// Waits until `done(state)` holds or `deadline` passes; returns the state.
-    pub(crate) fn wait_state(&self, deadline: Instant, done: impl Fn(State) -> bool) -> State {
+    /// Waits until `done(state)` holds or `deadline` (if any) passes;
+    /// returns the state.
+    pub(crate) fn wait_state(
+        &self,
+        deadline: Option<Instant>,
+        done: impl Fn(State) -> bool,
+    ) -> State {
         let mut state = lock(&self.state);
         loop {
-            let now = Instant::now();
-            if done(*state) || now >= deadline {
+            if done(*state) {
                 return *state;
             }
-            state = self
-                .state_changed
-                .wait_timeout(state, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
+            state = match deadline {
+                None => self
+                    .state_changed
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return *state;
+                    }
+                    self.state_changed
+                        .wait_timeout(state, deadline - now)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0)
+                }
+            };
         }
     }
 }

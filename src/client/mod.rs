@@ -181,7 +181,7 @@ impl Client {
         let state = client
             .inner
             .shared
-            .wait_state(now + budget, |s| s.is_connected() || s.is_terminal());
+            .wait_state(Some(now + budget), |s| s.is_connected() || s.is_terminal());
         if !state.is_connected() {
             let fatal = client.inner.shared.core().session.fatal_error().cloned();
             client.inner.shutdown();
@@ -217,7 +217,8 @@ impl Client {
     /// Blocks until connected (to any server), the session ends, or
     /// `timeout` passes.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to make a deadline of waits without one.
+        let deadline = Instant::now().checked_add(timeout);
         let state = self
             .inner
             .shared

@@ -165,7 +165,8 @@ impl HeldLock {
     /// Blocks until the state is no longer `Held` or `timeout` passes, and
     /// returns the state then.
     pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too long to make a deadline of waits without one.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut guard = lock(&self.shared.state);
         loop {
             if guard.0 != LockState::Held {

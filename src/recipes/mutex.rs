@@ -73,8 +73,9 @@ impl Mutex {
     }
 
     /// Waits up to `timeout`: `Ok(None)` if the lock was not acquired in time.
+    /// A timeout too long to make a deadline of waits without one.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Some(Instant::now() + timeout))
+        self.acquire(Instant::now().checked_add(timeout))
     }
 
     /// Waits until `deadline`: `Ok(None)` if the lock was not acquired in time.
@@ -223,9 +224,9 @@ impl ReentrantMutex {
         self.acquire(Some(Instant::now()))
     }
 
-    /// Waits up to `timeout`.
+    /// Waits up to `timeout` (without a deadline if too long to make one).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Some(Instant::now() + timeout))
+        self.acquire(Instant::now().checked_add(timeout))
     }
 
     /// Waits until `deadline`.

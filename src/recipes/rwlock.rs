@@ -63,9 +63,10 @@ impl RwLock {
         self.acquire_read(Some(Instant::now()))
     }
 
-    /// Waits up to `timeout` for a read lock.
+    /// Waits up to `timeout` for a read lock (without a deadline if too long
+    /// to make one).
     pub fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Some(Instant::now() + timeout))
+        self.acquire_read(Instant::now().checked_add(timeout))
     }
 
     /// Waits until `deadline` for a read lock.
@@ -85,9 +86,10 @@ impl RwLock {
         self.acquire_write(Some(Instant::now()))
     }
 
-    /// Waits up to `timeout` for the write lock.
+    /// Waits up to `timeout` for the write lock (without a deadline if too
+    /// long to make one).
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Some(Instant::now() + timeout))
+        self.acquire_write(Instant::now().checked_add(timeout))
     }
 
     /// Waits until `deadline` for the write lock.
