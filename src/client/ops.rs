@@ -124,10 +124,15 @@ impl Client {
             Err(e) => return (Err(e.clone()), Err(e)),
         };
         let shared = self.shared();
-        let created = shared.start(OpCode::Create2, &create, None);
+        let created = match shared.start(OpCode::Create2, &create, None) {
+            Ok(slot) => slot,
+            // Refused before sending (over the size limit, say): there is
+            // nothing to list for.
+            Err(e) => return (Err(e.clone()), Err(e)),
+        };
         let listed = shared.start(OpCode::GetChildren, &list, None);
         shared.flush();
-        let created = created.and_then(|slot| match shared.wait(&slot)? {
+        let created = shared.wait(&created).and_then(|reply| match reply {
             Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
             _ => Err(unexpected("create2 reply")),
         });
