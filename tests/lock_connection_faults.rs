@@ -291,3 +291,71 @@ fn a_short_disconnect_suspends_the_guard_then_restores_it() {
     guard.unlock().unwrap();
     assert!(children(&observer, DIR).is_empty());
 }
+
+/// The create is applied but its reply is lost (the cut lands right after
+/// the listing sent behind it), and the listing that then looks for the node
+/// is cut too. A lost listing is no answer: the contender looks again instead
+/// of creating a second node, so its first node is never orphaned at the
+/// head of the queue. (Found by the fault checker, `tests/checker`.)
+#[test]
+fn a_lost_create_reply_then_a_lost_search_still_leaves_no_orphan() {
+    const DIR: &str = "/cut-twice/lock";
+    const GET_CHILDREN: i32 = 8;
+    let server = server();
+    // Two proxies: after the first cut the client moves to its next host,
+    // so the second cut is armed in advance instead of raced.
+    let proxies = [proxy(&server), proxy(&server)];
+    let cuts = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
+    for proxy in &proxies {
+        let cuts = cuts.clone();
+        proxy.cut_after_request(move |op| {
+            use std::sync::atomic::Ordering::SeqCst;
+            op == GET_CHILDREN
+                && cuts
+                    .fetch_update(SeqCst, SeqCst, |n| (n < 2).then_some(n + 1))
+                    .is_ok()
+        });
+    }
+    let hosts = format!(
+        "{},{}",
+        proxies[0].connect_string(),
+        proxies[1].connect_string()
+    );
+    let admin = connect(&server.connect_string());
+    // The directory exists, so the first create succeeds on the server.
+    mk(&admin, "/cut-twice", b"");
+    mk(&admin, DIR, b"");
+    let client = connect(&hosts);
+    let session = client.session_id();
+
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    // Bounded: before the fix, the contender waited forever behind its own
+    // orphaned first node.
+    let guard = mutex
+        .try_lock_for(Duration::from_secs(10))
+        .unwrap()
+        .expect("acquired after both cuts");
+    assert_eq!(
+        cuts.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "both cuts fired"
+    );
+    assert_eq!(client.session_id(), session, "same session throughout");
+    let held = guard.node().rsplit('/').next().unwrap().to_owned();
+    assert_eq!(sequence(&held), 0, "the first create is the one held");
+    assert_eq!(
+        owned_by(&admin, DIR, session),
+        [held],
+        "exactly one node, the held one"
+    );
+    // Another contender gets the lock after the release: nothing is left
+    // at the head of the queue.
+    guard.unlock().unwrap();
+    let other = Mutex::new(&admin, DIR).unwrap();
+    let next = other
+        .try_lock_for(Duration::from_secs(5))
+        .unwrap()
+        .expect("nothing blocks the queue");
+    next.unlock().unwrap();
+    assert!(children(&admin, DIR).is_empty());
+}

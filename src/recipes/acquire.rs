@@ -336,6 +336,8 @@ impl Attempt<'_> {
                     last_error = Error::NoNode;
                 }
                 Err(e) if e.is_retryable() => {
+                    // The create may have happened: find out for sure before
+                    // creating again, or the first node would be orphaned.
                     if let Some((name, token)) = self.find_own_node(&prefix)? {
                         return Ok((name, token, None));
                     }
@@ -347,13 +349,26 @@ impl Attempt<'_> {
         Err(last_error)
     }
 
-    /// After an ambiguous create: our node, if the create did happen.
+    /// After an ambiguous create: our node if the create happened, `None` if
+    /// it certainly did not. A connection loss while looking is no answer,
+    /// so it looks again (each attempt waits for a reconnect); only the end
+    /// of the session, which takes the node with it, stops the search.
     fn find_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
+        loop {
+            match self.look_for_own_node(prefix) {
+                Err(e) if e.is_retryable() => {
+                    log::debug!("looking for lock node {prefix}* again: {e}");
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    fn look_for_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
         let client = &self.spec.client;
         let children = match client.get_children(&self.spec.path) {
             Ok(children) => children,
             Err(Error::NoNode) => return Ok(None),
-            Err(e) if e.is_retryable() => return Ok(None),
             Err(e) => return Err(e),
         };
         let session = client.session_id();
@@ -363,7 +378,6 @@ impl Attempt<'_> {
                     return Ok(Some((name, stat.czxid)))
                 }
                 Ok(_) => {}
-                Err(e) if e.is_retryable() => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
