@@ -675,6 +675,23 @@ fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
         d.expect_back();
     }
 
+    // A truncated frame, then a close: the call fails at once.
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::GetData)?;
+        let mut reply = reply_frame(xid, 0, &get_data_body(&[7; 500]));
+        reply.truncate(100);
+        peer.send(&reply)?;
+        Ok(After::Close)
+    });
+    d.expect_states(&[State::Connected]);
+    let started = Instant::now();
+    assert_eq!(d.get(), Err(Error::ConnectionLoss), "a truncated frame");
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
+    d.expect_states(&[State::Disconnected]);
+    assert_eq!(h.next_report(BOUND).script_error, None);
+    d.expect_back();
+
     // A reply of exactly max_frame bytes is fine; one byte more is not.
     let overhead = 16 + 4 + 68;
     let h = d.via(move |peer| {
