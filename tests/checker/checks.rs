@@ -12,9 +12,10 @@
 //!    badly, every error is one of the expected kinds, and the lock never
 //!    stalls outside a fault's recovery time.
 //! 4. No lock node is left once every contender has exited, and none is
-//!    orphaned while its session lives: the lowest node, polled between
-//!    faults, is never one its owner has since given up (see
-//!    `Checker::live_orphans`).
+//!    orphaned while its session lives: right after an attempt that ended
+//!    without the lock, the contender's session owns no lock node, and the
+//!    lowest node, polled between faults, is never one its owner's session
+//!    has since given up (see `liveness.rs`).
 //! 5. The counter equals the acknowledged writes, give or take the writes
 //!    whose reply was lost: `done <= counter <= done + maybe`.
 
@@ -118,6 +119,7 @@ pub fn check(run: &RunData) -> Verdict {
     v.bounded(&sections);
     v.leftovers();
     v.live_orphans();
+    v.owned_after_failure();
     v.counter(&sections);
     Verdict {
         figures: v.figures,
@@ -242,7 +244,7 @@ impl<'a> Checker<'a> {
                             all.push(finish(s, None));
                         }
                     }
-                    Event::Stop { .. } | Event::Exit { .. } => {}
+                    Event::Owned { .. } | Event::Stop { .. } | Event::Exit { .. } => {}
                 }
             }
             if let Some(s) = open.take() {

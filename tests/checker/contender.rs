@@ -193,7 +193,10 @@ impl Contender {
             self.log.put(&Event::Begin { t: now_ns(), n });
             match mutex.try_lock_for(self.settings.wait) {
                 Ok(Some(guard)) => self.section(client, guard, n),
-                Ok(None) => self.log.put(&Event::NoLock { t: now_ns(), n }),
+                Ok(None) => {
+                    self.log.put(&Event::NoLock { t: now_ns(), n });
+                    self.owned_nodes(client, n);
+                }
                 Err(e) => {
                     let err = LoggedError::of(&e);
                     self.log.put(&Event::LockErr {
@@ -203,11 +206,37 @@ impl Contender {
                     });
                     if e.is_session_lost() || !e.is_retryable() {
                         std::thread::sleep(self.rng.ms(10, 50));
+                    } else {
+                        self.owned_nodes(client, n);
                     }
                 }
             }
             // Think time between sections.
             std::thread::sleep(self.rng.ms(0, 8));
+        }
+    }
+
+    /// After an attempt that ended without the lock, logs the lock nodes
+    /// this session still owns. There should be none: the attempt's node is
+    /// deleted by a request ordered before this listing. Logs nothing if
+    /// the listing fails.
+    fn owned_nodes(&self, client: &Client, n: u64) {
+        let session = client.session_id();
+        let Ok(children) = client.get_children(&self.settings.lock) else {
+            return;
+        };
+        let mut owned = Vec::new();
+        for name in children {
+            let path = format!("{}/{name}", self.settings.lock);
+            match client.exists(&path) {
+                Ok(Some(stat)) if stat.ephemeral_owner == session => owned.push(path),
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+        if !owned.is_empty() {
+            let (t, nodes) = (now_ns(), owned.join(","));
+            self.log.put(&Event::Owned { t, n, nodes });
         }
     }
 
@@ -224,6 +253,18 @@ impl Contender {
         });
         let changes = guard.state_changes();
         let left_held = AtomicBool::new(false);
+        // A guard can start out Suspended (the connection dropped right at
+        // the acquisition); that is no change, so note it here.
+        let initial = guard.state();
+        if initial != LockState::Held {
+            left_held.store(true, Ordering::SeqCst);
+            let state = format!("{initial:?}");
+            self.log.put(&Event::State {
+                t: now_ns(),
+                n,
+                state,
+            });
+        }
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         let log = &self.log;
         std::thread::scope(|scope| {

@@ -89,6 +89,9 @@ pub enum Event {
     NoLock { t: u64, n: u64 },
     /// The attempt failed.
     LockErr { t: u64, n: u64, err: LoggedError },
+    /// After an attempt that ended without the lock, the session still
+    /// owned these lock nodes (comma-separated paths).
+    Owned { t: u64, n: u64, nodes: String },
     /// The guard's state changed (from `state_changes()`).
     State { t: u64, n: u64, state: String },
     /// The counter was read: its value and the token of its last writer.
@@ -140,6 +143,7 @@ impl Event {
             | Event::Acq { t, .. }
             | Event::NoLock { t, .. }
             | Event::LockErr { t, .. }
+            | Event::Owned { t, .. }
             | Event::State { t, .. }
             | Event::Read { t, .. }
             | Event::ReadErr { t, .. }
@@ -162,6 +166,7 @@ impl Event {
             Event::Acq { t, n, token, node } => (format!("ACQ {t} {n} {token} {node}"), None),
             Event::NoLock { t, n } => (format!("NOLOCK {t} {n}"), None),
             Event::LockErr { t, n, err } => (format!("LOCKERR {t} {n}"), Some(err)),
+            Event::Owned { t, n, nodes } => (format!("OWNED {t} {n} {nodes}"), None),
             Event::State { t, n, state } => (format!("STATE {t} {n} {state}"), None),
             Event::Read { t, n, value, token } => (format!("READ {t} {n} {value} {token}"), None),
             Event::ReadErr { t, n, err } => (format!("READERR {t} {n}"), Some(err)),
@@ -220,6 +225,11 @@ impl Event {
                 t,
                 n: f.num()?,
                 err: f.err()?,
+            },
+            "OWNED" => Event::Owned {
+                t,
+                n: f.num()?,
+                nodes: f.word()?.to_owned(),
             },
             "STATE" => Event::State {
                 t,

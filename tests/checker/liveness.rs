@@ -200,10 +200,16 @@ impl Checker<'_> {
             }) else {
                 continue;
             };
+            // Only the owning session's own attempts count: a node of an
+            // expired session can outlive the expiry the client was told of
+            // by a moment, while the process already works on a new one.
+            let mut session = None;
             let mut begun = None;
             let mut later = None;
             for e in &proc.events {
                 match e {
+                    Event::Session { id, .. } => session = Some(*id),
+                    Event::Begin { .. } if session != Some(owner) => begun = None,
                     Event::Begin { t, n } => begun = Some((*n, *t)),
                     Event::NoLock { t, n } | Event::Acq { t, n, .. } => {
                         let other_node = match e {
@@ -232,6 +238,25 @@ impl Checker<'_> {
                     self.at(e),
                 );
                 self.violate(4, text);
+            }
+        }
+    }
+
+    /// Nodes a contender found still owned by its session right after an
+    /// attempt that ended without the lock (see `Contender::owned_nodes`).
+    pub(crate) fn owned_after_failure(&mut self) {
+        let run = self.run;
+        for p in &run.procs {
+            for e in &p.events {
+                if let Event::Owned { t, n, nodes } = e {
+                    let text = format!(
+                        "{}: right after its attempt {n} ended without the lock (at {}), its \
+                         session still owned {nodes}: a node it gave up but did not delete",
+                        p.name,
+                        self.at(*t)
+                    );
+                    self.violate(4, text);
+                }
             }
         }
     }

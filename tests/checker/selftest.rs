@@ -21,13 +21,14 @@ struct Log {
 }
 
 impl Log {
+    /// Contender "a" has session 1, any other session 2.
     fn new(name: &'static str) -> Log {
         Log {
             name,
             events: vec![Event::Session {
                 t: at(0),
                 start: at(0),
-                id: 1,
+                id: if name == "a" { 1 } else { 2 },
             }],
             n: 0,
         }
@@ -201,6 +202,34 @@ pub fn run() -> Result<(), String> {
         .map(|i| (at(100 * i), "/l/orphan".to_owned(), Some(1)))
         .collect();
     cases.push(("a node its owner gave up, blocking the lock", r, vec![4]));
+
+    let mut r = clean();
+    r.procs[0].events.extend([
+        Event::Begin { t: at(3900), n: 9 },
+        Event::NoLock { t: at(3950), n: 9 },
+        Event::Owned {
+            t: at(3951),
+            n: 9,
+            nodes: "/l/n20".into(),
+        },
+    ]);
+    cases.push(("a node still owned after a failed attempt", r, vec![4]));
+
+    // a's session 1 expires at 500 ms and a goes on with session 3; its
+    // old node outlives the expiry a little: not an orphan of session 3.
+    let mut r = clean();
+    r.procs[0].events.insert(
+        8,
+        Event::Session {
+            t: at(500),
+            start: at(500),
+            id: 3,
+        },
+    );
+    r.lowest = (6..40)
+        .map(|i| (at(100 * i), "/l/old".to_owned(), Some(1)))
+        .collect();
+    cases.push(("an expired session's node, lingering", r, vec![]));
 
     // The same node is lowest only until a's next attempt begins: fine.
     let mut r = clean();
