@@ -402,7 +402,8 @@ fn path_calls() -> Vec<PathCall> {
         (
             "get_ephemerals",
             |c, p| c.get_ephemerals(p).map(drop),
-            false,
+            // A string prefix, which may end in '/' as a sequential path may.
+            true,
         ),
         (
             "get_all_children_number",

@@ -389,6 +389,11 @@ fn get_ephemerals_and_get_all_children_number() {
         c.get_ephemerals("/eph/dir").expect("getEphemerals"),
         std::slice::from_ref(&seq)
     );
+    // A trailing '/' keeps to the subtree: "/eph/" does not match "/ephemeral-elsewhere".
+    assert_eq!(
+        sorted(c.get_ephemerals("/eph/").expect("getEphemerals")),
+        ["/eph/a".to_owned(), seq.clone()]
+    );
     assert_eq!(sorted(c.get_ephemerals("/").expect("all")).len(), 3);
     assert_eq!(
         other.get_ephemerals("/").expect("getEphemerals"),

@@ -408,10 +408,13 @@ impl Client {
     }
 
     /// This session's ephemeral nodes whose paths start with `prefix` (a
-    /// plain string prefix). Paths are returned relative to the chroot.
+    /// plain string prefix, so `/app/` matches only below `/app`, and `/ap`
+    /// also matches `/apple`). Paths are returned relative to the chroot.
     pub fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>> {
+        // A prefix may end in '/', like a sequential create's path.
+        let trailing_slash = prefix.len() > 1 && prefix.ends_with('/');
         let request = PathRecord {
-            path: self.server_path(prefix)?,
+            path: self.server_path_for(prefix, trailing_slash)?,
         };
         match self.shared().call(OpCode::GetEphemerals, &request, None)? {
             Response::GetEphemerals(r) => Ok(r
