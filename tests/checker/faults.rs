@@ -32,6 +32,9 @@ pub enum FaultKind {
     ServerPause,
     /// Partition one contender: its connections stall.
     Blackhole,
+    /// Partition one contender for 4 to 6 session timeouts: its session
+    /// expires while it cannot hear of it.
+    LongPartition,
     /// Slow one contender's connections down.
     Delay,
     /// Close one contender's connections.
@@ -51,10 +54,11 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::ServerKill,
         FaultKind::ServerPause,
         FaultKind::Blackhole,
+        FaultKind::LongPartition,
         FaultKind::Delay,
         FaultKind::Cut,
         FaultKind::Refuse,
@@ -75,6 +79,7 @@ impl FaultKind {
             FaultKind::ServerKill => "kill -9 + restart of the server / leader",
             FaultKind::ServerPause => "SIGSTOP/SIGCONT of a server past the session timeout",
             FaultKind::Blackhole => "blackhole of a contender's connections",
+            FaultKind::LongPartition => "blackhole of a contender for 4-6 session timeouts",
             FaultKind::Delay => "delay of a contender's connections",
             FaultKind::Cut => "cut of a contender's connections",
             FaultKind::Refuse => "cut + refused reconnects of a contender",
@@ -198,8 +203,12 @@ pub fn inject(
             let who = target.topology.pause_and_resume(paused, rng)?;
             format!("{who} stopped for {paused:?}")
         }
-        FaultKind::Blackhole => {
-            let held = rng.ms(t_ms * 3 / 10, t_ms * 9 / 5);
+        FaultKind::Blackhole | FaultKind::LongPartition => {
+            let held = if kind == FaultKind::Blackhole {
+                rng.ms(t_ms * 3 / 10, t_ms * 9 / 5)
+            } else {
+                rng.ms(4 * t_ms, 6 * t_ms)
+            };
             proxies
                 .iter()
                 .for_each(|p| p.set_mode(ProxyMode::Blackhole));

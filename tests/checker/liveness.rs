@@ -43,6 +43,9 @@ impl Checker<'_> {
                 let took = end.saturating_sub(start);
                 let bound = wait + 3 * t + self.fault_overlap(start, end);
                 self.figures.max_attempt_ms = self.figures.max_attempt_ms.max(ms(took));
+                if took > wait + 3 * t {
+                    self.figures.slow_attempts += 1;
+                }
                 if took > bound {
                     let text = format!(
                         "{}: {what} from {} took {} ms, over its bound of {} ms",

@@ -29,6 +29,9 @@ pub struct Figures {
     /// Errors by where and kind, e.g. `lock: SessionExpired`.
     pub errors: BTreeMap<String, usize>,
     pub max_attempt_ms: u64,
+    /// Lock attempts and connects longer than wait + 3 session timeouts
+    /// (within their bound only thanks to the faults they overlapped).
+    pub slow_attempts: usize,
     pub longest_gap_ms: u64,
     pub counter_final: u64,
     pub counter_done: u64,
@@ -62,6 +65,7 @@ impl Figures {
         add_map(&mut self.ends, &o.ends);
         add_map(&mut self.errors, &o.errors);
         self.max_attempt_ms = self.max_attempt_ms.max(o.max_attempt_ms);
+        self.slow_attempts += o.slow_attempts;
         self.longest_gap_ms = self.longest_gap_ms.max(o.longest_gap_ms);
         self.counter_final += o.counter_final;
         self.counter_done += o.counter_done;
@@ -106,8 +110,9 @@ impl Figures {
         println!("sections ended: {}", counts_text(&self.ends));
         println!("errors: {}", counts_text(&self.errors));
         println!(
-            "longest lock attempt or connect: {} ms; longest time without an acquisition: {} ms",
-            self.max_attempt_ms, self.longest_gap_ms
+            "longest lock attempt or connect: {} ms ({} of them over wait + 3 session \
+             timeouts); longest time without an acquisition: {} ms",
+            self.max_attempt_ms, self.slow_attempts, self.longest_gap_ms
         );
         println!(
             "counter: {} (acknowledged {}, ambiguous {})",
