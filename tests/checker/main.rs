@@ -4,36 +4,37 @@
 //! node.
 //!
 //! ```text
-//! cargo test --test checker                     # short: ~2 min, seed 1, both topologies
-//! cargo test --release --test checker -- --duration 3600 --seed 7   # long
+//! cargo test --test checker          # short: seed 1, 30 s of faults on a standalone
+//!                                    # server, then 30 s on a 3-node ensemble (~80 s)
+//! cargo test --release --test checker -- --duration 3600 --seed 7    # long
 //! ```
 //!
-//! Options (after `--`): `--duration SECS` (the long version: runs of
-//! `--run-secs`, default 300, alternating a standalone server and a 3-node
-//! ensemble), `--seed N`, `--topology standalone|cluster|both`,
-//! `--contenders K`, `--session-ms MS`, `--wait-ms MS` (the `try_lock_for`
-//! bound), `--without KIND,...` (leave fault kinds out, by their names in
-//! `faults.rs`, e.g. `CutAfterCreateThenList`), `--keep` (keep the logs of
-//! a clean run too), `--self-test` (only
-//! check the checks on made-up histories, which every run does first). Run `i` of a long
-//! run uses seed `N + i`; `--duration <its length> --seed <N + i>
-//! --topology <its topology>` replays its fault schedule (the interleavings
-//! differ from one run to the next: the processes race for real).
+//! The long version does runs of `--run-secs` (default 300) until
+//! `--duration` is used up, alternating the two topologies, with 5
+//! contenders. Run `i` uses seed `N + i`, so `--duration <its length>
+//! --seed <N + i> --topology <its topology>` replays its fault schedule
+//! (not its interleavings: the processes race for real). Other options:
+//! `--topology standalone|cluster|both`, `--contenders K`, `--session-ms MS`
+//! (default 2000), `--wait-ms MS` (the `try_lock_for` bound, default 1500),
+//! `--without KIND,...` (leave fault kinds out, named as in `faults.rs`),
+//! `--keep` (keep the logs of clean runs too), `--self-test` (only run the
+//! checks on made-up histories, which every run also does first). A test
+//! name filter that does not match `checker` skips it, as libtest would.
 //!
-//! The same binary is every process of a run (it is a `harness = false`
-//! test target):
+//! The same binary is every process of a run (a `harness = false` target):
 //!
-//! - the orchestrator (no arguments, or the options above) starts the
-//!   servers (`zklock::testing`), a [`FaultProxy`](zklock::testing::FaultProxy)
-//!   per contender and server, and K contender processes; it injects a
-//!   seeded schedule of faults, stops everything, and checks the logs;
-//! - `checker contender ...` is one contender: its own session, looping on
-//!   the lock path with `try_lock_for`, incrementing a counter znode in each
-//!   critical section, logging every step with its time (see `events.rs`).
+//! - the orchestrator starts the servers (`zklock::testing`), a
+//!   [`FaultProxy`](zklock::testing::FaultProxy) per contender and server,
+//!   and the contender processes; it deals a seeded schedule of faults
+//!   (`faults.rs`), stops everything, and checks the logs (`checks.rs`,
+//!   `liveness.rs`), printing the figures of each run and of all runs;
+//! - `checker contender ...` is one contender (`contender.rs`): its own
+//!   session, looping on one lock path with `try_lock_for`, incrementing a
+//!   counter znode in each critical section, logging every step with its
+//!   time (`events.rs`).
 //!
-//! The checks are listed in `checks.rs`. The process exits non-zero if any
-//! is violated. Logs are kept (and their directory printed) when a check
-//! fails.
+//! The process exits non-zero if any check is violated; the logs of a run
+//! with violations are kept, and their directory printed.
 
 mod checks;
 mod contender;
