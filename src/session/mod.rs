@@ -9,6 +9,7 @@
 //! it with bytes and a hand-advanced clock.
 
 mod hosts;
+mod receive;
 mod reregister;
 mod watches;
 
@@ -20,9 +21,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::proto::{
-    read_notification, read_reply_header, split_frame, write_frame, write_request, AuthPacket,
-    ConnectRequest, ConnectResponse, DeleteRequest, KeeperState, OpCode, Record, Response,
-    AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
+    split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DeleteRequest,
+    KeeperState, OpCode, Record, Response, AUTH_XID, PASSWORD_LEN, PING_XID,
 };
 use crate::rand::Rng;
 
@@ -740,217 +740,6 @@ impl<T, W: Clone> Session<T, W> {
                 token,
                 result: Err(error),
             });
-        }
-    }
-
-    fn handle_frame(&mut self, now: Instant, payload: &[u8]) -> Result<()> {
-        match self.conn {
-            Conn::Handshaking { .. } => self.handle_handshake(now, payload),
-            Conn::Established => self.handle_reply(payload),
-            Conn::None => Ok(()),
-        }
-    }
-
-    fn handle_handshake(&mut self, now: Instant, payload: &[u8]) -> Result<()> {
-        let response = ConnectResponse::from_bytes(payload)?;
-        if response.is_expired() {
-            self.terminate(State::Expired, Error::SessionExpired);
-            return Ok(());
-        }
-        if response.passwd.len() != PASSWORD_LEN {
-            return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
-                "session password length",
-            )));
-        }
-        if response.read_only && !self.config.can_be_read_only {
-            return Err(Error::NotReadOnly);
-        }
-        // A resume (see `handle_connected`) is granted for that very session
-        // or refused as expired; a server that hands out another one is
-        // broken, and believing it would lose the session on every other
-        // server.
-        if self.seen_rw_server
-            && self.session_id != 0
-            && (response.session_id != self.session_id || response.passwd != self.passwd)
-        {
-            return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
-                "handshake: another session than the one being resumed",
-            )));
-        }
-        self.session_id = response.session_id;
-        self.passwd = response.passwd;
-        self.negotiated = Some(Duration::from_millis(
-            response.timeout_ms.unsigned_abs().into(),
-        ));
-        self.seen_rw_server |= !response.read_only;
-        self.conn = Conn::Established;
-        self.hosts.connected();
-        self.set_state(if response.read_only {
-            State::ConnectedReadOnly
-        } else {
-            State::Connected
-        });
-        self.prime(now);
-        Ok(())
-    }
-
-    /// After a handshake: credentials, watches, guaranteed deletes, then the
-    /// requests that waited for the connection, in that order.
-    fn prime(&mut self, now: Instant) {
-        let mut deferred = std::mem::take(&mut self.deferred_auth_waiters);
-        for (i, auth) in self.auths.iter().enumerate() {
-            write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, auth);
-            let waiter = deferred
-                .iter()
-                .position(|(index, _)| *index == i)
-                .map(|at| deferred.swap_remove(at).1);
-            self.auth_waiters.push_back(waiter);
-        }
-        for (op, record) in reregister::set_watches(&self.watches, self.last_zxid) {
-            let _ = match &record {
-                reregister::SetWatchesRecord::V1(r) => self.send(now, op, r, Purpose::SetWatches),
-                reregister::SetWatchesRecord::V2(r) => self.send(now, op, r, Purpose::SetWatches),
-            };
-        }
-        for (path, version) in self.background.clone() {
-            let request = DeleteRequest {
-                path: path.clone(),
-                version,
-            };
-            let _ = self.send(now, OpCode::Delete, &request, Purpose::Background { path });
-        }
-        for q in std::mem::take(&mut self.queued) {
-            let xid = self.next_xid();
-            let mut frame = q.frame;
-            if let Some(slot) = frame.get_mut(4..8) {
-                slot.copy_from_slice(&xid.to_be_bytes());
-            }
-            self.outbox.extend_from_slice(&frame);
-            self.pending.push_back(Pending {
-                xid,
-                op: q.op,
-                purpose: q.purpose,
-            });
-        }
-        self.last_send = now;
-    }
-
-    fn handle_reply(&mut self, payload: &[u8]) -> Result<()> {
-        let (header, body) = read_reply_header(payload)?;
-        match header.xid {
-            NOTIFICATION_XID => {
-                let event = read_notification(&header, body)?;
-                let watchers = self.watches.fire(event.event_type, &event.path);
-                if !watchers.is_empty() {
-                    let path = self.strip_chroot(event.path);
-                    self.events.push_back(Event::Watch {
-                        watchers,
-                        event: WatchedEvent {
-                            event_type: event.event_type,
-                            state: event.state,
-                            path,
-                        },
-                    });
-                }
-                Ok(())
-            }
-            PING_XID => Ok(()),
-            AUTH_XID => {
-                // Only an auth packet sent on this connection is answered;
-                // an unasked-for auth failure must not end the session.
-                let Some(waiter) = self.auth_waiters.pop_front() else {
-                    return Err(Error::UnexpectedReply {
-                        expected: None,
-                        received: AUTH_XID,
-                    });
-                };
-                let result = match header.err {
-                    0 => Ok(Response::Empty),
-                    code => Err(Error::from_code(code)),
-                };
-                let failed = result.is_err();
-                if let Some(token) = waiter {
-                    self.events.push_back(Event::Reply { token, result });
-                }
-                if failed {
-                    self.terminate(State::AuthFailed, Error::AuthFailed);
-                }
-                Ok(())
-            }
-            xid => {
-                let Some(pending) = self.pending.pop_front() else {
-                    return Err(Error::UnexpectedReply {
-                        expected: None,
-                        received: xid,
-                    });
-                };
-                if pending.xid != xid {
-                    let expected = Some(pending.xid);
-                    self.fail(pending.purpose, Error::ConnectionLoss);
-                    return Err(Error::UnexpectedReply {
-                        expected,
-                        received: xid,
-                    });
-                }
-                if header.zxid > 0 {
-                    self.last_zxid = self.last_zxid.max(header.zxid);
-                }
-                let result = match header.err {
-                    0 => Response::decode(pending.op, body).map_err(Error::Protocol),
-                    code => Err(Error::from_code(code)),
-                };
-                let protocol_error = match &result {
-                    Err(e @ Error::Protocol(_)) => Some(e.clone()),
-                    _ => None,
-                };
-                self.complete(pending.purpose, result);
-                protocol_error.map_or(Ok(()), Err)
-            }
-        }
-    }
-
-    fn complete(&mut self, purpose: Purpose<T, W>, result: Result<Response>) {
-        match purpose {
-            Purpose::User { token, watch } => {
-                if let Some(w) = watch {
-                    let kind = match (&result, w.kind) {
-                        (Ok(_), WatchKind::Exist) => Some(WatchKind::Data),
-                        (Err(Error::NoNode), WatchKind::Exist) => Some(WatchKind::Exist),
-                        (Ok(_), kind) => Some(kind),
-                        (Err(_), _) => None,
-                    };
-                    if let Some(kind) = kind {
-                        self.watches.add(kind, w.path, w.watcher);
-                    }
-                }
-                self.events.push_back(Event::Reply { token, result });
-            }
-            Purpose::SetWatches => {
-                if let Err(e) = result {
-                    log::warn!("re-registering watches failed: {e}");
-                }
-            }
-            Purpose::Background { path } => {
-                if let Some(i) = self.background.iter().position(|(p, _)| *p == path) {
-                    self.background.swap_remove(i);
-                }
-                match result {
-                    Ok(_) | Err(Error::NoNode) => {}
-                    Err(e) => log::warn!("background delete of {path} failed: {e}"),
-                }
-            }
-            Purpose::Close => self.terminate(State::Closed, Error::Closed),
-        }
-    }
-
-    fn strip_chroot(&self, path: String) -> String {
-        let Some(chroot) = self.config.chroot.as_deref() else {
-            return path;
-        };
-        match path.strip_prefix(chroot) {
-            Some("") => "/".to_owned(),
-            Some(rest) if rest.starts_with('/') => rest.to_owned(),
-            _ => path,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::proto::{
     ConnectResponse, EventType, GetDataRequest, GetDataResponse, ReplyHeader, RequestHeader,
-    SetWatches, Stat, WatcherEvent,
+    SetWatches, Stat, WatcherEvent, NOTIFICATION_XID,
 };
 
 type TestSession = Session<u32, u32>;
