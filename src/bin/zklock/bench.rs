@@ -131,7 +131,7 @@ fn contended(options: &Options) -> Measured {
         .collect::<Result<Vec<_>, _>>()?;
     // Every client starts at once.
     let start = Barrier::new(options.clients);
-    let results: Vec<Result<Vec<u64>, Error>> = std::thread::scope(|scope| {
+    let results = std::thread::scope(|scope| {
         let handles: Vec<_> = clients
             .iter()
             .map(|client| {
@@ -168,15 +168,9 @@ fn contended(options: &Options) -> Measured {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(Error::Cancelled)))
-            .collect()
+        merge(handles, options.ops)
     });
-    let mut latencies = Vec::with_capacity(options.ops);
-    for r in results {
-        latencies.extend(r?);
-    }
+    let latencies = results?;
     for client in clients {
         client.close()?;
     }
@@ -209,7 +203,7 @@ fn raw(options: &Options) -> Measured {
     }
     let remaining = AtomicUsize::new(options.ops);
     let set = options.mode == "set";
-    let results: Vec<Result<Vec<u64>, Error>> = std::thread::scope(|scope| {
+    let results = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.clients)
             .map(|_| {
                 let (client, remaining, data) = (&client, &remaining, &data);
@@ -228,17 +222,28 @@ fn raw(options: &Options) -> Measured {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(Error::Cancelled)))
-            .collect()
+        merge(handles, options.ops)
     });
-    let mut latencies = Vec::with_capacity(options.ops);
-    for r in results {
-        latencies.extend(r?);
-    }
+    let latencies = results?;
     client.close()?;
     Ok((latencies, 0))
+}
+
+/// Joins the workers and merges their latencies; the first error wins, and
+/// a worker that panicked is an error too.
+fn merge(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<Vec<u64>, Error>>>,
+    ops: usize,
+) -> Result<Vec<u64>, Error> {
+    let mut latencies = Vec::with_capacity(ops);
+    for handle in handles {
+        let worker = handle.join().map_err(|_| Error::Io {
+            kind: std::io::ErrorKind::Other,
+            message: "a bench worker thread panicked".into(),
+        })?;
+        latencies.extend(worker?);
+    }
+    Ok(latencies)
 }
 
 fn create_parents(client: &Client, path: &str) -> Result<(), Error> {
