@@ -5,7 +5,7 @@ use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{
     Acl, CheckVersionRequest, CreateMode, DeleteRequest, GetChildrenRequest, GetDataRequest,
-    MultiOp, MultiRequest, OpCode, OpResult, Response, SetDataRequest, Stat,
+    MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, Response, SetDataRequest, Stat,
 };
 
 /// One write in a [`Client::multi`] transaction.
@@ -126,6 +126,20 @@ pub enum ReadOutcome {
 }
 
 impl Client {
+    /// Sends a multi or multiRead and checks that the reply has one result
+    /// per op.
+    fn call_multi(&self, op: OpCode, request: &MultiRequest) -> Result<MultiResponse> {
+        let Response::Multi(response) = self.shared().call(op, request, None)? else {
+            return Err(unexpected("multi reply of another kind"));
+        };
+        if response.results.len() != request.ops.len() {
+            return Err(unexpected(
+                "multi reply with a result count unlike the request's",
+            ));
+        }
+        Ok(response)
+    }
+
     /// Applies all `ops` atomically, or none of them. On failure the error is
     /// [`Error::MultiFailed`] with the index and error of the first op that
     /// failed. An empty list succeeds without a round trip.
@@ -175,14 +189,7 @@ impl Client {
                 }),
             });
         }
-        let Response::Multi(response) = self.shared().call(OpCode::Multi, &request, None)? else {
-            return Err(unexpected("multi reply"));
-        };
-        if response.results.len() != ops.len() {
-            return Err(unexpected(
-                "multi reply with a result count unlike the request's",
-            ));
-        }
+        let response = self.call_multi(OpCode::Multi, &request)?;
         if let Some(index) = response.results.iter().position(|r| r.err() != 0) {
             let code = response.results.get(index).map_or(0, OpResult::err);
             return Err(Error::MultiFailed {
@@ -231,15 +238,7 @@ impl Client {
                 }),
             });
         }
-        let Response::Multi(response) = self.shared().call(OpCode::MultiRead, &request, None)?
-        else {
-            return Err(unexpected("multiRead reply"));
-        };
-        if response.results.len() != ops.len() {
-            return Err(unexpected(
-                "multiRead reply with a result count unlike the request's",
-            ));
-        }
+        let response = self.call_multi(OpCode::MultiRead, &request)?;
         Ok(response
             .results
             .into_iter()
