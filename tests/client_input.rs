@@ -116,7 +116,10 @@ fn bad_input_fails_locally_without_reaching_the_server() {
         assert_invalid("get_acl", path, reason, c.get_acl(path));
         assert_invalid("set_acl", path, reason, c.set_acl(path, &acl, None));
         assert_invalid("sync", path, reason, c.sync(path));
-        assert_invalid("get_ephemerals", path, reason, c.get_ephemerals(path));
+        // A string prefix may end in '/' (it then keeps to the subtree).
+        if !path.ends_with('/') {
+            assert_invalid("get_ephemerals", path, reason, c.get_ephemerals(path));
+        }
         assert_invalid(
             "getAllChildrenNumber",
             path,
