@@ -770,7 +770,7 @@ fn curator_mutex_and_zklock_mutex_exclude_each_other() {
     let server = server();
     let admin = connect(&server);
     setup(&admin);
-    let mut peers: Vec<Peer> = (1..=2)
+    let peers: Vec<Peer> = (1..=2)
         .map(|i| {
             Peer::curator(
                 &server,
@@ -781,27 +781,41 @@ fn curator_mutex_and_zklock_mutex_exclude_each_other() {
             )
         })
         .collect();
-    // Both JVMs are up (and about to acquire) before the zklock side starts.
+    contend_with_peers(&server, &admin, peers, 3, "Curator");
+}
+
+/// Runs `zklock_contenders` zklock mutex sessions beside the started
+/// `peers`, every one doing `ITERATIONS` read-modify-writes, then checks that
+/// no update was lost, every section was logged, `peer_kind` and zklock took
+/// turns, and nothing is left behind.
+fn contend_with_peers(
+    server: &TestServer,
+    admin: &Client,
+    mut peers: Vec<Peer>,
+    zklock_contenders: usize,
+    peer_kind: &str,
+) {
+    // The peers are up (and about to acquire) before the zklock side starts.
     for peer in &mut peers {
         peer.expect("READY");
     }
+    let total = (peers.len() + zklock_contenders) * ITERATIONS;
     std::thread::scope(|s| {
-        for i in 1..=3 {
-            let server = &server;
+        for i in 1..=zklock_contenders {
             s.spawn(move || zk_mutex_contender(server, &format!("zklock-{i}"), ITERATIONS));
         }
     });
     for peer in peers {
         peer.finish();
     }
-    assert_eq!(counter(&admin), 5 * ITERATIONS as u64, "lost updates");
-    let log = read_log(&admin);
-    assert_eq!(log.len(), 5 * ITERATIONS);
+    assert_eq!(counter(admin), total as u64, "lost updates");
+    let log = read_log(admin);
+    assert_eq!(log.len(), total);
     assert!(
         switches(&log) >= 2,
-        "Curator and zklock never took turns: {log:?}"
+        "{peer_kind} and zklock never took turns: {log:?}"
     );
-    assert_clean(&admin);
+    assert_clean(admin);
 }
 
 /// Contenders queued in a known order behind a held lock, alternating
@@ -1146,29 +1160,10 @@ fn kazoo_lock_and_zklock_mutex_mixed_contention() {
     let server = server();
     let admin = connect(&server);
     setup(&admin);
-    let mut peers: Vec<Peer> = (1..=2)
+    let peers: Vec<Peer> = (1..=2)
         .map(|i| Peer::kazoo(&server, ITERATIONS, Behaviour::Rmw, &format!("kazoo-{i}")))
         .collect();
-    for peer in &mut peers {
-        peer.expect("READY");
-    }
-    std::thread::scope(|s| {
-        for i in 1..=2 {
-            let server = &server;
-            s.spawn(move || zk_mutex_contender(server, &format!("zklock-{i}"), ITERATIONS));
-        }
-    });
-    for peer in peers {
-        peer.finish();
-    }
-    assert_eq!(counter(&admin), 4 * ITERATIONS as u64, "lost updates");
-    let log = read_log(&admin);
-    assert_eq!(log.len(), 4 * ITERATIONS);
-    assert!(
-        switches(&log) >= 2,
-        "kazoo and zklock never took turns: {log:?}"
-    );
-    assert_clean(&admin);
+    contend_with_peers(&server, &admin, peers, 2, "kazoo");
 }
 
 /// kazoo and zklock contenders queued alternately behind a held lock
