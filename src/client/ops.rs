@@ -36,14 +36,7 @@ impl Client {
 
     /// Removes the chroot from a path the server returned.
     pub(crate) fn client_path(&self, server_path: String) -> String {
-        match self.chroot() {
-            None => server_path,
-            Some(chroot) => match server_path.strip_prefix(chroot) {
-                Some("") => "/".to_owned(),
-                Some(rest) if rest.starts_with('/') => rest.to_owned(),
-                _ => server_path,
-            },
-        }
+        crate::session::strip_chroot(self.chroot(), server_path)
     }
 
     pub(crate) fn create_request(

@@ -27,6 +27,7 @@ use crate::proto::{
 use crate::rand::Rng;
 
 pub(crate) use hosts::HostList;
+pub(crate) use receive::strip_chroot;
 pub(crate) use watches::WatchRegistry;
 pub use watches::{WatchKind, WatchedEvent};
 

@@ -214,13 +214,19 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     fn strip_chroot(&self, path: String) -> String {
-        let Some(chroot) = self.config.chroot.as_deref() else {
-            return path;
-        };
-        match path.strip_prefix(chroot) {
-            Some("") => "/".to_owned(),
-            Some(rest) if rest.starts_with('/') => rest.to_owned(),
-            _ => path,
-        }
+        strip_chroot(self.config.chroot.as_deref(), path)
+    }
+}
+
+/// A server path as seen under `chroot`: the chroot itself becomes `/`, a
+/// path below it loses the prefix, and any other path is left as it is.
+pub(crate) fn strip_chroot(chroot: Option<&str>, path: String) -> String {
+    let Some(chroot) = chroot else {
+        return path;
+    };
+    match path.strip_prefix(chroot) {
+        Some("") => "/".to_owned(),
+        Some(rest) if rest.starts_with('/') => rest.to_owned(),
+        _ => path,
     }
 }
