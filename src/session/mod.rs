@@ -10,6 +10,7 @@
 
 mod hosts;
 mod receive;
+mod release;
 mod reregister;
 mod watches;
 
@@ -188,6 +189,8 @@ pub struct Session<T, W> {
     pending: VecDeque<Pending<T, W>>,
     queued: VecDeque<Queued<T, W>>,
     background: Vec<(String, i32)>,
+    /// Background deletes not sent yet, with when they are due.
+    deferred: Vec<(String, Instant)>,
     auths: Vec<AuthPacket>,
     auth_waiters: VecDeque<Option<T>>,
     deferred_auth_waiters: Vec<(usize, T)>,
@@ -221,6 +224,7 @@ impl<T, W: Clone> Session<T, W> {
             pending: VecDeque::new(),
             queued: VecDeque::new(),
             background: Vec::new(),
+            deferred: Vec::new(),
             auths: Vec::new(),
             auth_waiters: VecDeque::new(),
             deferred_auth_waiters: Vec::new(),
@@ -359,6 +363,8 @@ impl<T, W: Clone> Session<T, W> {
         self.disconnect = None;
         self.inbox.clear();
         self.outbox.clear();
+        // Still background deletes: the reconnect sends them.
+        self.deferred.clear();
         if was == Conn::None {
             return;
         }
@@ -662,6 +668,10 @@ impl<T, W: Clone> Session<T, W> {
         body: &impl Record,
         purpose: Purpose<T, W>,
     ) -> Result<()> {
+        if !self.deferred.is_empty() {
+            // Deferred deletes keep their place ahead of later requests.
+            self.send_deferred(now);
+        }
         let start = self.outbox.len();
         let xid = self.next_xid();
         let len = write_request(&mut self.outbox, xid, op, body);
@@ -725,6 +735,7 @@ impl<T, W: Clone> Session<T, W> {
             });
         }
         self.background.clear();
+        self.deferred.clear();
         let watchers = self.watches.drain();
         if !watchers.is_empty() {
             self.events.push_back(Event::Watch {

@@ -421,6 +421,117 @@ fn background_deletes_are_retried_after_reconnect_before_other_requests() {
     );
 }
 
+/// The path of a delete request frame.
+fn deleted_path(frame: &[u8]) -> String {
+    let mut r = crate::proto::Reader::new(frame);
+    assert_eq!(RequestHeader::read(&mut r).unwrap().op, OpCode::Delete.code());
+    DeleteRequest::read(&mut r).unwrap().path
+}
+
+/// Reconnects, resuming the session, and returns what the handshake sends.
+fn reconnect(s: &mut TestSession, now: Instant) -> Vec<Vec<u8>> {
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    sent(s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    sent(s)
+}
+
+#[test]
+fn a_deferred_delete_waits_for_its_deadline() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_micros(300);
+    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+        .unwrap();
+    assert!(sent(&mut s).is_empty());
+    assert_eq!(s.next_deferred_deadline(), Some(due));
+    s.send_due_deletes(due - Duration::from_micros(1));
+    assert!(sent(&mut s).is_empty());
+    s.send_due_deletes(due);
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    assert_eq!(s.next_deferred_deadline(), None);
+    // Confirmed: a reconnect does not send it again.
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 30, 0, &()));
+    assert!(reconnect(&mut s, now).is_empty());
+}
+
+#[test]
+fn any_later_request_carries_the_deferred_deletes_ahead_of_it_in_order() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_millis(5);
+    for node in ["/app/a/n1", "/app/b/n2"] {
+        s.defer_background_delete(now, node.into(), due).unwrap();
+    }
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    let delete = OpCode::Delete.code();
+    assert_eq!(ops, [delete, delete, OpCode::GetData.code()]);
+    assert_eq!(deleted_path(&frames[0]), "/app/a/n1");
+    assert_eq!(deleted_path(&frames[1]), "/app/b/n2");
+    assert_eq!(s.next_deferred_deadline(), None);
+}
+
+#[test]
+fn a_withdrawn_delete_is_the_callers_until_settled() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+        .unwrap();
+    assert_eq!(s.withdraw_deferred_delete("/app/other"), None);
+    assert_eq!(s.withdraw_deferred_delete("/app"), None);
+    assert_eq!(
+        s.withdraw_deferred_delete("/app/lock").as_deref(),
+        Some("/app/lock/n1")
+    );
+    assert_eq!(s.withdraw_deferred_delete("/app/lock"), None);
+    s.send_due_deletes(due);
+    assert!(sent(&mut s).is_empty());
+    // Unsettled, it is still a background delete: a reconnect sends it.
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    // Settled as done (the connection dropped before the reply): never again.
+    s.settle_withdrawn_delete(now, "/app/lock/n1", true);
+    assert!(reconnect(&mut s, now).is_empty());
+}
+
+#[test]
+fn a_withdrawn_delete_that_did_not_happen_is_sent_at_once() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.defer_background_delete(now, "/app/lock/n1".into(), now + Duration::from_millis(5))
+        .unwrap();
+    let path = s.withdraw_deferred_delete("/app/lock").unwrap();
+    s.settle_withdrawn_delete(now, &path, false);
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+}
+
+#[test]
+fn deferred_deletes_cut_off_by_a_disconnect_go_with_the_reconnect() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.defer_background_delete(now, "/app/lock/n1".into(), now + Duration::from_millis(5))
+        .unwrap();
+    s.handle_disconnected(now);
+    assert_eq!(s.next_deferred_deadline(), None);
+    // Deferred while disconnected: only the reconnect sends it.
+    s.defer_background_delete(now, "/app/lock/n2".into(), now + Duration::from_millis(5))
+        .unwrap();
+    assert_eq!(s.next_deferred_deadline(), None);
+    let frames = reconnect(&mut s, now);
+    let paths: Vec<String> = frames.iter().map(|f| deleted_path(f)).collect();
+    assert_eq!(paths, ["/app/lock/n1", "/app/lock/n2"]);
+}
+
 #[test]
 fn auth_failure_is_terminal() {
     let now = Instant::now();
