@@ -25,6 +25,7 @@ pub struct Config {
     pub(crate) max_request: usize,
     pub(crate) state_handler: Option<StateHandler>,
     pub(crate) session: Option<(i64, Vec<u8>)>,
+    pub(crate) release_linger: Duration,
 }
 
 impl Default for Config {
@@ -38,6 +39,7 @@ impl Default for Config {
             max_request: JUTE_MAX_BUFFER,
             state_handler: None,
             session: None,
+            release_linger: DEFAULT_RELEASE_LINGER,
         }
     }
 }
@@ -55,6 +57,7 @@ impl fmt::Debug for Config {
             .field("max_frame", &self.max_frame)
             .field("max_request", &self.max_request)
             .field("state_handler", &self.state_handler.is_some())
+            .field("release_linger", &self.release_linger)
             .field(
                 "session_id",
                 &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
@@ -103,7 +106,20 @@ impl Config {
     pub fn session(&self) -> Option<i64> {
         self.session.as_ref().map(|(id, _)| *id)
     }
+
+    /// How long the delete of a dropped lock guard waits before it is sent
+    /// (default 200 µs). If this client acquires on the same lock path
+    /// meanwhile, the delete and the new lock node's create go to the
+    /// server as one transaction, which halves its disk writes for
+    /// back-to-back acquisitions; any other request sends it at once, ahead
+    /// of itself. Zero sends it at once. Explicit `unlock()` never waits.
+    pub fn release_linger(&self) -> Duration {
+        self.release_linger
+    }
 }
+
+/// See [`Config::release_linger`].
+const DEFAULT_RELEASE_LINGER: Duration = Duration::from_micros(200);
 
 /// Builds a [`Client`].
 ///
@@ -176,6 +192,13 @@ impl ClientBuilder {
     /// in use. If the session is gone, `connect` fails with `SessionExpired`.
     pub fn session(mut self, id: i64, password: Vec<u8>) -> Self {
         self.config.session = Some((id, password));
+        self
+    }
+
+    /// Sets how long a dropped lock guard's delete waits for this client's
+    /// next acquisition on the same lock path to carry it (zero: no wait).
+    pub fn release_linger(mut self, linger: Duration) -> Self {
+        self.config.release_linger = linger;
         self
     }
 

@@ -116,11 +116,16 @@ pub(crate) struct Core {
     flushing: bool,
     /// Buffers swapped with the session's outbox, to avoid allocating.
     spare: Vec<u8>,
+    /// True while the release timer waits with no lingering delete (and so
+    /// needs a notify for a new one).
+    pub(crate) release_timer_idle: bool,
 }
 
 /// State shared by every clone of a client and its threads.
 pub(crate) struct Shared {
     core: Mutex<Core>,
+    /// Wakes the release timer (see `release.rs`); paired with `core`.
+    pub(crate) release_timer: Condvar,
     /// Callers blocked waiting for a reply: when there are some, replies
     /// come in batches that wake several callers at once.
     waiting_callers: std::sync::atomic::AtomicUsize,
@@ -148,7 +153,9 @@ impl Shared {
                 stream: None,
                 flushing: false,
                 spare: Vec::new(),
+                release_timer_idle: false,
             }),
+            release_timer: Condvar::new(),
             state: Mutex::new(State::Disconnected),
             state_changed: Condvar::new(),
             listeners: Mutex::new(Vec::new()),

@@ -7,6 +7,7 @@ mod io;
 mod multi;
 mod ops;
 pub(crate) mod path;
+mod release;
 
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, ThreadId};
@@ -27,6 +28,9 @@ use self::core::{drain_events, lock, ReplySlot, Shared};
 
 /// The longest session or connect timeout: `i32::MAX` ms (about 24.8 days).
 const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// The longest release linger: a release is a promise to other contenders.
+const MAX_RELEASE_LINGER: Duration = Duration::from_secs(1);
 
 /// Receives the events of one watch: exactly one event for a one-shot
 /// watch, a stream for a persistent one. When the session ends, a last event
@@ -50,12 +54,14 @@ struct Inner {
     hosts: String,
     wake: Sender<()>,
     threads: Mutex<Threads>,
+    release_linger: Duration,
 }
 
 #[derive(Default)]
 struct Threads {
     io: Option<JoinHandle<()>>,
     events: Option<JoinHandle<()>>,
+    release_timer: Option<JoinHandle<()>>,
     ids: Vec<ThreadId>,
 }
 
@@ -100,6 +106,12 @@ impl Client {
                     "{name} must be at most {MAX_TIMEOUT:?}, not {value:?}"
                 )));
             }
+        }
+        if config.release_linger > MAX_RELEASE_LINGER {
+            return Err(Error::InvalidArgument(format!(
+                "release_linger must be at most {MAX_RELEASE_LINGER:?}, not {:?}",
+                config.release_linger
+            )));
         }
         for (name, value) in [
             ("max_frame", config.max_frame),
@@ -175,6 +187,7 @@ impl Client {
                 hosts: parsed.hosts.join(","),
                 wake,
                 threads: Mutex::new(threads),
+                release_linger: config.release_linger,
             }),
         };
         let budget = config.connect_timeout * u32::try_from(parsed.hosts.len()).unwrap_or(u32::MAX);
@@ -289,6 +302,12 @@ impl Inner {
         }
         if let Some(io) = threads.io.take() {
             let _ = io.join();
+        }
+        if let Some(timer) = threads.release_timer.take() {
+            // The session is over: woken, the timer sees that and ends.
+            drop(self.shared.core());
+            self.shared.release_timer.notify_all();
+            let _ = timer.join();
         }
         self.shared.drop_event_sender();
         if let Some(events) = threads.events.take() {

@@ -1,10 +1,11 @@
 //! The operations, each a blocking call.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::unbounded;
 
-use super::core::{unexpected, Watcher};
+use super::core::{unexpected, ReplySlot, Watcher};
 use super::path::validate;
 use super::{Client, WatchReceiver};
 use crate::error::{Error, Result};
@@ -15,6 +16,9 @@ use crate::proto::{
     SetDataRequest, Stat, WatcherType,
 };
 use crate::session::{WatchKind, WatchRequest, WatchedEvent};
+
+/// A created node's path and, when the reply carried it, its Stat.
+pub(crate) type Created = (String, Option<Stat>);
 
 /// The largest TTL the server accepts, in ms.
 const MAX_TTL_MS: u128 = 0xFF_FFFF_FFFF;
@@ -96,7 +100,8 @@ impl Client {
 
     /// Creates a node (`create2`) and lists `dir` in one round trip: the
     /// server answers a session's requests in order, so the listing already
-    /// includes the new node.
+    /// includes the new node. A lock release in `dir` still lingering joins
+    /// the create in one transaction; the new node's Stat is then unknown.
     pub(crate) fn create_then_list(
         &self,
         path: &str,
@@ -104,7 +109,7 @@ impl Client {
         acl: &[Acl],
         mode: CreateMode,
         dir: &str,
-    ) -> (Result<(String, Stat)>, Result<Vec<String>>) {
+    ) -> (Result<Created>, Result<Vec<String>>) {
         let create = match self.create_request(path, data, acl, mode) {
             Ok(create) => create,
             Err(e) => return (Err(e.clone()), Err(e)),
@@ -117,18 +122,22 @@ impl Client {
             Err(e) => return (Err(e.clone()), Err(e)),
         };
         let shared = self.shared();
-        let created = match shared.start(OpCode::Create2, &create, None) {
-            Ok(slot) => slot,
+        let (created, replaced) = match self.start_create_replacing(&create, &list.path) {
+            Ok(started) => started,
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.
             Err(e) => return (Err(e.clone()), Err(e)),
         };
         let listed = shared.start(OpCode::GetChildren, &list, None);
         shared.flush();
-        let created = shared.wait(&created).and_then(|reply| match reply {
-            Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
-            _ => Err(unexpected("create2 reply")),
-        });
+        let Some(created) = self.finish_create_replacing(shared.wait(&created), replaced) else {
+            // The joint transaction failed as a whole; the listing is still
+            // due, but the create alone decides.
+            if let Ok(slot) = listed {
+                let _ = shared.wait(&slot);
+            }
+            return self.create_then_list(path, data, acl, mode, dir);
+        };
         let listed = listed.and_then(|slot| match shared.wait(&slot)? {
             Response::GetChildren(r) => Ok(r.children),
             _ => Err(unexpected("getChildren reply")),
@@ -146,15 +155,16 @@ impl Client {
         }
     }
 
-    /// Queues an exists watch on `path`, sent with the next write and not
-    /// waited for; `on_missing` runs (on the I/O thread) if the reply says
-    /// the node does not exist, in which case the watch waits for a creation.
+    /// Queues an exists watch on `path`, sent with the next write; the reply
+    /// lands in the returned slot. `on_missing` runs (on the I/O thread) if
+    /// the reply says the node does not exist, in which case the watch
+    /// waits for a creation.
     pub(crate) fn start_watch_exists(
         &self,
         path: &str,
         watcher: Watcher,
         on_missing: impl Fn() + Send + Sync + 'static,
-    ) -> Result<()> {
+    ) -> Result<Arc<ReplySlot>> {
         let path = self.server_path(path)?;
         let request = ExistsRequest {
             path: path.clone(),
@@ -171,8 +181,7 @@ impl Client {
             }
         });
         self.shared()
-            .start_with_callback(OpCode::Exists, &request, Some(watch), on_reply)?;
-        Ok(())
+            .start_with_callback(OpCode::Exists, &request, Some(watch), on_reply)
     }
 
     /// Creates a TTL node (`PersistentWithTtl` or `PersistentSequentialWithTtl`):

@@ -196,7 +196,7 @@ impl Attempt<'_> {
         self.waiters.unregister(&wakeup);
         match (&result, node) {
             (Ok(Some(_)), _) | (_, None) => {}
-            (_, Some((name, _))) => {
+            (_, Some(name)) => {
                 let server_path = self.spec.client.server_path(&join(&self.spec.path, &name));
                 if let Ok(server_path) = server_path {
                     if let Err(e) = self.spec.client.delete_in_background(server_path) {
@@ -212,11 +212,11 @@ impl Attempt<'_> {
         &self,
         deadline: Option<Instant>,
         wakeup: &Arc<Wakeup>,
-        node: &mut Option<(String, i64)>,
+        node: &mut Option<String>,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
         let (name, token, mut prefetched) = self.create_protected()?;
-        *node = Some((name.clone(), token));
+        *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
         let mut own_watch = None;
         loop {
@@ -293,12 +293,17 @@ impl Attempt<'_> {
     }
 
     /// The lock, granted to our node `name`, unless the node was deleted
-    /// meanwhile (an operator, or the end of the session).
-    fn held(&self, name: &str, token: i64, watch: Option<NodeWatch>) -> Result<HeldLock> {
+    /// meanwhile (an operator, or the end of the session). A node created in
+    /// a transaction has no known token yet: the node watch's reply brings it.
+    fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
         let client = &self.spec.client;
         let user_node = join(&self.spec.path, name);
         let node = client.server_path(&user_node)?;
         let watch = watch.unwrap_or_else(|| NodeWatch::start(client, &user_node, || {}));
+        let token = match token {
+            Some(token) => token,
+            None => watch.czxid(client)?,
+        };
         if watch.is_lost() {
             return Err(Error::LockLost);
         }
@@ -310,7 +315,7 @@ impl Attempt<'_> {
     /// checked to belong to this session) instead of being orphaned.
     /// The listing of the lock path made right after the create comes back
     /// too, when it succeeded: that saves a round trip.
-    fn create_protected(&self) -> Result<(String, i64, Option<Vec<String>>)> {
+    fn create_protected(&self) -> Result<(String, Option<i64>, Option<Vec<String>>)> {
         let client = &self.spec.client;
         let uuid = Rng::new().uuid();
         let prefix = node_prefix(&uuid, self.marker);
@@ -328,7 +333,7 @@ impl Attempt<'_> {
             match created {
                 Ok((path, stat)) => {
                     let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                    return Ok((name, stat.czxid, listed.ok()));
+                    return Ok((name, stat.map(|s| s.czxid), listed.ok()));
                 }
                 Err(Error::NoNode) => {
                     // The lock directory is missing, or was reaped since.
@@ -339,7 +344,7 @@ impl Attempt<'_> {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
                     if let Some((name, token)) = self.find_own_node(&prefix)? {
-                        return Ok((name, token, None));
+                        return Ok((name, Some(token), None));
                     }
                     last_error = e;
                 }

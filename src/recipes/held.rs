@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::client::core::{lock, Watcher};
+use crate::client::core::{lock, ReplySlot, Watcher};
 use crate::error::{Error, Result};
-use crate::proto::EventType;
+use crate::proto::{EventType, Response};
 use crate::session::State;
 use crate::Client;
 
@@ -68,6 +68,10 @@ pub(crate) struct HeldLock {
 #[derive(Debug)]
 pub(crate) struct NodeWatch {
     shared: Arc<Shared>,
+    /// The node as the user sees it.
+    node: String,
+    /// Where the watch's exists reply lands: it carries the node's Stat.
+    reply: Option<Arc<ReplySlot>>,
 }
 
 impl NodeWatch {
@@ -98,12 +102,36 @@ impl NodeWatch {
             on_missing.set(LockState::Lost);
             on_lost();
         });
-        if let Err(e) = queued {
-            if e.is_session_lost() {
-                shared.set(LockState::Lost);
+        let reply = match queued {
+            Ok(slot) => Some(slot),
+            Err(e) => {
+                if e.is_session_lost() {
+                    shared.set(LockState::Lost);
+                }
+                None
+            }
+        };
+        NodeWatch {
+            shared,
+            node: node.to_owned(),
+            reply,
+        }
+    }
+
+    /// The node's creation zxid (its fencing token), from the watch's
+    /// exists reply, waiting for it if need be; asked again if that reply
+    /// brought no Stat (the connection dropped, say).
+    pub(crate) fn czxid(&self, client: &Client) -> Result<i64> {
+        if let Some(slot) = &self.reply {
+            client.shared().flush();
+            if let Ok(Response::Exists(r)) = client.shared().wait(slot) {
+                return Ok(r.stat.czxid);
             }
         }
-        NodeWatch { shared }
+        match client.exists(&self.node)? {
+            Some(stat) => Ok(stat.czxid),
+            None => Err(Error::LockLost),
+        }
     }
 
     /// True once the node is known to be gone (or the session over).
@@ -233,10 +261,12 @@ impl HeldLock {
 impl Drop for HeldLock {
     fn drop(&mut self) {
         self.client.shared().remove_state_callback(self.callback);
-        if !self.released {
-            // Sent without waiting, retried through reconnects while the
+        // A lost lock's node is gone already (deleted, or with its session).
+        if !self.released && self.state() != LockState::Lost {
+            // Sent without waiting (after the release linger, or with this
+            // client's next request), retried through reconnects while the
             // session lives, and ordered before this client's next request.
-            if let Err(e) = self.client.delete_in_background(self.server_node.clone()) {
+            if let Err(e) = self.client.release_in_background(self.server_node.clone()) {
                 log::debug!("release of {} not needed: {e}", self.server_node);
             }
             self.shared.set(LockState::Lost);

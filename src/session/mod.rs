@@ -670,7 +670,7 @@ impl<T, W: Clone> Session<T, W> {
     ) -> Result<()> {
         if !self.deferred.is_empty() {
             // Deferred deletes keep their place ahead of later requests.
-            self.send_deferred(now);
+            self.send_deferred_deletes(now);
         }
         let start = self.outbox.len();
         let xid = self.next_xid();

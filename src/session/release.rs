@@ -43,12 +43,12 @@ impl<T, W: Clone> Session<T, W> {
     /// order they were deferred: a later one leaves at most a linger early.
     pub fn send_due_deletes(&mut self, now: Instant) {
         if self.next_deferred_deadline().is_some_and(|t| t <= now) {
-            self.send_deferred(now);
+            self.send_deferred_deletes(now);
         }
     }
 
     /// Sends every deferred delete now, in order.
-    pub(super) fn send_deferred(&mut self, now: Instant) {
+    pub fn send_deferred_deletes(&mut self, now: Instant) {
         for (path, _) in std::mem::take(&mut self.deferred) {
             self.send_background(now, path);
         }

@@ -424,7 +424,10 @@ fn background_deletes_are_retried_after_reconnect_before_other_requests() {
 /// The path of a delete request frame.
 fn deleted_path(frame: &[u8]) -> String {
     let mut r = crate::proto::Reader::new(frame);
-    assert_eq!(RequestHeader::read(&mut r).unwrap().op, OpCode::Delete.code());
+    assert_eq!(
+        RequestHeader::read(&mut r).unwrap().op,
+        OpCode::Delete.code()
+    );
     DeleteRequest::read(&mut r).unwrap().path
 }
 

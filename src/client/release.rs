@@ -1,0 +1,189 @@
+//! Lock releases in the background: a dropped guard's delete lingers for
+//! [`Config::release_linger`](super::Config::release_linger), so that when
+//! the same client acquires on the same lock path soon after, the delete of
+//! the old node and the create of the new one reach the server as one
+//! transaction: one log write (fsync) instead of two. A delete nobody takes
+//! up is sent by a small timer thread when its linger ends.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::core::{lock, unexpected, ReplySlot, Shared};
+use super::ops::Created;
+use super::Client;
+use crate::error::{Error, Result};
+use crate::proto::{
+    CreateRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, OpResult, Response,
+};
+
+/// How often an idle release timer checks that its session still lives.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+impl Client {
+    /// Deletes the lock node `server_path` in the background: after the
+    /// release linger, unless this client's next acquisition in the same
+    /// directory, or any other request, carries it first. Retried through
+    /// reconnects while the session lives.
+    pub(crate) fn release_in_background(&self, server_path: String) -> Result<()> {
+        let linger = self.inner.release_linger;
+        if linger.is_zero() {
+            return self.delete_in_background(server_path);
+        }
+        let shared = &self.inner.shared;
+        let now = Instant::now();
+        {
+            let mut core = shared.core();
+            core.session
+                .defer_background_delete(now, server_path, now + linger)?;
+            if core.release_timer_idle {
+                shared.release_timer.notify_one();
+            }
+        }
+        let mut threads = lock(&self.inner.threads);
+        if threads.release_timer.is_none() {
+            let timer_shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("zklock-release".into())
+                .spawn(move || run_timer(&timer_shared));
+            match spawned {
+                Ok(handle) => {
+                    threads.ids.push(handle.thread().id());
+                    threads.release_timer = Some(handle);
+                }
+                Err(e) => {
+                    drop(threads);
+                    // Without a timer, a delete sent now beats one never sent.
+                    log::warn!("release timer thread not started: {e}");
+                    shared.with_session(|s| s.send_deferred_deletes(now));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `create`, joined in one transaction with the delete of a
+    /// released node in `dir` (a server path) if one is still lingering;
+    /// returns the slot and the node it replaces.
+    pub(super) fn start_create_replacing(
+        &self,
+        create: &CreateRequest,
+        dir: &str,
+    ) -> Result<(Arc<ReplySlot>, Option<String>)> {
+        let shared = self.shared();
+        let Some(old) = shared.core().session.withdraw_deferred_delete(dir) else {
+            return Ok((shared.start(OpCode::Create2, create, None)?, None));
+        };
+        let request = MultiRequest {
+            ops: vec![
+                MultiOp::Delete(DeleteRequest {
+                    path: old.clone(),
+                    version: -1,
+                }),
+                MultiOp::Create2(create.clone()),
+            ],
+        };
+        match shared.start(OpCode::Multi, &request, None) {
+            Ok(slot) => Ok((slot, Some(old))),
+            Err(e) => {
+                self.settle_release(&old, false);
+                Err(e)
+            }
+        }
+    }
+
+    /// The created node (and its Stat, unless it was created in a
+    /// transaction) from the reply to `start_create_replacing`, or
+    /// `None` if the transaction failed and the create must be sent alone
+    /// (the delete has then been settled: sent now, or found done).
+    pub(super) fn finish_create_replacing(
+        &self,
+        reply: Result<Response>,
+        replaced: Option<String>,
+    ) -> Option<Result<Created>> {
+        let Some(old) = replaced else {
+            return Some(reply.and_then(|reply| match reply {
+                Response::Create2(r) => Ok((self.client_path(r.path), Some(r.stat))),
+                _ => Err(unexpected("create2 reply")),
+            }));
+        };
+        let results = match reply {
+            Ok(Response::Multi(r)) => r.results,
+            Ok(_) => {
+                self.settle_release(&old, false);
+                return Some(Err(unexpected("multi reply of another kind")));
+            }
+            // Unknown outcome (connection lost, say): the delete stays a
+            // background delete, which the reconnect sends again.
+            Err(e) => return Some(Err(e)),
+        };
+        let mut results = results.into_iter();
+        match (results.next(), results.next(), results.next()) {
+            (Some(OpResult::Delete), Some(OpResult::Create2(created)), None) => {
+                self.settle_release(&old, true);
+                Some(Ok((self.client_path(created.path), Some(created.stat))))
+            }
+            // Servers answer a create inside a multi with its path only, so
+            // the caller learns the new node's Stat some other way.
+            (Some(OpResult::Delete), Some(OpResult::Create(created)), None) => {
+                self.settle_release(&old, true);
+                Some(Ok((self.client_path(created.path), None)))
+            }
+            (Some(deleted), Some(created), None) if deleted.err() != 0 || created.err() != 0 => {
+                // Nothing was applied. A delete that failed for want of the
+                // node is done; otherwise it is sent on its own now.
+                self.settle_release(
+                    &old,
+                    matches!(Error::from_code(deleted.err()), Error::NoNode),
+                );
+                None
+            }
+            _ => {
+                self.settle_release(&old, false);
+                Some(Err(unexpected("multi reply unlike its request")))
+            }
+        }
+    }
+
+    fn settle_release(&self, path: &str, deleted: bool) {
+        self.shared()
+            .with_session(|s| s.settle_withdrawn_delete(Instant::now(), path, deleted));
+    }
+}
+
+/// The release timer: sleeps until the earliest lingering delete is due,
+/// sends it, and ends with the session.
+fn run_timer(shared: &Arc<Shared>) {
+    let mut core = shared.core();
+    loop {
+        if core.session.fatal_error().is_some() {
+            return;
+        }
+        let now = Instant::now();
+        match core.session.next_deferred_deadline() {
+            None => {
+                core.release_timer_idle = true;
+                // Bounded, so the end of a session nobody shuts down (its
+                // last handle dropped on one of its own threads) is noticed.
+                core = shared
+                    .release_timer
+                    .wait_timeout(core, IDLE_CHECK)
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|e| e.into_inner().0);
+                core.release_timer_idle = false;
+            }
+            Some(due) if due > now => {
+                core = shared
+                    .release_timer
+                    .wait_timeout(core, due - now)
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            Some(_) => {
+                core.session.send_due_deletes(now);
+                drop(core);
+                shared.flush();
+                core = shared.core();
+            }
+        }
+    }
+}
