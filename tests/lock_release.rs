@@ -45,6 +45,8 @@ fn back_to_back_acquisitions_join_release_and_create_in_one_transaction() {
                 "cycle {cycle} with linger {linger:?}"
             );
             assert_ne!(guard.node(), node);
+            let stat = client.exists(guard.node()).unwrap().unwrap();
+            assert_eq!(guard.fencing_token(), stat.czxid);
             // Only the new node: the old one went in the same transaction
             // (or before it).
             let name = guard.node().rsplit('/').next().unwrap().to_owned();

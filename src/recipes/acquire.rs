@@ -300,10 +300,6 @@ impl Attempt<'_> {
         let user_node = join(&self.spec.path, name);
         let node = client.server_path(&user_node)?;
         let watch = watch.unwrap_or_else(|| NodeWatch::start(client, &user_node, || {}));
-        let token = match token {
-            Some(token) => token,
-            None => watch.czxid(client)?,
-        };
         if watch.is_lost() {
             return Err(Error::LockLost);
         }

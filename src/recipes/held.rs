@@ -1,7 +1,8 @@
 //! A lock node this process holds: its state, its fencing token, and its
 //! guaranteed release.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -55,7 +56,13 @@ pub(crate) struct HeldLock {
     server_node: String,
     /// The node as the user sees it (chroot removed).
     node: String,
-    fencing_token: i64,
+    /// Identifies this hold within the process.
+    id: u64,
+    /// The node's creation zxid: known at once for a node created alone,
+    /// learnt from the node watch's reply for one created in a transaction.
+    fencing_token: Arc<OnceLock<i64>>,
+    /// The node watch's exists reply, which carries the node's Stat.
+    watch_reply: Option<Arc<ReplySlot>>,
     shared: Arc<Shared>,
     callback: u64,
     released: bool,
@@ -68,8 +75,6 @@ pub(crate) struct HeldLock {
 #[derive(Debug)]
 pub(crate) struct NodeWatch {
     shared: Arc<Shared>,
-    /// The node as the user sees it.
-    node: String,
     /// Where the watch's exists reply lands: it carries the node's Stat.
     reply: Option<Arc<ReplySlot>>,
 }
@@ -111,27 +116,7 @@ impl NodeWatch {
                 None
             }
         };
-        NodeWatch {
-            shared,
-            node: node.to_owned(),
-            reply,
-        }
-    }
-
-    /// The node's creation zxid (its fencing token), from the watch's
-    /// exists reply, waiting for it if need be; asked again if that reply
-    /// brought no Stat (the connection dropped, say).
-    pub(crate) fn czxid(&self, client: &Client) -> Result<i64> {
-        if let Some(slot) = &self.reply {
-            client.shared().flush();
-            if let Ok(Response::Exists(r)) = client.shared().wait(slot) {
-                return Ok(r.stat.czxid);
-            }
-        }
-        match client.exists(&self.node)? {
-            Some(stat) => Ok(stat.czxid),
-            None => Err(Error::LockLost),
-        }
+        NodeWatch { shared, reply }
     }
 
     /// True once the node is known to be gone (or the session over).
@@ -142,14 +127,18 @@ impl NodeWatch {
 
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
-    /// and watched by `watch`.
+    /// and watched by `watch`; `fencing_token` is the node's czxid if known.
     pub(crate) fn new(
         client: &Client,
         node: String,
-        fencing_token: i64,
+        fencing_token: Option<i64>,
         watch: NodeWatch,
     ) -> HeldLock {
-        let shared = watch.shared;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let NodeWatch {
+            shared,
+            reply: watch_reply,
+        } = watch;
         let on_state = shared.clone();
         let callback = client.shared().add_state_callback(Arc::new(move |state| {
             on_state.set(match state {
@@ -166,7 +155,9 @@ impl HeldLock {
             client: client.clone(),
             server_node: node,
             node: user_node,
-            fencing_token,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            fencing_token: Arc::new(fencing_token.map(OnceLock::from).unwrap_or_default()),
+            watch_reply,
             shared,
             callback,
             released: false,
@@ -182,8 +173,42 @@ impl HeldLock {
         &self.node
     }
 
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The node's czxid; for a node created in a transaction, the first
+    /// call waits for the node watch's reply (usually there already), or
+    /// asks again if that reply was lost with a connection. 0, which no
+    /// resource that checks tokens accepts, if the lock is lost first.
     pub(crate) fn fencing_token(&self) -> i64 {
-        self.fencing_token
+        *self
+            .fencing_token
+            .get_or_init(|| self.learn_fencing_token())
+    }
+
+    /// Where the fencing token lands once known.
+    pub(crate) fn fencing_token_cell(&self) -> Arc<OnceLock<i64>> {
+        self.fencing_token.clone()
+    }
+
+    fn learn_fencing_token(&self) -> i64 {
+        if let Some(slot) = &self.watch_reply {
+            if let Ok(Response::Exists(r)) = self.client.shared().wait(slot) {
+                return r.stat.czxid;
+            }
+        }
+        // Each try waits for a reconnect; the session's end stops them.
+        loop {
+            match self.client.exists(&self.node) {
+                Ok(Some(stat)) => return stat.czxid,
+                Err(e) if e.is_retryable() => continue,
+                Ok(None) | Err(_) => {
+                    self.shared.set(LockState::Lost);
+                    return 0;
+                }
+            }
+        }
     }
 
     pub(crate) fn state(&self) -> LockState {
@@ -274,11 +299,11 @@ impl Drop for HeldLock {
     }
 }
 
-/// Which threads hold a lock object, each hold tagged with its fencing token,
-/// so that the guard of a lost lock only ever forgets its own hold and never
-/// the next holder's.
+/// Which threads hold a lock object, each hold tagged with its id, so that
+/// the guard of a lost lock only ever forgets its own hold and never the
+/// next holder's.
 #[derive(Debug, Default)]
-pub(crate) struct Holders(Mutex<Vec<(ThreadId, i64)>>);
+pub(crate) struct Holders(Mutex<Vec<(ThreadId, u64)>>);
 
 impl Holders {
     /// True if the calling thread holds the lock.
@@ -287,17 +312,17 @@ impl Holders {
         lock(&self.0).iter().any(|(thread, _)| *thread == me)
     }
 
-    fn add(&self, token: i64, exclusive: bool) {
+    fn add(&self, id: u64, exclusive: bool) {
         let mut holders = lock(&self.0);
         if exclusive {
             // A new exclusive hold means any earlier one was lost.
             holders.clear();
         }
-        holders.push((std::thread::current().id(), token));
+        holders.push((std::thread::current().id(), id));
     }
 
-    fn remove(&self, token: i64) {
-        lock(&self.0).retain(|(_, t)| *t != token);
+    fn remove(&self, id: u64) {
+        lock(&self.0).retain(|(_, held)| *held != id);
     }
 }
 
@@ -313,7 +338,7 @@ impl<'a> Hold<'a> {
     /// Records `held` as the calling thread's; `exclusive` for a mutex or a
     /// write lock, whose new hold replaces any lost one.
     pub(crate) fn new(held: HeldLock, holders: &'a Holders, exclusive: bool) -> Hold<'a> {
-        holders.add(held.fencing_token(), exclusive);
+        holders.add(held.id(), exclusive);
         Hold {
             held: Some(held),
             holders,
@@ -331,7 +356,7 @@ impl<'a> Hold<'a> {
     pub(crate) fn unlock(mut self) -> Result<()> {
         match self.held.take() {
             Some(held) => {
-                self.holders.remove(held.fencing_token());
+                self.holders.remove(held.id());
                 held.release()
             }
             None => Ok(()),
@@ -342,7 +367,7 @@ impl<'a> Hold<'a> {
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
-            self.holders.remove(held.fencing_token());
+            self.holders.remove(held.id());
         }
     }
 }

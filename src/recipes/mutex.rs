@@ -1,6 +1,7 @@
 //! `Mutex` and `ReentrantMutex`: fair, exclusive, across processes.
 
 use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -254,14 +255,15 @@ impl ReentrantMutex {
             reentry.count += 1;
             return Ok(Some(ReentrantMutexGuard {
                 mutex: self,
-                token: reentry.held.fencing_token(),
+                hold: reentry.held.id(),
+                token: reentry.held.fencing_token_cell(),
                 _not_send: PhantomData,
             }));
         }
         let Some(held) = attempt(&self.spec, &self.waiters, deadline)? else {
             return Ok(None);
         };
-        let token = held.fencing_token();
+        let (hold, token) = (held.id(), held.fencing_token_cell());
         *lock(&self.holder) = Some(Reentry {
             thread: me,
             count: 1,
@@ -269,17 +271,18 @@ impl ReentrantMutex {
         });
         Ok(Some(ReentrantMutexGuard {
             mutex: self,
+            hold,
             token,
             _not_send: PhantomData,
         }))
     }
 
-    /// Drops one hold of the lock with `token`; the last one takes the node
+    /// Drops one hold of the lock `hold`; the last one takes the node
     /// out. A hold of a lock that was lost and has since been acquired
     /// again (by another thread) is stale and changes nothing.
-    fn release_one(&self, token: i64) -> Release {
+    fn release_one(&self, hold: u64) -> Release {
         let mut holder = lock(&self.holder);
-        let Some(reentry) = holder.as_mut().filter(|r| r.held.fencing_token() == token) else {
+        let Some(reentry) = holder.as_mut().filter(|r| r.held.id() == hold) else {
             return Release::Stale;
         };
         reentry.count = reentry.count.saturating_sub(1);
@@ -309,8 +312,10 @@ enum Release {
 #[derive(Debug)]
 pub struct ReentrantMutexGuard<'a> {
     mutex: &'a ReentrantMutex,
-    /// The fencing token of the lock this hold belongs to.
-    token: i64,
+    /// The id of the lock this hold belongs to.
+    hold: u64,
+    /// That lock's fencing token, once learnt.
+    token: Arc<OnceLock<i64>>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -321,13 +326,15 @@ impl ReentrantMutexGuard<'_> {
         let holder = lock(&self.mutex.holder);
         holder
             .as_ref()
-            .filter(|r| r.held.fencing_token() == self.token)
+            .filter(|r| r.held.id() == self.hold)
             .map(|r| f(&r.held))
     }
 
     /// The lock node's creation zxid (see [`MutexGuard::fencing_token`]).
     pub fn fencing_token(&self) -> i64 {
-        self.token
+        self.with_held(HeldLock::fencing_token)
+            .or_else(|| self.token.get().copied())
+            .unwrap_or(0)
     }
 
     /// `Held`, `Suspended` or `Lost`.
@@ -347,7 +354,7 @@ impl ReentrantMutexGuard<'_> {
     /// Drops this hold; if it was the last, releases the lock and waits for
     /// the server's confirmation. `LockLost` if the lock had been lost.
     pub fn unlock(self) -> Result<()> {
-        let release = self.mutex.release_one(self.token);
+        let release = self.mutex.release_one(self.hold);
         std::mem::forget(self);
         match release {
             Release::StillHeld => Ok(()),
@@ -359,7 +366,7 @@ impl ReentrantMutexGuard<'_> {
 
 impl Drop for ReentrantMutexGuard<'_> {
     fn drop(&mut self) {
-        if let Release::Last(held) = self.mutex.release_one(self.token) {
+        if let Release::Last(held) = self.mutex.release_one(self.hold) {
             drop(held);
         }
     }
