@@ -138,6 +138,13 @@ macro_rules! guard_accessors {
         /// holder of this path to the next, even across re-creations of the
         /// lock directory: give it to the protected storage so that it can
         /// reject writes from a holder that has since lost the lock.
+        ///
+        /// A node created together with this client's previous release of
+        /// the lock (see [`Config::release_linger`](crate::Config::release_linger))
+        /// learns its zxid from a reply that follows the acquisition: the
+        /// first call may wait for it (one read round trip at most, longer
+        /// only through a reconnect). 0, which no resource checking tokens
+        /// accepts, if the lock is lost before its token is known.
         pub fn fencing_token(&self) -> i64 {
             self.held().fencing_token()
         }
