@@ -868,10 +868,10 @@ fn a_zero_timeout_or_a_past_deadline_is_one_try_that_leaves_no_node() {
         assert_eq!(received(&c) - before, 4, "{what}: requests");
     }
 
-    // Free, a single try acquires.
-    drop(held);
-    drop(reading);
-    drop(reentrant_held);
+    // Free (released and confirmed), a single try acquires.
+    held.unlock().unwrap();
+    reading.unlock().unwrap();
+    reentrant_held.unlock().unwrap();
     for (what, _, attempt) in &tries {
         let started = Instant::now();
         assert_eq!(attempt(), Ok(true), "{what}");

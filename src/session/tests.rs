@@ -536,6 +536,24 @@ fn deferred_deletes_cut_off_by_a_disconnect_go_with_the_reconnect() {
 }
 
 #[test]
+fn closing_sends_the_deferred_deletes_first_and_refuses_new_ones() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+        .unwrap();
+    s.close(now);
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Delete.code(), OpCode::CloseSession.code()]);
+    assert_eq!(
+        s.defer_background_delete(now, "/app/lock/n2".into(), due),
+        Err(Error::Closed)
+    );
+    assert_eq!(s.next_deferred_deadline(), None);
+}
+
+#[test]
 fn auth_failure_is_terminal() {
     let now = Instant::now();
     let mut s = connected(now);
