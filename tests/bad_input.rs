@@ -259,6 +259,10 @@ fn settings_out_of_range_get_their_exact_error() {
             "max_request must be at least 1024 bytes, not 1023".into(),
         ),
         (
+            Client::builder().release_linger(Duration::from_millis(1001)),
+            "release_linger must be at most 1s, not 1.001s".into(),
+        ),
+        (
             Client::builder().session(0, vec![0; 16]),
             "session id 0 names no session (see Client::session_id)".into(),
         ),

@@ -112,7 +112,10 @@ impl Config {
     /// meanwhile, the delete and the new lock node's create go to the
     /// server as one transaction, which halves its disk writes for
     /// back-to-back acquisitions; any other request sends it at once, ahead
-    /// of itself. Zero sends it at once. Explicit `unlock()` never waits.
+    /// of itself, and a timer sends it when the linger ends, so other
+    /// contenders may see a release up to this much later. Zero sends it at
+    /// once; an explicit `unlock()` always sends at once and waits for the
+    /// server.
     pub fn release_linger(&self) -> Duration {
         self.release_linger
     }
