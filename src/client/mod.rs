@@ -55,13 +55,15 @@ struct Inner {
     wake: Sender<()>,
     threads: Mutex<Threads>,
     release_linger: Duration,
+    /// Started with the first lingering release; its own lock, so that no
+    /// release waits on `threads` while shutdown joins the other threads.
+    release_timer: Mutex<Option<JoinHandle<()>>>,
 }
 
 #[derive(Default)]
 struct Threads {
     io: Option<JoinHandle<()>>,
     events: Option<JoinHandle<()>>,
-    release_timer: Option<JoinHandle<()>>,
     ids: Vec<ThreadId>,
 }
 
@@ -188,6 +190,7 @@ impl Client {
                 wake,
                 threads: Mutex::new(threads),
                 release_linger: config.release_linger,
+                release_timer: Mutex::new(None),
             }),
         };
         let budget = config.connect_timeout * u32::try_from(parsed.hosts.len()).unwrap_or(u32::MAX);
@@ -303,7 +306,8 @@ impl Inner {
         if let Some(io) = threads.io.take() {
             let _ = io.join();
         }
-        if let Some(timer) = threads.release_timer.take() {
+        let timer = lock(&self.release_timer).take();
+        if let Some(timer) = timer {
             // The session is over: woken, the timer sees that and ends.
             drop(self.shared.core());
             self.shared.release_timer.notify_all();

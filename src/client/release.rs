@@ -39,19 +39,18 @@ impl Client {
                 shared.release_timer.notify_one();
             }
         }
-        let mut threads = lock(&self.inner.threads);
-        if threads.release_timer.is_none() {
+        let mut timer = lock(&self.inner.release_timer);
+        if timer.is_none() {
             let timer_shared = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name("zklock-release".into())
                 .spawn(move || run_timer(&timer_shared));
             match spawned {
-                Ok(handle) => {
-                    threads.ids.push(handle.thread().id());
-                    threads.release_timer = Some(handle);
-                }
+                // Started after shutdown took the handle, it finds the
+                // session over and ends by itself.
+                Ok(handle) => *timer = Some(handle),
                 Err(e) => {
-                    drop(threads);
+                    drop(timer);
                     // Without a timer, a delete sent now beats one never sent.
                     log::warn!("release timer thread not started: {e}");
                     shared.with_session(|s| s.send_deferred_deletes(now));
