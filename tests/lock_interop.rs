@@ -824,38 +824,54 @@ fn contend_with_peers(
 fn curator_and_zklock_mutex_contenders_acquire_in_node_order() {
     curator_classpath();
     let server = server();
-    let admin = connect(&server);
+    acquire_in_node_order(&server, true, |i| {
+        Peer::curator(
+            &server,
+            "mutex",
+            1,
+            Behaviour::Step,
+            &format!("curator-{i}"),
+        )
+    });
+}
+
+/// Lets a stepping `peer` queue one acquisition and records its node.
+fn queue_peer(
+    peer: &mut Peer,
+    admin: &Client,
+    seen: &mut Vec<String>,
+    expected: &mut Vec<(String, String)>,
+) {
+    peer.go();
+    let node = next_node(admin, seen, &peer.name);
+    expected.push((peer.name.clone(), node));
+}
+
+/// Queues two peers (named by `make_peer(1..=2)`) and two zklock mutex
+/// sessions alternately behind a held lock, the peer of each pair first if
+/// `peer_first`, then opens the lock and checks that they acquired in node
+/// order, each exactly once, leaving nothing behind.
+fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl Fn(usize) -> Peer) {
+    let admin = connect(server);
     setup(&admin);
-    let gate_client = connect(&server);
+    let gate_client = connect(server);
     let gate = Mutex::new(&gate_client, LOCK).expect("mutex");
     let held = lock_within(&gate, "gate");
     let mut seen = vec![leaf(held.node()).to_owned()];
 
-    let mut curators: Vec<Peer> = (1..=2)
-        .map(|i| {
-            Peer::curator(
-                &server,
-                "mutex",
-                1,
-                Behaviour::Step,
-                &format!("curator-{i}"),
-            )
-        })
-        .collect();
-    for peer in &mut curators {
+    let mut peers: Vec<Peer> = (1..=2).map(make_peer).collect();
+    for peer in &mut peers {
         peer.expect("READY");
     }
-    let zk_clients: Vec<Client> = (0..2).map(|_| connect(&server)).collect();
+    let zk_clients: Vec<Client> = (0..2).map(|_| connect(server)).collect();
     let mut expected = Vec::new();
     std::thread::scope(|s| {
         let mut handles = Vec::new();
-        for i in 0..2 {
-            let name = format!("curator-{}", i + 1);
-            curators[i].go();
-            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
-
+        for (i, (peer, client)) in peers.iter_mut().zip(&zk_clients).enumerate() {
+            if peer_first {
+                queue_peer(peer, &admin, &mut seen, &mut expected);
+            }
             let name = format!("zklock-{}", i + 1);
-            let client = &zk_clients[i];
             let thread_name = name.clone();
             handles.push(s.spawn(move || {
                 let mutex = Mutex::new(client, LOCK).expect("mutex");
@@ -865,6 +881,9 @@ fn curator_and_zklock_mutex_contenders_acquire_in_node_order() {
                 guard.unlock().expect("unlock");
             }));
             expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
+            if !peer_first {
+                queue_peer(peer, &admin, &mut seen, &mut expected);
+            }
         }
         // Everyone is queued; nobody got past the gate.
         assert_eq!(read_log(&admin), Vec::new());
@@ -873,7 +892,7 @@ fn curator_and_zklock_mutex_contenders_acquire_in_node_order() {
             handle.join().expect("zklock contender");
         }
     });
-    for peer in curators {
+    for peer in peers {
         peer.finish();
     }
     assert_eq!(
@@ -1172,54 +1191,7 @@ fn kazoo_lock_and_zklock_mutex_mixed_contention() {
 fn kazoo_and_zklock_contenders_acquire_in_node_order() {
     kazoo_python();
     let server = server();
-    let admin = connect(&server);
-    setup(&admin);
-    let gate_client = connect(&server);
-    let gate = Mutex::new(&gate_client, LOCK).expect("mutex");
-    let held = lock_within(&gate, "gate");
-    let mut seen = vec![leaf(held.node()).to_owned()];
-
-    let mut kazoos: Vec<Peer> = (1..=2)
-        .map(|i| Peer::kazoo(&server, 1, Behaviour::Step, &format!("kazoo-{i}")))
-        .collect();
-    for peer in &mut kazoos {
-        peer.expect("READY");
-    }
-    let zk_clients: Vec<Client> = (0..2).map(|_| connect(&server)).collect();
-    let mut expected = Vec::new();
-    std::thread::scope(|s| {
-        let mut handles = Vec::new();
-        for i in 0..2 {
-            let name = format!("zklock-{}", i + 1);
-            let client = &zk_clients[i];
-            let thread_name = name.clone();
-            handles.push(s.spawn(move || {
-                let mutex = Mutex::new(client, LOCK).expect("mutex");
-                let guard = lock_within(&mutex, &thread_name);
-                enter_exclusive(client, &thread_name, leaf(guard.node()));
-                exit_exclusive(client);
-                guard.unlock().expect("unlock");
-            }));
-            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
-
-            let name = format!("kazoo-{}", i + 1);
-            kazoos[i].go();
-            expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
-        }
-        assert_eq!(read_log(&admin), Vec::new());
-        held.unlock().expect("open the gate");
-        for handle in handles {
-            handle.join().expect("zklock contender");
-        }
+    acquire_in_node_order(&server, false, |i| {
+        Peer::kazoo(&server, 1, Behaviour::Step, &format!("kazoo-{i}"))
     });
-    for peer in kazoos {
-        peer.finish();
-    }
-    assert_eq!(
-        read_log(&admin),
-        expected,
-        "acquisition order != node order"
-    );
-    assert_eq!(counter(&admin), 4);
-    assert_clean(&admin);
 }
