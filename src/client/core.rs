@@ -244,7 +244,8 @@ impl Shared {
     pub(crate) fn flush(&self) {
         let mut buf = Vec::new();
         let mut core = self.core();
-        if core.flushing {
+        // Nothing queued: no write, and no reason to yield for company.
+        if core.flushing || !core.session.has_transmit() {
             return;
         }
         core.flushing = true;
