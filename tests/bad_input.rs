@@ -11,9 +11,12 @@
 //! their exact reasons, request sizes to the byte, ACL, TTL and mode
 //! checks, zero and past lock deadlines, and multis with one bad op.
 
+mod common;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::path_errors::*;
 use zklock::recipes::lock_queue;
 use zklock::testing::TestServer;
 use zklock::{
@@ -21,16 +24,6 @@ use zklock::{
     WatcherType,
 };
 
-const EMPTY: &str = "the path is empty";
-const RELATIVE: &str = "the path must start with '/'";
-const TRAILING: &str = "the path must not end with '/'";
-const DOUBLE: &str = "the path contains an empty segment ('//')";
-const DOT: &str = "the path contains a '.' segment";
-const DOT_DOT: &str = "the path contains a '..' segment";
-const NUL: &str = "the path contains a NUL character";
-const CONTROL: &str = "the path contains a control or reserved character (U+0001-U+001F, U+007F-U+009F, U+E000-U+F8FF or U+FFF0-U+FFFF)";
-const SUPPLEMENTARY: &str =
-    "the path contains a character above U+FFFF, which the server refuses (as UTF-16 surrogates)";
 const LOCK_ROOT: &str = "a lock needs its own directory, not the root";
 const EMPTY_ACL: &str = "the ACL must not be empty";
 const EMPTY_HOST: &str = "empty host entry (the host list must name at least one server)";

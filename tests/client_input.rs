@@ -7,18 +7,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::path_errors::*;
 use common::{builder, expect_silence, fails_fast, open, proxy, server};
 use zklock::testing::ProxyMode;
 use zklock::{AddWatchMode, Client, CreateMode, Error, Op, ReadOp, WatcherType};
-
-const EMPTY: &str = "the path is empty";
-const RELATIVE: &str = "the path must start with '/'";
-const TRAILING: &str = "the path must not end with '/'";
-const DOUBLE: &str = "the path contains an empty segment ('//')";
-const DOT: &str = "the path contains a '.' segment";
-const DOT_DOT: &str = "the path contains a '..' segment";
-const NUL: &str = "the path contains a NUL character";
-const CONTROL: &str = "the path contains a control or reserved character (U+0001-U+001F, U+007F-U+009F, U+E000-U+F8FF or U+FFF0-U+FFFF)";
 
 fn bad_paths() -> Vec<(&'static str, &'static str)> {
     vec![

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod path_errors;
+
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
