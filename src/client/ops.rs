@@ -130,18 +130,17 @@ impl Client {
         };
         let listed = shared.start(OpCode::GetChildren, &list, None);
         shared.flush();
-        let Some(created) = self.finish_create_replacing(shared.wait(&created), replaced) else {
-            // The joint transaction failed as a whole; the listing is still
-            // due, but the create alone decides.
-            if let Ok(slot) = listed {
-                let _ = shared.wait(&slot);
-            }
-            return self.create_then_list(path, data, acl, mode, dir);
-        };
+        // Replies come in order, so the listing's comes last: waiting for it
+        // first means one wake-up for both.
         let listed = listed.and_then(|slot| match shared.wait(&slot)? {
             Response::GetChildren(r) => Ok(r.children),
             _ => Err(unexpected("getChildren reply")),
         });
+        let Some(created) = self.finish_create_replacing(shared.wait(&created), replaced) else {
+            // The joint transaction failed as a whole: the create alone
+            // decides, and the listing is taken again after it.
+            return self.create_then_list(path, data, acl, mode, dir);
+        };
         (created, listed)
     }
 

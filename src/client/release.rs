@@ -31,13 +31,17 @@ impl Client {
         }
         let shared = &self.inner.shared;
         let now = Instant::now();
-        {
+        let timer_idle = {
             let mut core = shared.core();
             core.session
                 .defer_background_delete(now, server_path, now + linger)?;
-            if core.release_timer_idle {
-                shared.release_timer.notify_one();
-            }
+            core.release_timer_idle
+        };
+        // Notified outside the session lock, so the timer does not wake only
+        // to block on it. An idle timer stays in its wait until notified (or
+        // its idle check, after which it finds this delete by itself).
+        if timer_idle {
+            shared.release_timer.notify_one();
         }
         let mut timer = lock(&self.inner.release_timer);
         if timer.is_none() {

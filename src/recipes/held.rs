@@ -29,21 +29,47 @@ pub enum LockState {
 
 #[derive(Debug)]
 struct Shared {
-    state: Mutex<(LockState, Vec<Sender<LockState>>)>,
+    state: Mutex<Tracked>,
     changed: Condvar,
 }
 
+#[derive(Debug)]
+struct Tracked {
+    state: LockState,
+    listeners: Vec<Sender<LockState>>,
+    /// Threads in `wait_while_held`: without any, a change wakes nobody
+    /// (and costs no system call, which matters on every release).
+    sleepers: usize,
+}
+
 impl Shared {
+    fn new() -> Shared {
+        Shared {
+            state: Mutex::new(Tracked {
+                state: LockState::Held,
+                listeners: Vec::new(),
+                sleepers: 0,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn get(&self) -> LockState {
+        lock(&self.state).state
+    }
+
     fn set(&self, new: LockState) {
-        let mut guard = lock(&self.state);
-        let (state, listeners) = &mut *guard;
-        if *state == new || *state == LockState::Lost {
+        let mut tracked = lock(&self.state);
+        if tracked.state == new || tracked.state == LockState::Lost {
             return;
         }
-        *state = new;
-        listeners.retain(|tx| tx.send(new).is_ok());
-        drop(guard);
-        self.changed.notify_all();
+        tracked.state = new;
+        tracked.listeners.retain(|tx| tx.send(new).is_ok());
+        let sleepers = tracked.sleepers > 0;
+        drop(tracked);
+        if sleepers {
+            self.changed.notify_all();
+        }
     }
 }
 
@@ -88,10 +114,7 @@ impl NodeWatch {
         node: &str,
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
-        let shared = Arc::new(Shared {
-            state: Mutex::new((LockState::Held, Vec::new())),
-            changed: Condvar::new(),
-        });
+        let shared = Arc::new(Shared::new());
         let on_lost = Arc::new(on_lost);
         let (on_event, lost_event) = (shared.clone(), on_lost.clone());
         let watcher = Watcher::Notify(Arc::new(move |event| {
@@ -121,7 +144,7 @@ impl NodeWatch {
 
     /// True once the node is known to be gone (or the session over).
     pub(crate) fn is_lost(&self) -> bool {
-        lock(&self.shared.state).0 == LockState::Lost
+        self.shared.get() == LockState::Lost
     }
 }
 
@@ -212,7 +235,7 @@ impl HeldLock {
     }
 
     pub(crate) fn state(&self) -> LockState {
-        lock(&self.shared.state).0
+        self.shared.get()
     }
 
     /// Blocks until the state is no longer `Held` or `timeout` passes, and
@@ -220,40 +243,44 @@ impl HeldLock {
     pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
         // A timeout too long to make a deadline of waits without one.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut guard = lock(&self.shared.state);
+        let mut tracked = lock(&self.shared.state);
         loop {
-            if guard.0 != LockState::Held {
-                return guard.0;
+            if tracked.state != LockState::Held {
+                return tracked.state;
             }
-            guard = match deadline {
+            let wait = match deadline {
+                None => None,
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return tracked.state,
+                },
+            };
+            tracked.sleepers += 1;
+            tracked = match wait {
                 None => self
                     .shared
                     .changed
-                    .wait(guard)
+                    .wait(tracked)
                     .unwrap_or_else(|e| e.into_inner()),
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return guard.0;
-                    }
-                    self.shared
-                        .changed
-                        .wait_timeout(guard, deadline - now)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|e| e.into_inner().0)
-                }
+                Some(left) => self
+                    .shared
+                    .changed
+                    .wait_timeout(tracked, left)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0),
             };
+            tracked.sleepers -= 1;
         }
     }
 
     /// A channel that receives every later state change.
     pub(crate) fn state_changes(&self) -> Receiver<LockState> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let mut guard = lock(&self.shared.state);
-        if guard.0 == LockState::Lost {
+        let mut tracked = lock(&self.shared.state);
+        if tracked.state == LockState::Lost {
             let _ = tx.send(LockState::Lost);
         } else {
-            guard.1.push(tx);
+            tracked.listeners.push(tx);
         }
         rx
     }
