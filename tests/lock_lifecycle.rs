@@ -11,6 +11,57 @@ use lock_common::*;
 use zklock::testing::TestServer;
 use zklock::{Error, Mutex, ReentrantMutex, RwLock};
 
+/// A wait that gives up leaves no watcher behind in its client: not when
+/// the predecessor watch's reply came before the deadline, and not when it
+/// comes after (it registers the watcher, which must then go at once).
+/// Otherwise a loop of short tries against a long hold would pile them up,
+/// and each would list the directory again when the holder lets go.
+#[test]
+fn given_up_waits_leave_no_watcher() {
+    const DIR: &str = "/tries/watchers";
+    const TRIES: usize = 20;
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, DIR).unwrap();
+    for _ in 0..TRIES {
+        assert!(mutex
+            .try_lock_for(Duration::from_millis(20))
+            .unwrap()
+            .is_none());
+    }
+    // Replies are in order: once this one is in, so are the watches' and
+    // the events of the abandoned nodes' deletion.
+    c.exists(DIR).unwrap();
+    assert_eq!(c.local_watcher_count(), 0, "after {TRIES} given-up tries");
+
+    // Every chunk takes 100 ms each way, so an acquisition's create and
+    // listing take about 200 ms, and its predecessor watch's reply comes
+    // about 200 ms after that: past a 300 ms deadline.
+    let gate = proxy(&server);
+    let slow = connect(&gate.connect_string());
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(
+        100,
+    )));
+    let slow_mutex = Mutex::new(&slow, DIR).unwrap();
+    assert!(slow_mutex
+        .try_lock_for(Duration::from_millis(300))
+        .unwrap()
+        .is_none());
+    slow.exists(DIR).unwrap();
+    assert_eq!(
+        slow.local_watcher_count(),
+        0,
+        "after a reply past the deadline"
+    );
+
+    guard.unlock().unwrap();
+    assert!(children(&holder, DIR).is_empty());
+}
+
 /// `try_lock` on a held lock and `try_lock_for` running out both return
 /// `None` and delete their node, for every lock kind. Their own client's
 /// next request already sees the node gone (the delete is sent first).

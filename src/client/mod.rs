@@ -8,6 +8,7 @@ mod multi;
 mod ops;
 pub(crate) mod path;
 mod release;
+mod watch_ops;
 
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, ThreadId};
@@ -246,6 +247,14 @@ impl Client {
                 after: timeout,
             })),
         }
+    }
+
+    /// How many watchers this client has registered locally, one-shot ones
+    /// until they fire or are removed: for tests that check that nothing
+    /// piles up.
+    #[cfg(feature = "testing")]
+    pub fn local_watcher_count(&self) -> usize {
+        self.shared().core().session.watcher_count()
     }
 
     /// The session id (unique per ensemble).

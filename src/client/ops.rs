@@ -1,11 +1,10 @@
 //! The operations, each a blocking call.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::unbounded;
 
-use super::core::{unexpected, ReplySlot, Watcher};
+use super::core::{unexpected, Watcher};
 use super::path::validate;
 use super::{Client, WatchReceiver};
 use crate::error::{Error, Result};
@@ -142,45 +141,6 @@ impl Client {
             return self.create_then_list(path, data, acl, mode, dir);
         };
         (created, listed)
-    }
-
-    /// Forgets the internal data watcher `f` on `path` (a user path).
-    pub(crate) fn forget_data_watcher(&self, path: &str, f: &super::core::NotifyFn) {
-        if let Ok(path) = self.server_path(path) {
-            self.shared()
-                .core()
-                .session
-                .forget_watchers(WatchKind::Data, &path, |w| w.is_notify(f));
-        }
-    }
-
-    /// Queues an exists watch on `path`, sent with the next write; the reply
-    /// lands in the returned slot. `on_missing` runs (on the I/O thread) if
-    /// the reply says the node does not exist, in which case the watch
-    /// waits for a creation.
-    pub(crate) fn start_watch_exists(
-        &self,
-        path: &str,
-        watcher: Watcher,
-        on_missing: impl Fn() + Send + Sync + 'static,
-    ) -> Result<Arc<ReplySlot>> {
-        let path = self.server_path(path)?;
-        let request = ExistsRequest {
-            path: path.clone(),
-            watch: true,
-        };
-        let watch = WatchRequest {
-            kind: WatchKind::Exist,
-            path,
-            watcher,
-        };
-        let on_reply = Box::new(move |result: &Result<Response>| {
-            if matches!(result, Err(Error::NoNode)) {
-                on_missing();
-            }
-        });
-        self.shared()
-            .start_with_callback(OpCode::Exists, &request, Some(watch), on_reply)
     }
 
     /// Creates a TTL node (`PersistentWithTtl` or `PersistentSequentialWithTtl`):

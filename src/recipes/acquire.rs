@@ -5,11 +5,12 @@ use std::time::{Duration, Instant};
 
 use super::held::{HeldLock, NodeWatch};
 use super::naming::{contenders, node_prefix, Contender};
-use crate::client::core::{lock, NotifyFn, Watcher};
+use crate::client::core::{lock, NotifyFn, ReplyCallback};
 use crate::client::path::{join, parent, validate};
 use crate::error::{Error, Result};
-use crate::proto::{Acl, CreateMode, EventType};
+use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
+use crate::session::WatchedEvent;
 use crate::Client;
 
 /// Creates are retried this often when a container parent is reaped
@@ -95,7 +96,22 @@ pub(crate) fn exclusive(contenders: &[Contender], ours: usize) -> Decision {
     }
 }
 
-/// Wakes waiting threads: a watch fired, or `cancel` was called.
+/// Why a waiting attempt woke.
+#[derive(Debug)]
+enum Woken {
+    /// A watch fired: the predecessor's, or our own node's (as `None`).
+    Event(EventType),
+    /// The predecessor was gone before its watch reached the server.
+    PredecessorGone,
+    /// The predecessor's watch could not be set (connection lost, say).
+    WatchFailed(Error),
+    /// The predecessor changed, and the I/O thread listed the directory
+    /// again at once: the attempt wakes with the listing, not to ask for it.
+    Listed(Result<Vec<String>>),
+}
+
+/// Wakes a waiting attempt: a watch fired or answered, or `cancel` was
+/// called.
 #[derive(Debug, Default)]
 pub(crate) struct Wakeup {
     flags: Mutex<WakeFlags>,
@@ -104,48 +120,58 @@ pub(crate) struct Wakeup {
 
 #[derive(Debug, Default)]
 struct WakeFlags {
-    event: Option<EventType>,
+    woken: Option<Woken>,
     cancelled: bool,
+    /// True while the attempt sleeps: waking no one costs no system call.
+    sleeping: bool,
 }
 
 impl Wakeup {
-    fn notify(&self, event: EventType) {
-        lock(&self.flags).event = Some(event);
-        self.cv.notify_all();
+    fn notify(&self, woken: Woken) {
+        let mut flags = lock(&self.flags);
+        flags.woken = Some(woken);
+        if flags.sleeping {
+            drop(flags);
+            self.cv.notify_one();
+        }
     }
 
     fn cancel(&self) {
         lock(&self.flags).cancelled = true;
-        self.cv.notify_all();
+        self.cv.notify_one();
     }
 
     fn is_cancelled(&self) -> bool {
         lock(&self.flags).cancelled
     }
 
-    /// Waits for a watch event; `Ok(None)` when the deadline passes first.
-    fn wait(&self, deadline: Option<Instant>) -> Result<Option<EventType>> {
+    /// Waits for a wake-up; `Ok(None)` when the deadline passes first.
+    fn wait(&self, deadline: Option<Instant>) -> Result<Option<Woken>> {
         let mut flags = lock(&self.flags);
         loop {
             if flags.cancelled {
                 return Err(Error::Cancelled);
             }
-            if let Some(event) = flags.event.take() {
-                return Ok(Some(event));
+            if let Some(woken) = flags.woken.take() {
+                return Ok(Some(woken));
             }
-            flags = match deadline {
-                None => self.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(None);
-                    }
-                    self.cv
-                        .wait_timeout(flags, deadline - now)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|e| e.into_inner().0)
-                }
+            let left = match deadline {
+                None => None,
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(None),
+                },
             };
+            flags.sleeping = true;
+            flags = match left {
+                None => self.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
+                Some(left) => self
+                    .cv
+                    .wait_timeout(flags, left)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0),
+            };
+            flags.sleeping = false;
         }
     }
 }
@@ -215,16 +241,17 @@ impl Attempt<'_> {
         node: &mut Option<String>,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        let (name, token, mut prefetched) = self.create_protected()?;
+        let (name, token, listed_at_create) = self.create_protected()?;
         *node = Some(name.clone());
+        let mut listed_early = listed_at_create.map(Ok);
         let mut retry_budget = RetryBudget::new(client);
         let mut own_watch = None;
         loop {
             if wakeup.is_cancelled() {
                 return Err(Error::Cancelled);
             }
-            let listed = match prefetched.take() {
-                Some(children) => Ok(children),
+            let listed = match listed_early.take() {
+                Some(listed) => listed,
                 None => client.get_children(&self.spec.path),
             };
             let children = match listed {
@@ -254,28 +281,21 @@ impl Attempt<'_> {
                 own_watch = Some(NodeWatch::start(
                     client,
                     &join(&self.spec.path, &name),
-                    move || wake.notify(EventType::None),
+                    move || wake.notify(Woken::Event(EventType::None)),
                 ));
             }
-            let notify = wakeup.clone();
-            let on_event: NotifyFn = Arc::new(move |event| notify.notify(event.event_type));
             let watched = join(&self.spec.path, &watched);
-            match client.get_data_inner(&watched, Some(Watcher::Notify(on_event.clone()))) {
-                Ok(_) => {}
-                Err(Error::NoNode) => {
-                    if acquired_on_delete {
-                        return Ok(Some(self.held(&name, token, own_watch)?));
-                    }
-                    continue;
-                }
+            let on_event = self.on_predecessor_event(wakeup, acquired_on_delete)?;
+            let watch = match client.start_watch_data(&watched, on_event, on_reply(wakeup)) {
+                Ok(watch) => watch,
                 Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                 Err(e) => return Err(e),
-            }
+            };
             let woken = wakeup.wait(deadline);
-            if !matches!(woken, Ok(Some(_))) {
+            if !matches!(woken, Ok(Some(Woken::Event(_) | Woken::Listed(_)))) {
                 // Giving up (deadline or cancel): our watcher would otherwise
                 // stay registered until the watched node changes.
-                client.forget_data_watcher(&watched, &on_event);
+                watch.abandon();
             }
             if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
                 // Our own node went while we waited: this attempt can never
@@ -284,12 +304,42 @@ impl Attempt<'_> {
             }
             match woken? {
                 None => return Ok(None),
-                Some(EventType::NodeDeleted) if acquired_on_delete => {
+                Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
+                    if acquired_on_delete =>
+                {
                     return Ok(Some(self.held(&name, token, own_watch)?))
                 }
-                Some(_) => retry_budget.reset(),
+                Some(Woken::Listed(listed)) => {
+                    retry_budget.reset();
+                    listed_early = Some(listed);
+                }
+                Some(Woken::WatchFailed(e)) if !(e.is_retryable() && retry_budget.allows()) => {
+                    return Err(e)
+                }
+                Some(Woken::Event(_)) => retry_budget.reset(),
+                Some(Woken::PredecessorGone | Woken::WatchFailed(_)) => {}
             }
         }
+    }
+
+    /// What the predecessor's watch does when it fires (on the I/O thread):
+    /// a deletion that alone grants the lock wakes the attempt; any other
+    /// change lists the directory again first, so the attempt wakes once.
+    fn on_predecessor_event(
+        &self,
+        wakeup: &Arc<Wakeup>,
+        acquired_on_delete: bool,
+    ) -> Result<NotifyFn> {
+        let lister = self.spec.client.lister(&self.spec.path)?;
+        let wakeup = wakeup.clone();
+        Ok(Arc::new(move |event: &WatchedEvent| {
+            if event.event_type == EventType::NodeDeleted && acquired_on_delete {
+                wakeup.notify(Woken::Event(EventType::NodeDeleted));
+            } else {
+                let listed = wakeup.clone();
+                lister.start(move |children| listed.notify(Woken::Listed(children)));
+            }
+        }))
     }
 
     /// The lock, granted to our node `name`, unless the node was deleted
@@ -403,6 +453,17 @@ impl Attempt<'_> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// What the predecessor watch's reply does (on the I/O thread): wakes the
+/// attempt if the watch was not set. A set watch wakes it when it fires.
+fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
+    let wakeup = wakeup.clone();
+    Box::new(move |reply: &Result<Response>| match reply {
+        Ok(_) => {}
+        Err(Error::NoNode) => wakeup.notify(Woken::PredecessorGone),
+        Err(e) => wakeup.notify(Woken::WatchFailed(e.clone())),
+    })
 }
 
 /// Bounds how long a waiter keeps retrying through connection losses: two

@@ -519,6 +519,11 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.remove_where(kind, path, matches)
     }
 
+    /// How many watchers are registered (one-shot ones until they fire).
+    pub fn watcher_count(&self) -> usize {
+        self.watches.len()
+    }
+
     /// Closes the session: sends closeSession, after which the server
     /// deletes the session's ephemeral nodes. While disconnected, it goes
     /// out after the next handshake; the session ends when its reply comes,

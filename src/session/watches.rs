@@ -150,6 +150,15 @@ impl<W: Clone> WatchRegistry<W> {
         self.tables[kind.index()].keys().cloned().collect()
     }
 
+    /// How many watchers are registered, over every kind and path.
+    pub(crate) fn len(&self) -> usize {
+        self.tables
+            .iter()
+            .flat_map(|table| table.values())
+            .map(Vec::len)
+            .sum()
+    }
+
     /// Removes everything, e.g. when the session ends.
     pub(crate) fn drain(&mut self) -> Vec<W> {
         let mut out = Vec::new();
