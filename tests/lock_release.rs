@@ -80,6 +80,18 @@ fn an_unclaimed_release_goes_out_when_the_linger_ends() {
     wait_until("the second release", WAIT, || {
         observer.exists(&node).unwrap().is_none()
     });
+
+    // Released while a reply is still due (each chunk takes 50 ms each way,
+    // and the node watch's reply comes about 100 ms after the acquisition):
+    // the I/O thread hands the release to the timer once that reply is in.
+    let gate = proxy(&server);
+    let slow = connect_lingering(&gate.connect_string(), Duration::from_millis(10));
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(50)));
+    let slow_mutex = Mutex::new(&slow, "/unclaimed").unwrap();
+    let node = slow_mutex.lock().unwrap().node().to_owned();
+    wait_until("the release made with a reply due", WAIT, || {
+        observer.exists(&node).unwrap().is_none()
+    });
 }
 
 /// Any other request of the client sends the lingering release first, so

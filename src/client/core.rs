@@ -121,6 +121,14 @@ pub(crate) struct Core {
     pub(crate) release_timer_idle: bool,
 }
 
+impl Core {
+    /// True if the release timer must be woken: it is idle, and a lingering
+    /// delete needs it (see [`Session::deferred_deletes_need_timer`]).
+    pub(crate) fn timer_needed(&self) -> bool {
+        self.release_timer_idle && self.session.deferred_deletes_need_timer()
+    }
+}
+
 /// State shared by every clone of a client and its threads.
 pub(crate) struct Shared {
     core: Mutex<Core>,

@@ -156,7 +156,13 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
         }
         let events = drain_events(&mut core.session);
         let has_transmit = core.session.has_transmit();
+        // A lingering release left to the reply just handled, if it was the
+        // last one due.
+        let wake_timer = core.timer_needed();
         drop(core);
+        if wake_timer {
+            shared.release_timer.notify_one();
+        }
         shared.dispatch(events);
         if has_transmit {
             shared.flush();

@@ -39,6 +39,16 @@ impl<T, W: Clone> Session<T, W> {
         self.deferred.iter().map(|(_, until)| *until).min()
     }
 
+    /// True if a deferred delete waits and no reply is due that would bring
+    /// the driver back (to [`Session::handle_bytes`]) in time to look after
+    /// it: only then does the driver need a timer armed for
+    /// [`Session::next_deferred_deadline`]. With replies due, it can wait
+    /// for the last of them, since the server would answer a delete sent
+    /// earlier only after those requests anyway.
+    pub fn deferred_deletes_need_timer(&self) -> bool {
+        !self.deferred.is_empty() && (self.conn != Conn::Established || self.pending.is_empty())
+    }
+
     /// Sends the deferred deletes if the earliest is due. All go, in the
     /// order they were deferred: a later one leaves at most a linger early.
     pub fn send_due_deletes(&mut self, now: Instant) {

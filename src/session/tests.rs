@@ -462,6 +462,34 @@ fn a_deferred_delete_waits_for_its_deadline() {
 }
 
 #[test]
+fn a_deferred_delete_needs_a_timer_only_once_no_reply_is_due() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_millis(5);
+    assert!(!s.deferred_deletes_need_timer(), "nothing deferred");
+    for token in 0..2 {
+        s.submit(now, OpCode::GetData, &get_data("/app/a"), token, None)
+            .unwrap();
+    }
+    let xids: Vec<i32> = sent(&mut s).iter().map(|f| header(f).xid).collect();
+    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+        .unwrap();
+    let body = GetDataResponse {
+        data: Some(b"v".to_vec()),
+        stat: Stat::default(),
+    };
+    // Each reply brings the driver back: it can look after the delete then.
+    assert!(!s.deferred_deletes_need_timer(), "two replies due");
+    s.handle_bytes(now, &reply(xids[0], 10, 0, &body));
+    assert!(!s.deferred_deletes_need_timer(), "one reply due");
+    s.handle_bytes(now, &reply(xids[1], 11, 0, &body));
+    assert!(s.deferred_deletes_need_timer(), "no reply due");
+    // Taken up (or sent): nothing left to time.
+    assert!(s.withdraw_deferred_delete("/app/lock").is_some());
+    assert!(!s.deferred_deletes_need_timer(), "withdrawn");
+}
+
+#[test]
 fn any_later_request_carries_the_deferred_deletes_ahead_of_it_in_order() {
     let now = Instant::now();
     let mut s = connected(now);
