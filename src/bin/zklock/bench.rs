@@ -152,14 +152,12 @@ fn contended(options: &Options) -> Measured {
                         if inside.fetch_add(1, Ordering::SeqCst) > 0 {
                             violations.fetch_add(1, Ordering::SeqCst);
                         }
+                        // Locked, the section is the reference benchmarks'
+                        // (enter, check, leave). Unprotected, it stays long
+                        // enough for another client to come in, even on one
+                        // core.
                         if options.without_lock {
-                            // Unprotected: stay long enough for another
-                            // client to come in, even on one core.
                             std::thread::sleep(Duration::from_micros(100));
-                        } else {
-                            // A critical section long enough for an
-                            // overlap to show.
-                            std::thread::yield_now();
                         }
                         inside.fetch_sub(1, Ordering::SeqCst);
                         drop(guard);
