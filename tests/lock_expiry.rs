@@ -329,6 +329,7 @@ fn a_waiter_whose_own_node_is_deleted_fails_at_once_with_lock_lost() {
     let admin = connect(&server.connect_string());
 
     let waiter_client = connect(&server.connect_string());
+    let waiter_session = waiter_client.clone();
     let (result, waiter) = spawn("waiter", move || {
         let mutex = Mutex::new(&waiter_client, LOCK).unwrap();
         let outcome = mutex.lock().map(|g| g.fencing_token());
@@ -353,5 +354,8 @@ fn a_waiter_whose_own_node_is_deleted_fails_at_once_with_lock_lost() {
     );
     assert_eq!(guard.state(), LockState::Held, "the holder is unaffected");
     assert_eq!(children(&admin, LOCK).len(), 1);
+    // Its watch on the holder's node went with the attempt.
+    waiter_session.exists(LOCK).unwrap();
+    assert_eq!(waiter_session.local_watcher_count(), 0);
     guard.unlock().unwrap();
 }

@@ -292,9 +292,16 @@ impl Attempt<'_> {
                 Err(e) => return Err(e),
             };
             let woken = wakeup.wait(deadline);
-            if !matches!(woken, Ok(Some(Woken::Event(_) | Woken::Listed(_)))) {
-                // Giving up (deadline or cancel): our watcher would otherwise
-                // stay registered until the watched node changes.
+            let predecessor_fired = matches!(
+                woken,
+                Ok(Some(
+                    Woken::Event(EventType::NodeDeleted) | Woken::Listed(_)
+                ))
+            );
+            if !predecessor_fired {
+                // Giving up (deadline, cancel, our own node gone): our
+                // watcher would otherwise stay registered until the watched
+                // node changes.
                 watch.abandon();
             }
             if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
