@@ -240,6 +240,18 @@ impl Shared {
         Ok(slot)
     }
 
+    /// Like `start`, under a session lock the caller already holds.
+    pub(crate) fn start_locked(
+        core: &mut Core,
+        op: OpCode,
+        body: &impl Record,
+    ) -> Result<Arc<ReplySlot>> {
+        let slot = Arc::new(ReplySlot::default());
+        core.session
+            .submit(Instant::now(), op, body, slot.clone(), None)?;
+        Ok(slot)
+    }
+
     /// Submits through `f` (under the session lock), then flushes.
     pub(crate) fn with_session<R>(&self, f: impl FnOnce(&mut ClientSession) -> R) -> R {
         let out = f(&mut self.core().session);

@@ -74,9 +74,14 @@ impl Client {
         create: &CreateRequest,
         dir: &str,
     ) -> Result<(Arc<ReplySlot>, Option<String>)> {
-        let shared = self.shared();
-        let Some(old) = shared.core().session.withdraw_deferred_delete(dir) else {
-            return Ok((shared.start(OpCode::Create2, create, None)?, None));
+        // One session lock for both: taking the delete back and sending the
+        // request that carries it.
+        let mut core = self.shared().core();
+        let Some(old) = core.session.withdraw_deferred_delete(dir) else {
+            return Ok((
+                Shared::start_locked(&mut core, OpCode::Create2, create)?,
+                None,
+            ));
         };
         let request = MultiRequest {
             ops: vec![
@@ -87,7 +92,9 @@ impl Client {
                 MultiOp::Create2(create.clone()),
             ],
         };
-        match shared.start(OpCode::Multi, &request, None) {
+        let started = Shared::start_locked(&mut core, OpCode::Multi, &request);
+        drop(core);
+        match started {
             Ok(slot) => Ok((slot, Some(old))),
             Err(e) => {
                 self.settle_release(&old, false);
