@@ -6,14 +6,21 @@
 
 #![allow(dead_code)]
 
+// The client tests' helpers that lock tests need too.
+#[path = "../common/mod.rs"]
+mod common;
+
+#[allow(unused_imports)] // each test binary uses some of them
+pub use common::{mk, poll_until as poll, proxy, server, wait_until};
+
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use zklock::testing::{FaultProxy, TestServer};
-use zklock::{Acl, Client, CreateMode, Error};
+use zklock::testing::TestServer;
+use zklock::{Client, Error};
 
 /// The session timeout of most clients: short enough for quick expiry
 /// tests, long enough for a loaded two-core machine.
@@ -25,19 +32,6 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// How long "nothing happens" is watched for, after the state it checks has
 /// been established by a round trip.
 pub const QUIET: Duration = Duration::from_millis(300);
-/// The pause between two looks at a polled condition.
-const POLL: Duration = Duration::from_millis(10);
-
-/// A standalone server with the harness defaults (tickTime 200 ms).
-pub fn server() -> TestServer {
-    TestServer::new().expect("start a ZooKeeper server")
-}
-
-/// A proxy in front of `server`.
-pub fn proxy(server: &TestServer) -> FaultProxy {
-    FaultProxy::start(server.addr()).expect("start a fault proxy")
-}
-
 /// A connected client with [`SESSION_TIMEOUT`].
 pub fn connect(connect_string: &str) -> Client {
     connect_with(connect_string, SESSION_TIMEOUT)
@@ -50,13 +44,6 @@ pub fn connect_with(connect_string: &str, session_timeout: Duration) -> Client {
         .connect_timeout(CONNECT_TIMEOUT)
         .connect(connect_string)
         .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
-}
-
-/// Creates a persistent node (and nothing else), for fixtures.
-pub fn mk(client: &Client, path: &str, data: &[u8]) {
-    client
-        .create(path, data, &Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap_or_else(|e| panic!("create {path}: {e}"));
 }
 
 /// The sequence number of a lock node (`..-0000000042`).
@@ -85,25 +72,6 @@ pub fn owner(client: &Client, path: &str) -> Option<i64> {
         .exists(path)
         .unwrap_or_else(|e| panic!("exists {path}: {e}"))
         .map(|stat| stat.ephemeral_owner)
-}
-
-/// Polls `done` until it holds (true) or `timeout` passes (false).
-pub fn poll(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Polls `done` until it holds; panics after `timeout`.
-pub fn wait_until(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
-    assert!(poll(timeout, done), "timed out after {timeout:?}: {what}");
 }
 
 /// Waits until `dir` has exactly `n` children and returns them in order.
