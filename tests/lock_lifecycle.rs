@@ -62,6 +62,74 @@ fn given_up_waits_leave_no_watcher() {
     assert!(children(&holder, DIR).is_empty());
 }
 
+/// An attempt whose deadline passes, or which is cancelled, before its
+/// create's reply arrives waits for that reply (its node must be known to
+/// be deleted), then gives up at once: it does not sleep on until the
+/// holder lets go, and it leaves no node and no watcher.
+#[test]
+fn giving_up_before_the_first_reply_leaves_nothing() {
+    const DIR: &str = "/tries/early";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let held = children(&holder, DIR);
+
+    // Every chunk takes 100 ms each way: the create's reply comes about
+    // 200 ms after it is sent, long past a 20 ms deadline.
+    let gate = proxy(&server);
+    let slow = connect(&gate.connect_string());
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(
+        100,
+    )));
+    let mutex = Arc::new(Mutex::new(&slow, DIR).unwrap());
+    let started = Instant::now();
+    let (rx, trier) = {
+        let mutex = mutex.clone();
+        spawn("trier", move || {
+            mutex
+                .try_lock_for(Duration::from_millis(20))
+                .map(|g| g.is_some())
+        })
+    };
+    assert_eq!(recv(&rx, WAIT, "the try to give up"), Ok(false));
+    let took = started.elapsed();
+    trier.join().unwrap();
+    assert!(
+        took >= Duration::from_millis(100),
+        "gave up after {took:?}, before its create's reply"
+    );
+    // Replies are in order: once this one is in, the node's delete is done.
+    slow.exists(DIR).unwrap();
+    assert_eq!(children(&slow, DIR), held, "after the deadline");
+    assert_eq!(slow.local_watcher_count(), 0, "after the deadline");
+
+    // `cancel` reaches only attempts under way, so it is repeated until
+    // this one, started meanwhile, returns.
+    let (rx, waiter) = {
+        let mutex = mutex.clone();
+        spawn("waiter", move || mutex.lock().map(|_| ()))
+    };
+    let until = Instant::now() + WAIT;
+    let result = loop {
+        assert!(Instant::now() < until, "the cancelled lock did not return");
+        mutex.cancel();
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(result) => break result,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(e) => panic!("the waiter ended without a result: {e}"),
+        }
+    };
+    assert_eq!(result, Err(Error::Cancelled));
+    waiter.join().unwrap();
+    slow.exists(DIR).unwrap();
+    assert_eq!(children(&slow, DIR), held, "after the cancel");
+    assert_eq!(slow.local_watcher_count(), 0, "after the cancel");
+
+    guard.unlock().unwrap();
+    assert!(children(&holder, DIR).is_empty());
+}
+
 /// `try_lock` on a held lock and `try_lock_for` running out both return
 /// `None` and delete their node, for every lock kind. Their own client's
 /// next request already sees the node gone (the delete is sent first).

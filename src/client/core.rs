@@ -89,6 +89,11 @@ impl ReplySlot {
         }
     }
 
+    /// The reply if it is in, without waiting for it.
+    pub(crate) fn take_ready(&self) -> Option<Result<Response>> {
+        lock(&self.result).result.take()
+    }
+
     pub(crate) fn wait(&self) -> Result<Response> {
         let mut state = lock(&self.result);
         loop {

@@ -10,7 +10,7 @@ pub(crate) mod path;
 mod release;
 mod watch_ops;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use crate::session::{Session, SessionConfig, State, WatchedEvent};
 pub use config::{ClientBuilder, Config, StateHandler};
 pub use connect_string::DEFAULT_PORT;
 pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
+pub(crate) use watch_ops::{CreatedListed, DataWatch};
 
 use self::connect_string::ConnectString;
 use self::core::{drain_events, lock, ReplySlot, Shared};
@@ -292,6 +293,23 @@ impl Client {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.inner.shared
+    }
+
+    /// A handle for callbacks the session itself holds, which must not keep
+    /// open a client that all its users have dropped.
+    pub(crate) fn downgrade(&self) -> WeakClient {
+        WeakClient(Arc::downgrade(&self.inner))
+    }
+}
+
+/// A [`Client`] that does not keep its session open.
+#[derive(Clone)]
+pub(crate) struct WeakClient(Weak<Inner>);
+
+impl WeakClient {
+    /// The client, unless every handle to it is gone.
+    pub(crate) fn upgrade(&self) -> Option<Client> {
+        self.0.upgrade().map(|inner| Client { inner })
     }
 }
 

@@ -97,52 +97,6 @@ impl Client {
         }
     }
 
-    /// Creates a node (`create2`) and lists `dir` in one round trip: the
-    /// server answers a session's requests in order, so the listing already
-    /// includes the new node. A lock release in `dir` still lingering joins
-    /// the create in one transaction; the new node's Stat is then unknown.
-    pub(crate) fn create_then_list(
-        &self,
-        path: &str,
-        data: &[u8],
-        acl: &[Acl],
-        mode: CreateMode,
-        dir: &str,
-    ) -> (Result<Created>, Result<Vec<String>>) {
-        let create = match self.create_request(path, data, acl, mode) {
-            Ok(create) => create,
-            Err(e) => return (Err(e.clone()), Err(e)),
-        };
-        let list = match self.server_path(dir) {
-            Ok(dir) => GetChildrenRequest {
-                path: dir,
-                watch: false,
-            },
-            Err(e) => return (Err(e.clone()), Err(e)),
-        };
-        let shared = self.shared();
-        let (created, replaced) = match self.start_create_replacing(&create, &list.path) {
-            Ok(started) => started,
-            // Refused before sending (over the size limit, say): there is
-            // nothing to list for.
-            Err(e) => return (Err(e.clone()), Err(e)),
-        };
-        let listed = shared.start(OpCode::GetChildren, &list, None);
-        shared.flush();
-        // Replies come in order, so the listing's comes last: waiting for it
-        // first means one wake-up for both.
-        let listed = listed.and_then(|slot| match shared.wait(&slot)? {
-            Response::GetChildren(r) => Ok(r.children),
-            _ => Err(unexpected("getChildren reply")),
-        });
-        let Some(created) = self.finish_create_replacing(shared.wait(&created), replaced) else {
-            // The joint transaction failed as a whole: the create alone
-            // decides, and the listing is taken again after it.
-            return self.create_then_list(path, data, acl, mode, dir);
-        };
-        (created, listed)
-    }
-
     /// Creates a TTL node (`PersistentWithTtl` or `PersistentSequentialWithTtl`):
     /// the server deletes it once it has had no children and no change for
     /// `ttl`. The server must run with `-Dzookeeper.extendedTypesEnabled=true`,

@@ -1,17 +1,115 @@
-//! Requests the lock recipes start without blocking: the watches a waiter
-//! leaves on its own node and on its predecessor, and the listing a watch
-//! callback starts on the I/O thread, so that a waiter wakes once, with
-//! the answer, rather than once per step.
+//! Requests the lock recipes start without blocking: the create of a lock
+//! node with the listing behind it, the watches a waiter leaves on its own
+//! node and on its predecessor, and the listing a watch callback starts on
+//! the I/O thread. Their outcomes are handled on the I/O thread, so that a
+//! waiter wakes once, with the answer, rather than once per step.
 
 use std::sync::{Arc, Mutex, Weak};
 
-use super::core::{lock, NotifyFn, ReplyCallback, ReplySlot, Shared, Watcher};
+use super::core::{lock, unexpected, NotifyFn, ReplyCallback, ReplySlot, Shared, Watcher};
+use super::ops::Created;
 use super::Client;
 use crate::error::{Error, Result};
-use crate::proto::{ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Response};
+use crate::proto::{
+    Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Response,
+};
 use crate::session::{WatchKind, WatchRequest};
 
+/// The replies to a create and to the listing sent right behind it.
+#[derive(Debug)]
+pub(crate) struct CreatedListed {
+    /// `None` when the create joined a lingering release in one transaction
+    /// that failed as a whole (the release is settled): create again.
+    pub(crate) created: Option<Result<Created>>,
+    pub(crate) listed: Result<Vec<String>>,
+}
+
+impl CreatedListed {
+    fn failed(e: Error) -> CreatedListed {
+        CreatedListed {
+            created: Some(Err(e.clone())),
+            listed: Err(e),
+        }
+    }
+}
+
+/// The callback of [`Client::start_create_then_list`], with the release the
+/// create replaces; taken by whoever finishes first.
+type OnDone<F> = Arc<Mutex<Option<(F, Option<String>)>>>;
+
 impl Client {
+    /// Creates a node (`create2`) and lists `dir` in one round trip: the
+    /// server answers a session's requests in order, so the listing already
+    /// includes the new node. A lock release in `dir` still lingering joins
+    /// the create in one transaction; the new node's Stat is then unknown.
+    ///
+    /// `on_done` runs exactly once: on the I/O thread with the listing's
+    /// reply, or on this thread if the requests cannot be sent.
+    pub(crate) fn start_create_then_list<F>(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        dir: &str,
+        on_done: F,
+    ) where
+        F: FnOnce(CreatedListed) + Send + 'static,
+    {
+        let create = match self.create_request(path, data, acl, mode) {
+            Ok(create) => create,
+            Err(e) => return on_done(CreatedListed::failed(e)),
+        };
+        let list = match self.server_path(dir) {
+            Ok(dir) => GetChildrenRequest {
+                path: dir,
+                watch: false,
+            },
+            Err(e) => return on_done(CreatedListed::failed(e)),
+        };
+        let (created, replaced) = match self.start_create_replacing(&create, &list.path) {
+            Ok(started) => started,
+            // Refused before sending (over the size limit, say): there is
+            // nothing to list for.
+            Err(e) => return on_done(CreatedListed::failed(e)),
+        };
+        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, replaced))));
+        let client = self.downgrade();
+        let (create_slot, on_listed) = (created.clone(), on_done.clone());
+        let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
+            let Some((on_done, replaced)) = lock(&on_listed).take() else {
+                return;
+            };
+            let listed = match reply {
+                Ok(Response::GetChildren(r)) => Ok(r.children.clone()),
+                Ok(_) => Err(unexpected("getChildren reply")),
+                Err(e) => Err(e.clone()),
+            };
+            // Replies are handled in order: the create's is in.
+            let create_reply = create_slot
+                .take_ready()
+                .unwrap_or_else(|| Err(unexpected("listing answered before its create")));
+            let created = match client.upgrade() {
+                Some(client) => client.finish_create_replacing(create_reply, replaced),
+                None => Some(Err(Error::Closed)),
+            };
+            on_done(CreatedListed { created, listed });
+        });
+        let shared = self.shared();
+        let listing = shared.start_with_callback(OpCode::GetChildren, &list, None, on_reply);
+        shared.flush();
+        if let Err(e) = listing {
+            // The create went out alone: its reply still settles it.
+            if let Some((on_done, replaced)) = lock(&on_done).take() {
+                let created = self.finish_create_replacing(shared.wait(&created), replaced);
+                on_done(CreatedListed {
+                    created,
+                    listed: Err(e),
+                });
+            }
+        }
+    }
+
     /// Queues an exists watch on `path`, sent with the next write; the reply
     /// lands in the returned slot. `on_missing` runs (on the I/O thread) if
     /// the reply says the node does not exist, in which case the watch
@@ -102,6 +200,15 @@ impl Client {
 pub(crate) struct DataWatch {
     outcome: Arc<Mutex<WatchOutcome>>,
     forget: Forget,
+}
+
+impl std::fmt::Debug for DataWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataWatch")
+            .field("path", &self.forget.path)
+            .field("outcome", &*lock(&self.outcome))
+            .finish()
+    }
 }
 
 #[derive(Debug, Default)]

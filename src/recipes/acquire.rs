@@ -1,12 +1,13 @@
 //! The acquisition engine shared by every lock kind.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::held::{HeldLock, NodeWatch};
 use super::naming::{contenders, node_prefix, Contender};
 use crate::client::core::{lock, NotifyFn, ReplyCallback};
 use crate::client::path::{join, parent, validate};
+use crate::client::{CreatedListed, DataWatch};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
@@ -110,8 +111,41 @@ enum Woken {
     Listed(Result<Vec<String>>),
 }
 
-/// Wakes a waiting attempt: a watch fired or answered, or `cancel` was
-/// called.
+/// What became of an attempt's create and the listing behind it, decided
+/// on the I/O thread when the listing's reply arrives.
+#[derive(Debug, Default)]
+enum Step {
+    /// The replies are not in yet.
+    #[default]
+    Pending,
+    /// The attempt must wait, and its watches are set already.
+    Queued(Queued),
+    /// Anything else (the lock is ours, an error, a deadline that passed):
+    /// the calling thread takes it from here.
+    Listed(CreatedListed),
+}
+
+/// The first step, once decided.
+enum FirstStep {
+    /// Queued, and what ended the wait (`Ok(None)`: the deadline passed).
+    Queued(Queued, Result<Option<Woken>>),
+    Listed(CreatedListed),
+}
+
+/// A node queued behind a predecessor, with the watches of its wait.
+#[derive(Debug)]
+struct Queued {
+    name: String,
+    token: Option<i64>,
+    own_watch: NodeWatch,
+    /// The predecessor's watch; `None` if it could not be set, in which
+    /// case the attempt is woken with the reason.
+    watch: Option<DataWatch>,
+    acquired_on_delete: bool,
+}
+
+/// Wakes a waiting attempt: its first step is decided, a watch fired or
+/// answered, or `cancel` was called.
 #[derive(Debug, Default)]
 pub(crate) struct Wakeup {
     flags: Mutex<WakeFlags>,
@@ -120,10 +154,23 @@ pub(crate) struct Wakeup {
 
 #[derive(Debug, Default)]
 struct WakeFlags {
+    step: Step,
     woken: Option<Woken>,
     cancelled: bool,
     /// True while the attempt sleeps: waking no one costs no system call.
     sleeping: bool,
+}
+
+/// How long to sleep until `deadline`: `Some(None)` for ever, `None` when it
+/// has passed.
+fn time_left(deadline: Option<Instant>) -> Option<Option<Duration>> {
+    match deadline {
+        None => Some(None),
+        Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Some(Some(left)),
+            _ => None,
+        },
+    }
 }
 
 impl Wakeup {
@@ -145,6 +192,76 @@ impl Wakeup {
         lock(&self.flags).cancelled
     }
 
+    /// Sleeps until notified or `left` passes (`None`: until notified).
+    fn sleep<'a>(
+        &'a self,
+        mut flags: MutexGuard<'a, WakeFlags>,
+        left: Option<Duration>,
+    ) -> MutexGuard<'a, WakeFlags> {
+        flags.sleeping = true;
+        flags = match left {
+            None => self.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
+            Some(left) => self
+                .cv
+                .wait_timeout(flags, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0),
+        };
+        flags.sleeping = false;
+        flags
+    }
+
+    /// Records the first step (on the I/O thread). A queued attempt keeps
+    /// sleeping until its wait is over; it is woken only if that is so
+    /// already (a wake-up came first, the deadline passed, or `cancel`).
+    fn finish_step(&self, step: Step, deadline: Option<Instant>) {
+        let mut flags = lock(&self.flags);
+        let wake = !matches!(step, Step::Queued(_))
+            || flags.woken.is_some()
+            || flags.cancelled
+            || time_left(deadline).is_none();
+        flags.step = step;
+        if wake && flags.sleeping {
+            drop(flags);
+            self.cv.notify_one();
+        }
+    }
+
+    /// Waits for the first step, and if the attempt was queued, for its
+    /// wait to end too.
+    fn wait_step(&self, deadline: Option<Instant>) -> FirstStep {
+        let mut flags = lock(&self.flags);
+        loop {
+            let left = time_left(deadline);
+            match std::mem::take(&mut flags.step) {
+                Step::Pending => {}
+                Step::Queued(queued) => {
+                    let woken = if flags.cancelled {
+                        Err(Error::Cancelled)
+                    } else if let Some(woken) = flags.woken.take() {
+                        Ok(Some(woken))
+                    } else if left.is_none() {
+                        Ok(None)
+                    } else {
+                        flags.step = Step::Queued(queued);
+                        flags = self.sleep(flags, left.flatten());
+                        continue;
+                    };
+                    return FirstStep::Queued(queued, woken);
+                }
+                Step::Listed(listed) => return FirstStep::Listed(listed),
+            }
+            // The replies always come (a lost connection fails them): past
+            // the deadline, or cancelled, the attempt still waits for them.
+            let left = if flags.cancelled {
+                None
+            } else {
+                left.flatten()
+            };
+            flags = self.sleep(flags, left);
+        }
+    }
+
     /// Waits for a wake-up; `Ok(None)` when the deadline passes first.
     fn wait(&self, deadline: Option<Instant>) -> Result<Option<Woken>> {
         let mut flags = lock(&self.flags);
@@ -155,23 +272,10 @@ impl Wakeup {
             if let Some(woken) = flags.woken.take() {
                 return Ok(Some(woken));
             }
-            let left = match deadline {
-                None => None,
-                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => return Ok(None),
-                },
+            let Some(left) = time_left(deadline) else {
+                return Ok(None);
             };
-            flags.sleeping = true;
-            flags = match left {
-                None => self.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
-                Some(left) => self
-                    .cv
-                    .wait_timeout(flags, left)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0),
-            };
-            flags.sleeping = false;
+            flags = self.sleep(flags, left);
         }
     }
 }
@@ -201,13 +305,16 @@ impl Waiters {
     }
 }
 
+/// The decision rule of a lock kind; it runs on the I/O thread too.
+pub(crate) type Decide = Arc<dyn Fn(&[Contender], usize) -> Decision + Send + Sync>;
+
 /// One acquisition: which marker our node gets, which children contend,
 /// and the decision rule.
 pub(crate) struct Attempt<'a> {
     pub spec: &'a LockSpec,
     pub marker: &'static str,
     pub markers: &'static [&'static str],
-    pub decide: &'a dyn Fn(&[Contender], usize) -> Decision,
+    pub decide: Decide,
     pub waiters: &'a Waiters,
 }
 
@@ -241,57 +348,74 @@ impl Attempt<'_> {
         node: &mut Option<String>,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        let (name, token, listed_at_create) = self.create_protected()?;
+        let created = self.create_protected(deadline, wakeup)?;
+        let (name, token) = (created.name, created.token);
         *node = Some(name.clone());
-        let mut listed_early = listed_at_create.map(Ok);
         let mut retry_budget = RetryBudget::new(client);
-        let mut own_watch = None;
+        let (mut own_watch, mut listed_early, mut waited) = match created.then {
+            Then::Listed(listed) => (None, listed.map(Ok), None),
+            Then::Queued {
+                own_watch,
+                watch,
+                acquired_on_delete,
+                woken,
+            } => (
+                Some(own_watch),
+                None,
+                Some((watch, acquired_on_delete, woken)),
+            ),
+        };
         loop {
-            if wakeup.is_cancelled() {
-                return Err(Error::Cancelled);
-            }
-            let listed = match listed_early.take() {
-                Some(listed) => listed,
-                None => client.get_children(&self.spec.path),
+            let (watch, acquired_on_delete, woken) = match waited.take() {
+                Some(waited) => waited,
+                None => {
+                    if wakeup.is_cancelled() {
+                        return Err(Error::Cancelled);
+                    }
+                    let listed = match listed_early.take() {
+                        Some(listed) => listed,
+                        None => client.get_children(&self.spec.path),
+                    };
+                    let children = match listed {
+                        Ok(children) => children,
+                        Err(Error::NoNode) => return Err(Error::LockLost),
+                        Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                        Err(e) => return Err(e),
+                    };
+                    let (watched, acquired_on_delete) =
+                        match decide_for(&self.decide, self.markers, &children, &name) {
+                            // Our node is gone: the session expired or
+                            // someone deleted it.
+                            None => return Err(Error::LockLost),
+                            Some(Decision::Acquired) => {
+                                return Ok(Some(self.held(&name, token, own_watch)?))
+                            }
+                            Some(Decision::Wait {
+                                node,
+                                acquired_on_delete,
+                            }) => (node, acquired_on_delete),
+                        };
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Ok(None);
+                    }
+                    if own_watch.is_none() {
+                        // Queued now, so it shares the predecessor watch's write.
+                        own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
+                    }
+                    let watch = match watch_predecessor(
+                        client,
+                        &self.spec.path,
+                        &watched,
+                        wakeup,
+                        acquired_on_delete,
+                    ) {
+                        Ok(watch) => watch,
+                        Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                        Err(e) => return Err(e),
+                    };
+                    (Some(watch), acquired_on_delete, wakeup.wait(deadline))
+                }
             };
-            let children = match listed {
-                Ok(children) => children,
-                Err(Error::NoNode) => return Err(Error::LockLost),
-                Err(e) if e.is_retryable() && retry_budget.allows() => continue,
-                Err(e) => return Err(e),
-            };
-            let sorted = contenders(&children, self.markers);
-            let Some(ours) = sorted.iter().position(|c| c.name == name) else {
-                // Our node is gone: the session expired or someone deleted it.
-                return Err(Error::LockLost);
-            };
-            let (watched, acquired_on_delete) = match (self.decide)(&sorted, ours) {
-                Decision::Acquired => return Ok(Some(self.held(&name, token, own_watch)?)),
-                Decision::Wait {
-                    node,
-                    acquired_on_delete,
-                } => (node, acquired_on_delete),
-            };
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(None);
-            }
-            if own_watch.is_none() {
-                // Queued now, so it shares the predecessor watch's write.
-                let wake = wakeup.clone();
-                own_watch = Some(NodeWatch::start(
-                    client,
-                    &join(&self.spec.path, &name),
-                    move || wake.notify(Woken::Event(EventType::None)),
-                ));
-            }
-            let watched = join(&self.spec.path, &watched);
-            let on_event = self.on_predecessor_event(wakeup, acquired_on_delete)?;
-            let watch = match client.start_watch_data(&watched, on_event, on_reply(wakeup)) {
-                Ok(watch) => watch,
-                Err(e) if e.is_retryable() && retry_budget.allows() => continue,
-                Err(e) => return Err(e),
-            };
-            let woken = wakeup.wait(deadline);
             let predecessor_fired = matches!(
                 woken,
                 Ok(Some(
@@ -302,7 +426,9 @@ impl Attempt<'_> {
                 // Giving up (deadline, cancel, our own node gone): our
                 // watcher would otherwise stay registered until the watched
                 // node changes.
-                watch.abandon();
+                if let Some(watch) = &watch {
+                    watch.abandon();
+                }
             }
             if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
                 // Our own node went while we waited: this attempt can never
@@ -329,26 +455,6 @@ impl Attempt<'_> {
         }
     }
 
-    /// What the predecessor's watch does when it fires (on the I/O thread):
-    /// a deletion that alone grants the lock wakes the attempt; any other
-    /// change lists the directory again first, so the attempt wakes once.
-    fn on_predecessor_event(
-        &self,
-        wakeup: &Arc<Wakeup>,
-        acquired_on_delete: bool,
-    ) -> Result<NotifyFn> {
-        let lister = self.spec.client.lister(&self.spec.path)?;
-        let wakeup = wakeup.clone();
-        Ok(Arc::new(move |event: &WatchedEvent| {
-            if event.event_type == EventType::NodeDeleted && acquired_on_delete {
-                wakeup.notify(Woken::Event(EventType::NodeDeleted));
-            } else {
-                let listed = wakeup.clone();
-                lister.start(move |children| listed.notify(Woken::Listed(children)));
-            }
-        }))
-    }
-
     /// The lock, granted to our node `name`, unless the node was deleted
     /// meanwhile (an operator, or the end of the session). A node created in
     /// a transaction has no known token yet: the node watch's reply brings it.
@@ -367,8 +473,10 @@ impl Attempt<'_> {
     /// after a connection loss during the create it can be found again (and
     /// checked to belong to this session) instead of being orphaned.
     /// The listing of the lock path made right after the create comes back
-    /// too, when it succeeded: that saves a round trip.
-    fn create_protected(&self) -> Result<(String, Option<i64>, Option<Vec<String>>)> {
+    /// too, when it succeeded: that saves a round trip. When the node must
+    /// wait, the I/O thread sets its watches with that reply, and this
+    /// returns once the wait is over.
+    fn create_protected(&self, deadline: Option<Instant>, wakeup: &Arc<Wakeup>) -> Result<Created> {
         let client = &self.spec.client;
         let uuid = Rng::new().uuid();
         let prefix = node_prefix(&uuid, self.marker);
@@ -376,35 +484,82 @@ impl Attempt<'_> {
         let data = self.spec.node_data();
         let mut last_error = Error::ConnectionLoss;
         for _ in 0..MAX_CREATE_ATTEMPTS {
-            let (created, listed) = client.create_then_list(
+            client.start_create_then_list(
                 &full_prefix,
                 &data,
                 &self.spec.acl,
                 CreateMode::EphemeralSequential,
                 &self.spec.path,
+                self.queue_step(deadline, wakeup),
             );
-            match created {
-                Ok((path, stat)) => {
-                    let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                    return Ok((name, stat.map(|s| s.czxid), listed.ok()));
+            let listed = match wakeup.wait_step(deadline) {
+                FirstStep::Queued(queued, woken) => {
+                    return Ok(Created {
+                        name: queued.name,
+                        token: queued.token,
+                        then: Then::Queued {
+                            own_watch: queued.own_watch,
+                            watch: queued.watch,
+                            acquired_on_delete: queued.acquired_on_delete,
+                            woken,
+                        },
+                    })
                 }
-                Err(Error::NoNode) => {
+                FirstStep::Listed(listed) => listed,
+            };
+            match listed.created {
+                // A joint transaction with a lingering release failed as a
+                // whole: the create goes again, alone.
+                None => {}
+                Some(Ok((path, stat))) => {
+                    return Ok(Created {
+                        name: last_segment(&path).to_owned(),
+                        token: stat.map(|s| s.czxid),
+                        then: Then::Listed(listed.listed.ok()),
+                    });
+                }
+                Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
                     self.ensure_dir(&self.spec.path)?;
                     last_error = Error::NoNode;
                 }
-                Err(e) if e.is_retryable() => {
+                Some(Err(e)) if e.is_retryable() => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
                     if let Some((name, token)) = self.find_own_node(&prefix)? {
-                        return Ok((name, Some(token), None));
+                        return Ok(Created {
+                            name,
+                            token: Some(token),
+                            then: Then::Listed(None),
+                        });
                     }
                     last_error = e;
                 }
-                Err(e) => return Err(e),
+                Some(Err(e)) => return Err(e),
             }
         }
         Err(last_error)
+    }
+
+    /// What the I/O thread does with the create's and the listing's
+    /// replies: if the node must wait, it sets the watches of the wait at
+    /// once, so the calling thread, asleep, wakes only when the wait ends.
+    fn queue_step(
+        &self,
+        deadline: Option<Instant>,
+        wakeup: &Arc<Wakeup>,
+    ) -> impl FnOnce(CreatedListed) + Send + 'static {
+        let client = self.spec.client.downgrade();
+        let dir = self.spec.path.clone();
+        let (decide, markers) = (self.decide.clone(), self.markers);
+        let wakeup = wakeup.clone();
+        move |listed: CreatedListed| {
+            let step = match client.upgrade() {
+                Some(client) => queue(&client, &dir, &decide, markers, deadline, &wakeup, listed),
+                None => Step::Listed(listed),
+            };
+            wakeup.finish_step(step, deadline);
+        }
     }
 
     /// After an ambiguous create: our node if the create happened, `None` if
@@ -462,6 +617,99 @@ impl Attempt<'_> {
     }
 }
 
+/// What a created node's first step is (on the I/O thread): queued, with
+/// its watches set, if it must wait and may; otherwise the replies go to
+/// the calling thread as they are.
+fn queue(
+    client: &Client,
+    dir: &str,
+    decide: &Decide,
+    markers: &'static [&'static str],
+    deadline: Option<Instant>,
+    wakeup: &Arc<Wakeup>,
+    listed: CreatedListed,
+) -> Step {
+    let (Some(Ok((path, stat))), Ok(children)) = (&listed.created, &listed.listed) else {
+        return Step::Listed(listed);
+    };
+    let name = last_segment(path);
+    let Some(Decision::Wait {
+        node: predecessor,
+        acquired_on_delete,
+    }) = decide_for(decide, markers, children, name)
+    else {
+        return Step::Listed(listed);
+    };
+    if wakeup.is_cancelled() || time_left(deadline).is_none() {
+        return Step::Listed(listed);
+    }
+    let own_watch = watch_own_node(client, dir, name, wakeup);
+    let watch = match watch_predecessor(client, dir, &predecessor, wakeup, acquired_on_delete) {
+        Ok(watch) => Some(watch),
+        Err(e) => {
+            wakeup.notify(Woken::WatchFailed(e));
+            None
+        }
+    };
+    Step::Queued(Queued {
+        name: name.to_owned(),
+        token: stat.as_ref().map(|s| s.czxid),
+        own_watch,
+        watch,
+        acquired_on_delete,
+    })
+}
+
+/// The decision for our node `name` among `children`; `None` if our node
+/// is not among them.
+fn decide_for(
+    decide: &Decide,
+    markers: &'static [&'static str],
+    children: &[String],
+    name: &str,
+) -> Option<Decision> {
+    let sorted = contenders(children, markers);
+    let ours = sorted.iter().position(|c| c.name == name)?;
+    Some(decide(&sorted, ours))
+}
+
+/// The last segment of a node path: the lock node's name.
+fn last_segment(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or_default()
+}
+
+/// Watches our own node while it waits (and then holds): its deletion
+/// wakes the attempt.
+fn watch_own_node(client: &Client, dir: &str, name: &str, wakeup: &Arc<Wakeup>) -> NodeWatch {
+    let wake = wakeup.clone();
+    NodeWatch::start(client, &join(dir, name), move || {
+        wake.notify(Woken::Event(EventType::None))
+    })
+}
+
+/// Watches the predecessor `node` in `dir`: a deletion that alone grants
+/// the lock wakes the attempt; any other change lists the directory again
+/// first (on the I/O thread), so the attempt wakes once.
+fn watch_predecessor(
+    client: &Client,
+    dir: &str,
+    node: &str,
+    wakeup: &Arc<Wakeup>,
+    acquired_on_delete: bool,
+) -> Result<DataWatch> {
+    let lister = client.lister(dir)?;
+    let wake = wakeup.clone();
+    let on_event: NotifyFn = Arc::new(move |event: &WatchedEvent| {
+        if event.event_type == EventType::NodeDeleted && acquired_on_delete {
+            wake.notify(Woken::Event(EventType::NodeDeleted));
+        } else {
+            let listed = wake.clone();
+            lister.start(move |children| listed.notify(Woken::Listed(children)));
+        }
+    });
+    client.start_watch_data(&join(dir, node), on_event, on_reply(wakeup))
+}
+
 /// What the predecessor watch's reply does (on the I/O thread): wakes the
 /// attempt if the watch was not set. A set watch wakes it when it fires.
 fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
@@ -471,6 +719,25 @@ fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
         Err(Error::NoNode) => wakeup.notify(Woken::PredecessorGone),
         Err(e) => wakeup.notify(Woken::WatchFailed(e.clone())),
     })
+}
+
+/// Our created node, and how its first step went.
+struct Created {
+    name: String,
+    token: Option<i64>,
+    then: Then,
+}
+
+enum Then {
+    /// The calling thread decides, with this listing if there is one.
+    Listed(Option<Vec<String>>),
+    /// The I/O thread queued the node, and its wait is over.
+    Queued {
+        own_watch: NodeWatch,
+        watch: Option<DataWatch>,
+        acquired_on_delete: bool,
+        woken: Result<Option<Woken>>,
+    },
 }
 
 /// Bounds how long a waiter keeps retrying through connection losses: two

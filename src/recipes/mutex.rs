@@ -115,7 +115,7 @@ fn attempt(
         spec,
         marker: MUTEX_MARKER,
         markers: MUTEX_MARKERS,
-        decide: &exclusive,
+        decide: Arc::new(exclusive),
         waiters,
     }
     .run(deadline)

@@ -1,5 +1,6 @@
 //! `RwLock`: many readers or one writer, across processes.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -114,7 +115,7 @@ impl RwLock {
             spec: &self.spec,
             marker: READ_MARKER,
             markers: RW_MARKERS,
-            decide: &decide,
+            decide: Arc::new(decide),
             waiters: &self.waiters,
         }
         .run(deadline)?;
@@ -131,7 +132,7 @@ impl RwLock {
             spec: &self.spec,
             marker: WRITE_MARKER,
             markers: RW_MARKERS,
-            decide: &exclusive,
+            decide: Arc::new(exclusive),
             waiters: &self.waiters,
         }
         .run(deadline)?;
