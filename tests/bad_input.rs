@@ -146,6 +146,13 @@ fn connect_strings_get_their_exact_error_at_once() {
             "::1:2181",
             "IPv6 address \"::1:2181\" must be written as [addr]:port".to_owned(),
         ),
+        // Hosts written after the chroot would otherwise join it.
+        (
+            "127.0.0.1:2181/app,127.0.0.2:2181",
+            "the chroot \"/app,127.0.0.2:2181\" holds the host \"127.0.0.2:2181\": \
+             the chroot goes after the last host, as in \"a:2181,b:2181/app\""
+                .to_owned(),
+        ),
         ("127.0.0.1:2181//app", bad_chroot("//app", DOUBLE)),
         ("127.0.0.1:2181//", bad_chroot("//", TRAILING)),
         ("127.0.0.1:2181/app/", bad_chroot("/app/", TRAILING)),

@@ -28,6 +28,12 @@ impl ConnectString {
             None | Some("/") => None,
             Some(c) => {
                 super::path::validate(c, false).map_err(|e| invalid(format!("bad chroot: {e}")))?;
+                if let Some(host) = misplaced_host(c) {
+                    return Err(invalid(format!(
+                        "the chroot {c:?} holds the host {host:?}: the chroot goes after \
+                         the last host, as in \"a:2181,b:2181/app\""
+                    )));
+                }
                 Some(c.to_owned())
             }
         };
@@ -42,6 +48,18 @@ impl ConnectString {
         }
         Ok(ConnectString { hosts, chroot })
     }
+}
+
+/// A `host:port` written after the chroot (`a:1/app,b:2`), which would
+/// otherwise silently become part of the chroot. Node names may hold commas
+/// and colons, so only an entry with a port (or a bracketed address) counts.
+fn misplaced_host(chroot: &str) -> Option<&str> {
+    chroot
+        .split(',')
+        .skip(1)
+        .filter_map(|entry| entry.split('/').next())
+        .map(str::trim)
+        .find(|entry| (entry.contains(':') || entry.starts_with('[')) && parse_host(entry).is_ok())
 }
 
 fn parse_host(entry: &str) -> std::result::Result<String, String> {
@@ -96,6 +114,12 @@ mod tests {
         assert_eq!(cs.hosts, ["a:1", "b:2181", "[::1]:3"]);
         assert_eq!(cs.chroot.as_deref(), Some("/app/x"));
         assert_eq!(ConnectString::parse("h/").unwrap().chroot, None);
+        // Commas and colons are legal in node names: only a whole host:port
+        // after a comma is taken for a misplaced host.
+        for chroot in ["/x,y/b:2", "/x,y:z", "/x,y"] {
+            let cs = ConnectString::parse(&format!("a:1{chroot}")).unwrap();
+            assert_eq!(cs.chroot.as_deref(), Some(chroot));
+        }
     }
 
     #[test]
@@ -111,6 +135,9 @@ mod tests {
             ("[::1", "unclosed"),
             ("a:1/app/", "bad chroot"),
             ("a:1/app//x", "bad chroot"),
+            ("a:1/app,b:2", "holds the host \"b:2\""),
+            ("a:1/app, [::1]:3", "holds the host \"[::1]:3\""),
+            ("a:1/app,b:2/app", "holds the host \"b:2\""),
         ] {
             match ConnectString::parse(input) {
                 Err(Error::InvalidConnectString { reason, .. }) => {
