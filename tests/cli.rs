@@ -361,6 +361,58 @@ fn sigterm_while_waiting_exits_75_and_leaves_no_node() {
     );
 }
 
+/// A `zklock exec` killed with SIGKILL (no chance to terminate anything)
+/// takes its command with it. Otherwise the command would run on without
+/// the lock: once the session expired, another exec's command would run
+/// beside it.
+#[test]
+fn a_killed_exec_takes_its_command_with_it() {
+    const PATH: &str = "/cli/sigkill";
+    let dir = TempDir::new("sigkill");
+    let pid_file = dir.join("pid");
+    // `exec` keeps the shell's pid for the sleep; the pid file appears whole.
+    let script = format!(
+        "echo $$ > '{0}.new' && mv '{0}.new' '{0}' && exec sleep 60",
+        pid_file.display()
+    );
+    let mut run = Run::spawn(&mut exec(&[], PATH, &script));
+    wait_until("the command to start", WAIT, || pid_file.exists());
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("read the pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let _cleanup = KillOnDrop(pid);
+    assert!(is_running(pid), "the command is not running");
+    run.signal("KILL");
+    wait_until("zklock to die", WAIT, || run.poll().is_some());
+    wait_until("the command to die with it", WAIT, || !is_running(pid));
+}
+
+/// Kills a process the test started indirectly, should the test fail.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if is_running(self.0) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
+}
+
+/// True if process `pid` exists and is not a zombie.
+fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
 #[test]
 fn sigterm_while_connecting_exits_75_at_once() {
     // The ensemble does not answer: the connect would take its whole 5 s.

@@ -9,6 +9,7 @@
 //! K = max(100 ms, (T/3 - G) / 2). The command is therefore gone by
 //! 2T/3 + G + K <= 11T/12 < T.
 
+use std::ffi::OsStr;
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ use zklock::recipes::lock_queue;
 use zklock::{Client, LockState, Mutex, RwLock};
 
 use crate::args::{self, Args, Usage};
+use crate::tied::spawn_tied;
 use crate::{Common, Outcome};
 
 /// The lock was not acquired; COMMAND did not run.
@@ -257,12 +259,12 @@ fn run_command(
     let node = each!(guard, g => g.node().to_owned());
     let states = each!(guard, g => g.state_changes());
     let initial = each!(guard, g => g.state());
-    let mut child = match Command::new(program)
-        .args(rest)
-        .env("ZKLOCK_FENCING_TOKEN", token.to_string())
-        .env("ZKLOCK_LOCK_NODE", &node)
-        .spawn()
-    {
+    let token = token.to_string();
+    let envs = [
+        ("ZKLOCK_FENCING_TOKEN", OsStr::new(&token)),
+        ("ZKLOCK_LOCK_NODE", OsStr::new(&node)),
+    ];
+    let mut child = match spawn_tied(program, rest, envs) {
         Ok(child) => child,
         Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")),
     };

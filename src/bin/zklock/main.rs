@@ -18,6 +18,7 @@ mod args;
 mod bench;
 mod exec;
 mod holders;
+mod tied;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,0 +1,101 @@
+//! Starting `exec`'s command so that it cannot outlive `zklock`.
+//!
+//! `zklock exec` terminates its command before letting go of the lock, but
+//! a SIGKILL gives it no chance to. The command would then run on, and once
+//! the session expires another contender's command would run beside it. So
+//! the command is started under `setpriv --pdeathsig KILL` (util-linux),
+//! which asks the kernel to kill it when this process's main thread ends,
+//! then runs it in its place (same pid, same arguments).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+
+/// The util-linux tool that sets the parent-death signal, then execs.
+const SETPRIV: &str = "setpriv";
+
+/// Spawns `program` with `args` and `envs`, tied to this process's life
+/// where `setpriv` is available. Must be called on the main thread: the
+/// kernel sends the signal when the thread that spawned the child ends.
+pub fn spawn_tied<'a>(
+    program: &str,
+    args: &[String],
+    envs: impl IntoIterator<Item = (&'a str, &'a OsStr)> + Clone,
+) -> io::Result<Child> {
+    // Resolved here, so that a missing command is reported as such rather
+    // than as setpriv's failure to run it.
+    let resolved = resolve(program)?;
+    let tied = Command::new(SETPRIV)
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(&resolved)
+        .args(args)
+        .envs(envs.clone())
+        .spawn();
+    match tied {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            eprintln!(
+                "zklock: warning: {SETPRIV} not found; if zklock is killed with SIGKILL, \
+                 the command runs on without the lock"
+            );
+            Command::new(&resolved).args(args).envs(envs).spawn()
+        }
+        spawned => spawned,
+    }
+}
+
+/// Where `program` is, looked up in `PATH` as `execvp` does when it has no
+/// `/`: the first executable file of that name.
+fn resolve(program: &str) -> io::Result<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return if is_executable_file(&path)? {
+            Ok(path)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "not an executable file",
+            ))
+        };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&search) {
+        let candidate = dir.join(program);
+        if is_executable_file(&candidate).unwrap_or(false) {
+            return Ok(candidate);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        "no executable of that name in PATH",
+    ))
+}
+
+fn is_executable_file(path: &std::path::Path) -> io::Result<bool> {
+    let meta = std::fs::metadata(path)?;
+    Ok(meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_like_execvp() {
+        assert!(resolve("sh").unwrap().ends_with("sh"));
+        assert_eq!(
+            resolve("/nonexistent/command").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(
+            resolve("no-such-command-zklock").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        // A directory is no command.
+        assert_eq!(
+            resolve("/").unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+    }
+}
