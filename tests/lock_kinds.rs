@@ -372,3 +372,54 @@ fn a_stale_write_guard_does_not_disturb_the_next_writer() {
     });
     assert!(children(&c, DIR).is_empty());
 }
+
+/// Learning a reentrant hold's fencing token may wait for a reply (for a
+/// node created in one transaction with the previous release); other
+/// threads' calls on the mutex do not wait with it.
+#[test]
+fn a_reentrant_hold_learning_its_token_holds_up_no_other_thread() {
+    const DIR: &str = "/kinds/token";
+    let server = server();
+    let gate = std::sync::Arc::new(proxy(&server));
+    let slow = connect(&gate.connect_string());
+    let mutex = std::sync::Arc::new(ReentrantMutex::new(&slow, DIR).unwrap());
+    // Every chunk takes 100 ms each way: the node watch's reply, which
+    // brings the token, is still on its way when the second lock returns.
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(
+        100,
+    )));
+    let (learning_tx, learning) = mpsc::channel();
+    let (token, holder) = {
+        let (mutex, gate) = (mutex.clone(), gate.clone());
+        spawn("holder", move || {
+            drop(mutex.lock().unwrap());
+            // Joined with the lingering release: the token is not known.
+            let guard = mutex.lock().unwrap();
+            // Held back until the test lets it through.
+            gate.set_mode(zklock::testing::ProxyMode::Blackhole);
+            learning_tx.send(()).unwrap();
+            let token = guard.fencing_token();
+            drop(guard);
+            token
+        })
+    };
+    recv(&learning, WAIT, "the holder to start learning its token");
+    let (count, other) = {
+        let mutex = mutex.clone();
+        spawn("other", move || mutex.hold_count())
+    };
+    assert_eq!(recv(&count, WAIT, "hold_count on another thread"), 0);
+    other.join().unwrap();
+    // It returned while the token's reply was still held back: the
+    // holder is still learning, over the same connection.
+    assert!(slow.state().is_connected());
+    expect_nothing(&token, "the token before its reply");
+    let root = connect(&server.connect_string());
+    let nodes = children(&root, DIR);
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let czxid = root.exists(&format!("{DIR}/{}", nodes[0])).unwrap();
+    gate.set_mode(zklock::testing::ProxyMode::Pass);
+    let token = recv(&token, WAIT, "the token");
+    holder.join().unwrap();
+    assert_eq!(Some(token), czxid.map(|stat| stat.czxid));
+}

@@ -86,9 +86,7 @@ pub(crate) struct HeldLock {
     id: u64,
     /// The node's creation zxid: known at once for a node created alone,
     /// learnt from the node watch's reply for one created in a transaction.
-    fencing_token: Arc<OnceLock<i64>>,
-    /// The node watch's exists reply, which carries the node's Stat.
-    watch_reply: Option<Arc<ReplySlot>>,
+    token: FencingToken,
     shared: Arc<Shared>,
     callback: u64,
     released: bool,
@@ -148,6 +146,50 @@ impl NodeWatch {
     }
 }
 
+/// A held lock's fencing token and what learning it takes, apart from the
+/// lock itself: a caller can take it out of a lock it must not keep locked
+/// while it waits for a reply.
+#[derive(Debug, Clone)]
+pub(crate) struct FencingToken {
+    cell: Arc<OnceLock<i64>>,
+    client: Client,
+    /// The node as the user sees it.
+    node: String,
+    /// The node watch's exists reply, which carries the node's Stat.
+    watch_reply: Option<Arc<ReplySlot>>,
+    /// The lock's state, marked lost if the node turns out gone.
+    state: Arc<Shared>,
+}
+
+impl FencingToken {
+    /// The node's czxid; for a node created in a transaction, the first
+    /// call waits for the node watch's reply (usually there already), or
+    /// asks again if that reply was lost with a connection. 0, which no
+    /// resource that checks tokens accepts, if the lock is lost first.
+    pub(crate) fn get(&self) -> i64 {
+        *self.cell.get_or_init(|| self.learn())
+    }
+
+    fn learn(&self) -> i64 {
+        if let Some(slot) = &self.watch_reply {
+            if let Ok(Response::Exists(r)) = self.client.shared().wait(slot) {
+                return r.stat.czxid;
+            }
+        }
+        // Each try waits for a reconnect; the session's end stops them.
+        loop {
+            match self.client.exists(&self.node) {
+                Ok(Some(stat)) => return stat.czxid,
+                Err(e) if e.is_retryable() => continue,
+                Ok(None) | Err(_) => {
+                    self.state.set(LockState::Lost);
+                    return 0;
+                }
+            }
+        }
+    }
+}
+
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
     /// and watched by `watch`; `fencing_token` is the node's czxid if known.
@@ -174,13 +216,19 @@ impl HeldLock {
         // acquisition stays one round trip.
         client.shared().flush();
         let user_node = client.client_path(node.clone());
+        let token = FencingToken {
+            cell: Arc::new(fencing_token.map(OnceLock::from).unwrap_or_default()),
+            client: client.clone(),
+            node: user_node.clone(),
+            watch_reply,
+            state: shared.clone(),
+        };
         let held = HeldLock {
             client: client.clone(),
             server_node: node,
             node: user_node,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            fencing_token: Arc::new(fencing_token.map(OnceLock::from).unwrap_or_default()),
-            watch_reply,
+            token,
             shared,
             callback,
             released: false,
@@ -200,38 +248,19 @@ impl HeldLock {
         self.id
     }
 
-    /// The node's czxid; for a node created in a transaction, the first
-    /// call waits for the node watch's reply (usually there already), or
-    /// asks again if that reply was lost with a connection. 0, which no
-    /// resource that checks tokens accepts, if the lock is lost first.
+    /// The node's czxid (see [`FencingToken::get`]).
     pub(crate) fn fencing_token(&self) -> i64 {
-        *self
-            .fencing_token
-            .get_or_init(|| self.learn_fencing_token())
+        self.token.get()
     }
 
     /// Where the fencing token lands once known.
     pub(crate) fn fencing_token_cell(&self) -> Arc<OnceLock<i64>> {
-        self.fencing_token.clone()
+        self.token.cell.clone()
     }
 
-    fn learn_fencing_token(&self) -> i64 {
-        if let Some(slot) = &self.watch_reply {
-            if let Ok(Response::Exists(r)) = self.client.shared().wait(slot) {
-                return r.stat.czxid;
-            }
-        }
-        // Each try waits for a reconnect; the session's end stops them.
-        loop {
-            match self.client.exists(&self.node) {
-                Ok(Some(stat)) => return stat.czxid,
-                Err(e) if e.is_retryable() => continue,
-                Ok(None) | Err(_) => {
-                    self.shared.set(LockState::Lost);
-                    return 0;
-                }
-            }
-        }
+    /// The means to learn the fencing token without this lock at hand.
+    pub(crate) fn fencing_token_source(&self) -> FencingToken {
+        self.token.clone()
     }
 
     pub(crate) fn state(&self) -> LockState {

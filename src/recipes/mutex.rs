@@ -339,9 +339,13 @@ impl ReentrantMutexGuard<'_> {
 
     /// The lock node's creation zxid (see [`MutexGuard::fencing_token`]).
     pub fn fencing_token(&self) -> i64 {
-        self.with_held(HeldLock::fencing_token)
-            .or_else(|| self.token.get().copied())
-            .unwrap_or(0)
+        if let Some(token) = self.token.get() {
+            return *token;
+        }
+        // Learnt outside the mutex's lock: learning may wait for a reply,
+        // and other threads' calls on the mutex must not wait with it.
+        self.with_held(HeldLock::fencing_token_source)
+            .map_or(0, |token| token.get())
     }
 
     /// `Held`, `Suspended` or `Lost`.
