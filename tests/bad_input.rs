@@ -247,6 +247,17 @@ fn settings_out_of_range_get_their_exact_error() {
             ),
         ),
         (
+            Client::builder().request_timeout(Some(Duration::ZERO)),
+            "request_timeout must be at least 1 ms, not 0ns".into(),
+        ),
+        (
+            Client::builder().request_timeout(Some(Duration::MAX)),
+            format!(
+                "request_timeout must be at most {at_most}, not {:?}",
+                Duration::MAX
+            ),
+        ),
+        (
             Client::builder().max_frame(0),
             "max_frame must be at least 1024 bytes, not 0".into(),
         ),

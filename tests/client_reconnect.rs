@@ -182,3 +182,39 @@ fn a_dead_host_in_the_connect_string_is_skipped() {
         mk(&c, &format!("/n{}", c.session_id()), b"");
     }
 }
+
+/// With `request_timeout`, a call whose reply does not come in time fails
+/// with `Timeout` naming that deadline, long before a silent connection
+/// would be given up; the client then reconnects and resumes the session.
+#[test]
+fn a_call_past_its_request_timeout_fails_with_it_and_the_session_goes_on() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let after = Duration::from_millis(300);
+    let c = builder()
+        .session_timeout(Duration::from_secs(10))
+        .request_timeout(Some(after))
+        .connect(&gate.connect_string())
+        .expect("connect through the proxy");
+    let session = c.session_id();
+    mk(&c, "/slow", b"v");
+    gate.set_mode(ProxyMode::Blackhole);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let caller = {
+        let c = c.clone();
+        std::thread::spawn(move || tx.send(c.get_data("/slow").map(|(d, _)| d)))
+    };
+    let result = rx.recv_timeout(WAIT).expect("the call to return");
+    caller.join().unwrap().expect("the result was received");
+    assert_eq!(
+        result,
+        Err(Error::Timeout {
+            what: "the reply to a request (request_timeout)",
+            after
+        })
+    );
+    gate.set_mode(ProxyMode::Pass);
+    wait_connected(&c);
+    assert_eq!(c.get_data("/slow").unwrap().0, b"v");
+    assert_eq!(c.session_id(), session);
+}

@@ -949,6 +949,7 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         max_frame: DEFAULT_MAX_FRAME,
         max_request: zklock::proto::JUTE_MAX_BUFFER,
         chroot: (!root.is_empty()).then(|| root.to_owned()),
+        request_timeout: None,
     };
     let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);
     if flags & SESSION_RESUME != 0 {

@@ -26,6 +26,7 @@ pub struct Config {
     pub(crate) state_handler: Option<StateHandler>,
     pub(crate) session: Option<(i64, Vec<u8>)>,
     pub(crate) release_linger: Duration,
+    pub(crate) request_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -40,6 +41,7 @@ impl Default for Config {
             state_handler: None,
             session: None,
             release_linger: DEFAULT_RELEASE_LINGER,
+            request_timeout: None,
         }
     }
 }
@@ -58,6 +60,7 @@ impl fmt::Debug for Config {
             .field("max_request", &self.max_request)
             .field("state_handler", &self.state_handler.is_some())
             .field("release_linger", &self.release_linger)
+            .field("request_timeout", &self.request_timeout)
             .field(
                 "session_id",
                 &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
@@ -118,6 +121,17 @@ impl Config {
     /// server.
     pub fn release_linger(&self) -> Duration {
         self.release_linger
+    }
+
+    /// How long a call waits for its reply once sent (default `None`: as
+    /// long as the connection lives, which a silent server ends after 2/3 of
+    /// the session timeout). When it passes, the call fails with
+    /// [`Error::Timeout`](crate::Error::Timeout) and the connection is
+    /// dropped, since replies come in order and none can be skipped: calls
+    /// sent after it fail with `ConnectionLoss`, and the client reconnects
+    /// and resumes the session. The Java client's `zookeeper.request.timeout`.
+    pub fn request_timeout(&self) -> Option<Duration> {
+        self.request_timeout
     }
 }
 
@@ -202,6 +216,13 @@ impl ClientBuilder {
     /// next acquisition on the same lock path to carry it (zero: no wait).
     pub fn release_linger(mut self, linger: Duration) -> Self {
         self.config.release_linger = linger;
+        self
+    }
+
+    /// Sets how long a call waits for its reply once sent (`None`: as long
+    /// as the connection lives).
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.request_timeout = timeout;
         self
     }
 

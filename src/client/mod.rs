@@ -94,10 +94,12 @@ impl Client {
 
     pub(crate) fn connect_with(connect_string: &str, config: Config) -> Result<Client> {
         let parsed = ConnectString::parse(connect_string)?;
-        for (name, value) in [
-            ("session_timeout", config.session_timeout),
-            ("connect_timeout", config.connect_timeout),
-        ] {
+        let timeouts = [
+            ("session_timeout", Some(config.session_timeout)),
+            ("connect_timeout", Some(config.connect_timeout)),
+            ("request_timeout", config.request_timeout),
+        ];
+        for (name, value) in timeouts.into_iter().filter_map(|(n, v)| Some((n, v?))) {
             if value < Duration::from_millis(1) {
                 return Err(Error::InvalidArgument(format!(
                     "{name} must be at least 1 ms, not {value:?}"
@@ -151,6 +153,7 @@ impl Client {
                 max_frame: config.max_frame,
                 max_request: config.max_request,
                 chroot: parsed.chroot.clone(),
+                request_timeout: config.request_timeout,
             },
             parsed.hosts.clone(),
             now,

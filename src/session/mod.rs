@@ -48,6 +48,11 @@ pub struct SessionConfig {
     pub max_request: usize,
     /// The chroot prefix (no trailing `/`), if any.
     pub chroot: Option<String>,
+    /// How long a request may wait for its reply before it fails with
+    /// [`Error::Timeout`] and the connection is dropped (replies come in
+    /// order, so none can be skipped); `None`: as long as the connection
+    /// lives.
+    pub request_timeout: Option<Duration>,
 }
 
 /// The state of the session, as user code sees it.
@@ -142,6 +147,8 @@ struct Pending<T, W> {
     xid: i32,
     op: OpCode,
     purpose: Purpose<T, W>,
+    /// When it was written to the outbox.
+    sent: Instant,
 }
 
 /// A request made while disconnected: encoded with a placeholder xid, sent
@@ -419,6 +426,18 @@ impl<T, W: Clone> Session<T, W> {
                     after: self.read_timeout(),
                 });
             }
+            Conn::Established if self.request_deadline().is_some_and(|at| now >= at) => {
+                let error = Error::Timeout {
+                    what: "the reply to a request (request_timeout)",
+                    after: self.config.request_timeout.unwrap_or_default(),
+                };
+                // The oldest request fails with the timeout; the others,
+                // sent later, with the connection it takes down.
+                if let Some(oldest) = self.pending.pop_front() {
+                    self.fail(oldest.purpose, error.clone());
+                }
+                self.request_disconnect(error);
+            }
             Conn::Established if now >= self.last_send + self.ping_interval() => {
                 write_request(&mut self.outbox, PING_XID, OpCode::Ping, &());
                 self.last_send = now;
@@ -586,7 +605,25 @@ impl<T, W: Clone> Session<T, W> {
         let expiry = self
             .local_expiry()
             .filter(|_| self.conn != Conn::Established);
-        [conn, closing, queued, expiry].into_iter().flatten().min()
+        let request = self
+            .request_deadline()
+            .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
+        [conn, closing, queued, expiry, request]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// When the oldest request in flight times out, with a request timeout
+    /// set. Replies come in order, so it is the first to. `closeSession` is
+    /// left to the close's own deadline.
+    fn request_deadline(&self) -> Option<Instant> {
+        let timeout = self.config.request_timeout?;
+        let oldest = self.pending.front()?;
+        if matches!(oldest.purpose, Purpose::Close) {
+            return None;
+        }
+        Some(oldest.sent + timeout)
     }
 
     /// When the session is certainly over on the servers, judged locally:
@@ -684,7 +721,12 @@ impl<T, W: Clone> Session<T, W> {
             self.outbox.truncate(start);
             return Err(e);
         }
-        self.pending.push_back(Pending { xid, op, purpose });
+        self.pending.push_back(Pending {
+            xid,
+            op,
+            purpose,
+            sent: now,
+        });
         self.last_send = now;
         Ok(())
     }

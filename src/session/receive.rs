@@ -100,6 +100,7 @@ impl<T, W: Clone> Session<T, W> {
                 xid,
                 op: q.op,
                 purpose: q.purpose,
+                sent: now,
             });
         }
         self.last_send = now;

@@ -20,6 +20,7 @@ fn config() -> SessionConfig {
         max_frame: crate::proto::DEFAULT_MAX_FRAME,
         max_request: crate::proto::JUTE_MAX_BUFFER,
         chroot: Some("/app".into()),
+        request_timeout: None,
     }
 }
 
@@ -82,7 +83,11 @@ fn replies(session: &mut TestSession) -> Vec<(u32, Result<Response>)> {
 }
 
 fn connected(now: Instant) -> TestSession {
-    let mut s = Session::new(config(), vec!["127.0.0.1:1".into()], now);
+    connected_with(config(), now)
+}
+
+fn connected_with(config: SessionConfig, now: Instant) -> TestSession {
+    let mut s = Session::new(config, vec!["127.0.0.1:1".into()], now);
     s.handle_connected(now);
     let frames = sent(&mut s);
     assert_eq!(frames.len(), 1);
@@ -206,6 +211,55 @@ fn pings_follow_send_idleness_and_silence_drops_the_connection() {
     let t2 = t1 + Duration::from_millis(2000);
     s.handle_timeout(t2);
     assert!(matches!(s.poll_disconnect(), Some(Error::Timeout { .. })));
+}
+
+#[test]
+fn a_reply_overdue_by_the_request_timeout_fails_its_call_and_drops_the_connection() {
+    let start = Instant::now();
+    let after = Duration::from_millis(500);
+    let config = SessionConfig {
+        request_timeout: Some(after),
+        ..config()
+    };
+    let mut s = connected_with(config, start);
+    let at = |ms| start + Duration::from_millis(ms);
+    assert_eq!(
+        s.poll_timeout(),
+        Some(at(1000)),
+        "nothing in flight: the ping"
+    );
+    for (token, ms) in [(1, 0), (2, 100), (3, 200)] {
+        s.submit(at(ms), OpCode::GetData, &get_data("/app/a"), token, None)
+            .unwrap();
+    }
+    assert_eq!(sent(&mut s).len(), 3);
+    assert_eq!(
+        s.poll_timeout(),
+        Some(at(500)),
+        "the oldest call's deadline"
+    );
+    // Its reply comes in time: the next call's deadline is next.
+    let body = GetDataResponse {
+        data: Some(b"v".to_vec()),
+        stat: Stat::default(),
+    };
+    s.handle_bytes(at(450), &reply(1, 7, 0, &body));
+    assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(body)))]);
+    assert_eq!(s.poll_timeout(), Some(at(600)));
+    s.handle_timeout(at(599));
+    assert_eq!(s.poll_disconnect(), None);
+    let timeout = Error::Timeout {
+        what: "the reply to a request (request_timeout)",
+        after,
+    };
+    s.handle_timeout(at(600));
+    assert_eq!(replies(&mut s), [(2, Err(timeout.clone()))]);
+    assert_eq!(s.poll_disconnect(), Some(timeout));
+    // Replies come in order, so the call behind it cannot be answered on
+    // this connection either.
+    s.handle_disconnected(at(600));
+    assert_eq!(replies(&mut s), [(3, Err(Error::ConnectionLoss))]);
+    assert_eq!(s.state(), State::Disconnected);
 }
 
 #[test]
