@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lock_common::*;
-use zklock::{Error, Mutex, ReentrantMutex, RwLock};
+use zklock::{Error, LockState, Mutex, ReentrantMutex, RwLock};
 
 /// Locking a held Mutex again from the holding thread fails at once with
 /// `WouldDeadlock` (any flavour of lock call) and creates no node; another
@@ -74,6 +74,14 @@ fn a_reentrant_mutex_deletes_its_node_when_the_count_reaches_zero() {
     let token = first.fencing_token();
     assert_eq!(second.fencing_token(), token);
     assert_eq!(third.fencing_token(), token);
+    let path = format!("{DIR}/{}", node[0]);
+    for hold in [&first, &second, &third] {
+        assert_eq!(hold.node(), path);
+        assert_eq!(
+            hold.wait_while_held(Some(Duration::from_millis(20))),
+            LockState::Held
+        );
+    }
 
     assert!(other_mutex.try_lock().unwrap().is_none());
     std::thread::scope(|s| {
@@ -308,8 +316,11 @@ fn a_stale_reentrant_guard_does_not_release_the_next_holder() {
         let a = s.spawn(move || {
             let stale = mutex.lock().unwrap();
             to_main.send(stale.fencing_token()).unwrap();
+            // Woken by the deletion below, which needs b queued: b's `lock`
+            // must not wait for this wait.
+            assert_eq!(stale.wait_while_held(Some(WAIT)), LockState::Lost);
             from_main.recv_timeout(WAIT).unwrap();
-            assert_eq!(stale.state(), zklock::LockState::Lost, "a's lock was lost");
+            assert_eq!(stale.state(), LockState::Lost, "a's lock was lost");
             drop(stale);
         });
         let a_token = recv(&from_a, WAIT, "a to acquire");
@@ -320,7 +331,7 @@ fn a_stale_reentrant_guard_does_not_release_the_next_holder() {
             b_tx.send(guard.fencing_token()).unwrap();
             b_release.recv_timeout(WAIT).unwrap();
             assert_eq!(mutex.hold_count(), 1);
-            assert_eq!(guard.state(), zklock::LockState::Held);
+            assert_eq!(guard.state(), LockState::Held);
             guard.unlock().unwrap();
         });
         let nodes = wait_children(&admin, DIR, 2);

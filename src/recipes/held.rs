@@ -71,6 +71,50 @@ impl Shared {
             self.changed.notify_all();
         }
     }
+
+    /// Blocks until the state is no longer `Held` or `timeout` passes, and
+    /// returns the state then.
+    fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        // A timeout too long to make a deadline of waits without one.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut tracked = lock(&self.state);
+        loop {
+            if tracked.state != LockState::Held {
+                return tracked.state;
+            }
+            let wait = match deadline {
+                None => None,
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return tracked.state,
+                },
+            };
+            tracked.sleepers += 1;
+            tracked = match wait {
+                None => self
+                    .changed
+                    .wait(tracked)
+                    .unwrap_or_else(|e| e.into_inner()),
+                Some(left) => self
+                    .changed
+                    .wait_timeout(tracked, left)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0),
+            };
+            tracked.sleepers -= 1;
+        }
+    }
+}
+
+/// A held lock's state, shared with the lock.
+#[derive(Debug, Clone)]
+pub(crate) struct StateHandle(Arc<Shared>);
+
+impl StateHandle {
+    /// See [`HeldLock::wait_while_held`].
+    pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        self.0.wait_while_held(timeout)
+    }
 }
 
 /// An acquired lock node. Dropping it deletes the node in the background;
@@ -270,36 +314,12 @@ impl HeldLock {
     /// Blocks until the state is no longer `Held` or `timeout` passes, and
     /// returns the state then.
     pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
-        // A timeout too long to make a deadline of waits without one.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut tracked = lock(&self.shared.state);
-        loop {
-            if tracked.state != LockState::Held {
-                return tracked.state;
-            }
-            let wait = match deadline {
-                None => None,
-                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => return tracked.state,
-                },
-            };
-            tracked.sleepers += 1;
-            tracked = match wait {
-                None => self
-                    .shared
-                    .changed
-                    .wait(tracked)
-                    .unwrap_or_else(|e| e.into_inner()),
-                Some(left) => self
-                    .shared
-                    .changed
-                    .wait_timeout(tracked, left)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0),
-            };
-            tracked.sleepers -= 1;
-        }
+        self.shared.wait_while_held(timeout)
+    }
+
+    /// The lock's state, to wait on without this lock at hand.
+    pub(crate) fn state_handle(&self) -> StateHandle {
+        StateHandle(self.shared.clone())
     }
 
     /// A channel that receives every later state change.

@@ -264,6 +264,7 @@ impl ReentrantMutex {
                 mutex: self,
                 hold: reentry.held.id(),
                 token: reentry.held.fencing_token_cell(),
+                node: reentry.held.node().to_owned(),
                 _not_send: PhantomData,
             }));
         }
@@ -271,6 +272,7 @@ impl ReentrantMutex {
             return Ok(None);
         };
         let (hold, token) = (held.id(), held.fencing_token_cell());
+        let node = held.node().to_owned();
         *lock(&self.holder) = Some(Reentry {
             thread: me,
             count: 1,
@@ -280,6 +282,7 @@ impl ReentrantMutex {
             mutex: self,
             hold,
             token,
+            node,
             _not_send: PhantomData,
         }))
     }
@@ -323,6 +326,8 @@ pub struct ReentrantMutexGuard<'a> {
     hold: u64,
     /// That lock's fencing token, once learnt.
     token: Arc<OnceLock<i64>>,
+    /// That lock's node.
+    node: String,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -348,9 +353,24 @@ impl ReentrantMutexGuard<'_> {
             .map_or(0, |token| token.get())
     }
 
+    /// The lock node's path.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
     /// `Held`, `Suspended` or `Lost`.
     pub fn state(&self) -> LockState {
         self.with_held(HeldLock::state).unwrap_or(LockState::Lost)
+    }
+
+    /// Blocks until the state is no longer `Held` (or `timeout` passes)
+    /// and returns it. Waits outside the mutex's lock, so other threads'
+    /// calls on the mutex go on meanwhile.
+    pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        match self.with_held(HeldLock::state_handle) {
+            Some(state) => state.wait_while_held(timeout),
+            None => LockState::Lost,
+        }
     }
 
     /// A channel that receives every later state change.
