@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
@@ -101,7 +101,7 @@ impl ReplySlot {
                 return result;
             }
             state.waiting = true;
-            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = wait_on(&self.ready, state, None);
         }
     }
 }
@@ -155,6 +155,34 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks cannot leave the data
     // half-updated in a way that matters more than stopping would.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits on `cv` until notified, or at most `left` if given; like [`lock`],
+/// it takes the lock back even if another thread panicked holding it.
+pub(crate) fn wait_on<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    left: Option<Duration>,
+) -> MutexGuard<'a, T> {
+    match left {
+        None => cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
+        Some(left) => cv
+            .wait_timeout(guard, left)
+            .map(|(guard, _)| guard)
+            .unwrap_or_else(|e| e.into_inner().0),
+    }
+}
+
+/// How long to wait until `deadline`: `Some(None)` for ever (no deadline),
+/// `None` once it has passed.
+pub(crate) fn time_left(deadline: Option<Instant>) -> Option<Option<Duration>> {
+    match deadline {
+        None => Some(None),
+        Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Some(Some(left)),
+            _ => None,
+        },
+    }
 }
 
 impl Shared {
@@ -384,22 +412,10 @@ impl Shared {
             if done(*state) {
                 return *state;
             }
-            state = match deadline {
-                None => self
-                    .state_changed
-                    .wait(state)
-                    .unwrap_or_else(|e| e.into_inner()),
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return *state;
-                    }
-                    self.state_changed
-                        .wait_timeout(state, deadline - now)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|e| e.into_inner().0)
-                }
+            let Some(left) = time_left(deadline) else {
+                return *state;
             };
+            state = wait_on(&self.state_changed, state, left);
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::core::{lock, unexpected, ReplySlot, Shared};
+use super::core::{lock, unexpected, wait_on, ReplySlot, Shared};
 use super::ops::Created;
 use super::Client;
 use crate::error::{Error, Result};
@@ -176,19 +176,11 @@ fn run_timer(shared: &Arc<Shared>) {
                 core.release_timer_idle = true;
                 // Bounded, so the end of a session nobody shuts down (its
                 // last handle dropped on one of its own threads) is noticed.
-                core = shared
-                    .release_timer
-                    .wait_timeout(core, IDLE_CHECK)
-                    .map(|(guard, _)| guard)
-                    .unwrap_or_else(|e| e.into_inner().0);
+                core = wait_on(&shared.release_timer, core, Some(IDLE_CHECK));
                 core.release_timer_idle = false;
             }
             Some(due) if due > now => {
-                core = shared
-                    .release_timer
-                    .wait_timeout(core, due - now)
-                    .map(|(guard, _)| guard)
-                    .unwrap_or_else(|e| e.into_inner().0);
+                core = wait_on(&shared.release_timer, core, Some(due - now));
             }
             Some(_) => {
                 core.session.send_due_deletes(now);

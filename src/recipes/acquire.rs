@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::held::{HeldLock, NodeWatch};
 use super::naming::{contenders, node_prefix, Contender};
-use crate::client::core::{lock, NotifyFn, ReplyCallback};
+use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, parent, validate};
 use crate::client::{CreatedListed, DataWatch};
 use crate::error::{Error, Result};
@@ -161,18 +161,6 @@ struct WakeFlags {
     sleeping: bool,
 }
 
-/// How long to sleep until `deadline`: `Some(None)` for ever, `None` when it
-/// has passed.
-fn time_left(deadline: Option<Instant>) -> Option<Option<Duration>> {
-    match deadline {
-        None => Some(None),
-        Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-            Some(left) if !left.is_zero() => Some(Some(left)),
-            _ => None,
-        },
-    }
-}
-
 impl Wakeup {
     fn notify(&self, woken: Woken) {
         let mut flags = lock(&self.flags);
@@ -199,14 +187,7 @@ impl Wakeup {
         left: Option<Duration>,
     ) -> MutexGuard<'a, WakeFlags> {
         flags.sleeping = true;
-        flags = match left {
-            None => self.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
-            Some(left) => self
-                .cv
-                .wait_timeout(flags, left)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0),
-        };
+        flags = wait_on(&self.cv, flags, left);
         flags.sleeping = false;
         flags
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::client::core::{lock, ReplySlot, Watcher};
+use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
 use crate::session::State;
@@ -82,25 +82,11 @@ impl Shared {
             if tracked.state != LockState::Held {
                 return tracked.state;
             }
-            let wait = match deadline {
-                None => None,
-                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => return tracked.state,
-                },
+            let Some(left) = time_left(deadline) else {
+                return tracked.state;
             };
             tracked.sleepers += 1;
-            tracked = match wait {
-                None => self
-                    .changed
-                    .wait(tracked)
-                    .unwrap_or_else(|e| e.into_inner()),
-                Some(left) => self
-                    .changed
-                    .wait_timeout(tracked, left)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0),
-            };
+            tracked = wait_on(&self.changed, tracked, left);
             tracked.sleepers -= 1;
         }
     }
