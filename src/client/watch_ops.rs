@@ -33,6 +33,15 @@ impl CreatedListed {
     }
 }
 
+/// The children in a getChildren reply handed to a callback.
+fn children_of(reply: &Result<Response>) -> Result<Vec<String>> {
+    match reply {
+        Ok(Response::GetChildren(r)) => Ok(r.children.clone()),
+        Ok(_) => Err(unexpected("getChildren reply")),
+        Err(e) => Err(e.clone()),
+    }
+}
+
 /// The callback of [`Client::start_create_then_list`], with the release the
 /// create replaces; taken by whoever finishes first.
 type OnDone<F> = Arc<Mutex<Option<(F, Option<String>)>>>;
@@ -80,11 +89,7 @@ impl Client {
             let Some((on_done, replaced)) = lock(&on_listed).take() else {
                 return;
             };
-            let listed = match reply {
-                Ok(Response::GetChildren(r)) => Ok(r.children.clone()),
-                Ok(_) => Err(unexpected("getChildren reply")),
-                Err(e) => Err(e.clone()),
-            };
+            let listed = children_of(reply);
             // Replies are handled in order: the create's is in.
             let create_reply = create_slot
                 .take_ready()
@@ -270,13 +275,8 @@ impl Lister {
         };
         let on_listed = Arc::new(on_listed);
         let on_reply_listed = on_listed.clone();
-        let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
-            on_reply_listed(match reply {
-                Ok(Response::GetChildren(r)) => Ok(r.children.clone()),
-                Ok(_) => Err(super::core::unexpected("getChildren reply")),
-                Err(e) => Err(e.clone()),
-            })
-        });
+        let on_reply: ReplyCallback =
+            Box::new(move |reply: &Result<Response>| on_reply_listed(children_of(reply)));
         match shared.start_with_callback(OpCode::GetChildren, &self.request, None, on_reply) {
             Ok(_) => shared.flush(),
             Err(e) => on_listed(Err(e)),
