@@ -119,7 +119,7 @@ enum Step {
     #[default]
     Pending,
     /// The attempt must wait, and its watches are set already.
-    Queued(Queued),
+    Queued(OurNode, Waiting),
     /// Anything else (the lock is ours, an error, a deadline that passed):
     /// the calling thread takes it from here.
     Listed(CreatedListed),
@@ -128,15 +128,21 @@ enum Step {
 /// The first step, once decided.
 enum FirstStep {
     /// Queued, and what ended the wait (`Ok(None)`: the deadline passed).
-    Queued(Queued, Result<Option<Woken>>),
+    Queued(OurNode, Waiting, Result<Option<Woken>>),
     Listed(CreatedListed),
 }
 
-/// A node queued behind a predecessor, with the watches of its wait.
+/// Our created lock node.
 #[derive(Debug)]
-struct Queued {
+struct OurNode {
     name: String,
+    /// Its czxid; unknown for a node created in a transaction.
     token: Option<i64>,
+}
+
+/// The watches of a node queued behind a predecessor.
+#[derive(Debug)]
+struct Waiting {
     own_watch: NodeWatch,
     /// The predecessor's watch; `None` if it could not be set, in which
     /// case the attempt is woken with the reason.
@@ -197,7 +203,7 @@ impl Wakeup {
     /// already (a wake-up came first, the deadline passed, or `cancel`).
     fn finish_step(&self, step: Step, deadline: Option<Instant>) {
         let mut flags = lock(&self.flags);
-        let wake = !matches!(step, Step::Queued(_))
+        let wake = !matches!(step, Step::Queued(..))
             || flags.woken.is_some()
             || flags.cancelled
             || time_left(deadline).is_none();
@@ -216,7 +222,7 @@ impl Wakeup {
             let left = time_left(deadline);
             match std::mem::take(&mut flags.step) {
                 Step::Pending => {}
-                Step::Queued(queued) => {
+                Step::Queued(node, waiting) => {
                     let woken = if flags.cancelled {
                         Err(Error::Cancelled)
                     } else if let Some(woken) = flags.woken.take() {
@@ -224,11 +230,11 @@ impl Wakeup {
                     } else if left.is_none() {
                         Ok(None)
                     } else {
-                        flags.step = Step::Queued(queued);
+                        flags.step = Step::Queued(node, waiting);
                         flags = self.sleep(flags, left.flatten());
                         continue;
                     };
-                    return FirstStep::Queued(queued, woken);
+                    return FirstStep::Queued(node, waiting, woken);
                 }
                 Step::Listed(listed) => return FirstStep::Listed(listed),
             }
@@ -329,21 +335,15 @@ impl Attempt<'_> {
         node: &mut Option<String>,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        let created = self.create_protected(deadline, wakeup)?;
-        let (name, token) = (created.name, created.token);
+        let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup)?;
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
-        let (mut own_watch, mut listed_early, mut waited) = match created.then {
+        let (mut own_watch, mut listed_early, mut waited) = match then {
             Then::Listed(listed) => (None, listed.map(Ok), None),
-            Then::Queued {
-                own_watch,
-                watch,
-                acquired_on_delete,
-                woken,
-            } => (
-                Some(own_watch),
+            Then::Queued(waiting, woken) => (
+                Some(waiting.own_watch),
                 None,
-                Some((watch, acquired_on_delete, woken)),
+                Some((waiting.watch, waiting.acquired_on_delete, woken)),
             ),
         };
         loop {
@@ -457,7 +457,11 @@ impl Attempt<'_> {
     /// too, when it succeeded: that saves a round trip. When the node must
     /// wait, the I/O thread sets its watches with that reply, and this
     /// returns once the wait is over.
-    fn create_protected(&self, deadline: Option<Instant>, wakeup: &Arc<Wakeup>) -> Result<Created> {
+    fn create_protected(
+        &self,
+        deadline: Option<Instant>,
+        wakeup: &Arc<Wakeup>,
+    ) -> Result<(OurNode, Then)> {
         let client = &self.spec.client;
         let uuid = Rng::new().uuid();
         let prefix = node_prefix(&uuid, self.marker);
@@ -474,17 +478,8 @@ impl Attempt<'_> {
                 self.queue_step(deadline, wakeup),
             );
             let listed = match wakeup.wait_step(deadline) {
-                FirstStep::Queued(queued, woken) => {
-                    return Ok(Created {
-                        name: queued.name,
-                        token: queued.token,
-                        then: Then::Queued {
-                            own_watch: queued.own_watch,
-                            watch: queued.watch,
-                            acquired_on_delete: queued.acquired_on_delete,
-                            woken,
-                        },
-                    })
+                FirstStep::Queued(node, waiting, woken) => {
+                    return Ok((node, Then::Queued(waiting, woken)))
                 }
                 FirstStep::Listed(listed) => listed,
             };
@@ -493,11 +488,11 @@ impl Attempt<'_> {
                 // whole: the create goes again, alone.
                 None => {}
                 Some(Ok((path, stat))) => {
-                    return Ok(Created {
+                    let node = OurNode {
                         name: last_segment(&path).to_owned(),
                         token: stat.map(|s| s.czxid),
-                        then: Then::Listed(listed.listed.ok()),
-                    });
+                    };
+                    return Ok((node, Then::Listed(listed.listed.ok())));
                 }
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
@@ -508,11 +503,11 @@ impl Attempt<'_> {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
                     if let Some((name, token)) = self.find_own_node(&prefix)? {
-                        return Ok(Created {
+                        let node = OurNode {
                             name,
                             token: Some(token),
-                            then: Then::Listed(None),
-                        });
+                        };
+                        return Ok((node, Then::Listed(None)));
                     }
                     last_error = e;
                 }
@@ -632,13 +627,18 @@ fn queue(
             None
         }
     };
-    Step::Queued(Queued {
+    let node = OurNode {
         name: name.to_owned(),
         token: stat.as_ref().map(|s| s.czxid),
-        own_watch,
-        watch,
-        acquired_on_delete,
-    })
+    };
+    Step::Queued(
+        node,
+        Waiting {
+            own_watch,
+            watch,
+            acquired_on_delete,
+        },
+    )
 }
 
 /// The decision for our node `name` among `children`; `None` if our node
@@ -702,23 +702,13 @@ fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
     })
 }
 
-/// Our created node, and how its first step went.
-struct Created {
-    name: String,
-    token: Option<i64>,
-    then: Then,
-}
-
+/// How a created node's first step went.
 enum Then {
     /// The calling thread decides, with this listing if there is one.
     Listed(Option<Vec<String>>),
-    /// The I/O thread queued the node, and its wait is over.
-    Queued {
-        own_watch: NodeWatch,
-        watch: Option<DataWatch>,
-        acquired_on_delete: bool,
-        woken: Result<Option<Woken>>,
-    },
+    /// The I/O thread queued the node, and its wait is over: with what
+    /// ended it.
+    Queued(Waiting, Result<Option<Woken>>),
 }
 
 /// Bounds how long a waiter keeps retrying through connection losses: two
