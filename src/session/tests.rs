@@ -104,6 +104,14 @@ fn connected_with(config: SessionConfig, now: Instant) -> TestSession {
     s
 }
 
+/// A getData reply body: data `v`.
+fn data_v() -> GetDataResponse {
+    GetDataResponse {
+        data: Some(b"v".to_vec()),
+        stat: Stat::default(),
+    }
+}
+
 fn get_data(path: &str) -> GetDataRequest {
     GetDataRequest {
         path: path.into(),
@@ -122,10 +130,7 @@ fn pipelined_replies_reach_their_callers_in_order() {
     let frames = sent(&mut s);
     let xids: Vec<i32> = frames.iter().map(|f| header(f).xid).collect();
     assert_eq!(xids, [1, 2, 3]);
-    let body = GetDataResponse {
-        data: Some(b"v".to_vec()),
-        stat: Stat::default(),
-    };
+    let body = data_v();
     let mut bytes = Vec::new();
     for (xid, zxid) in [(1, 10), (2, 11), (3, 12)] {
         bytes.extend(reply(xid, zxid, 0, &body));
@@ -239,10 +244,7 @@ fn a_reply_overdue_by_the_request_timeout_fails_its_call_and_drops_the_connectio
         "the oldest call's deadline"
     );
     // Its reply comes in time: the next call's deadline is next.
-    let body = GetDataResponse {
-        data: Some(b"v".to_vec()),
-        stat: Stat::default(),
-    };
+    let body = data_v();
     s.handle_bytes(at(450), &reply(1, 7, 0, &body));
     assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(body)))]);
     assert_eq!(s.poll_timeout(), Some(at(600)));
@@ -528,10 +530,7 @@ fn a_deferred_delete_needs_a_timer_only_once_no_reply_is_due() {
     let xids: Vec<i32> = sent(&mut s).iter().map(|f| header(f).xid).collect();
     s.defer_background_delete(now, "/app/lock/n1".into(), due)
         .unwrap();
-    let body = GetDataResponse {
-        data: Some(b"v".to_vec()),
-        stat: Stat::default(),
-    };
+    let body = data_v();
     // Each reply brings the driver back: it can look after the delete then.
     assert!(!s.deferred_deletes_need_timer(), "two replies due");
     s.handle_bytes(now, &reply(xids[0], 10, 0, &body));
