@@ -17,28 +17,30 @@ use crate::error::{Error, Result};
 use crate::proto::{
     CreateRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, OpResult, Response,
 };
+use crate::session::Release;
 
 /// How often an idle release timer checks that its session still lives.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 impl Client {
-    /// Deletes the lock node `server_path` in the background: after the
-    /// release linger, unless this client's next acquisition in the same
-    /// directory, or any other request, carries it first. Retried through
-    /// reconnects while the session lives.
-    pub(crate) fn release_in_background(&self, server_path: String) -> Result<()> {
+    /// Deletes a lock node in the background: after the release linger,
+    /// unless this client's next acquisition in the same directory, or any
+    /// other request, carries it first. Retried through reconnects while
+    /// the session lives.
+    pub(crate) fn release_in_background(&self, release: Release) -> Result<()> {
         let linger = self.inner.release_linger;
-        if linger.is_zero() {
-            return self.delete_in_background(server_path);
-        }
         let shared = &self.inner.shared;
         let now = Instant::now();
         let wake_timer = {
             let mut core = shared.core();
             core.session
-                .defer_background_delete(now, server_path, now + linger)?;
+                .defer_background_delete(now, release, now + linger)?;
             core.timer_needed()
         };
+        if linger.is_zero() {
+            shared.flush();
+            return Ok(());
+        }
         // Notified outside the session lock, so the timer does not wake only
         // to block on it. An idle timer stays in its wait until notified (or
         // its idle check, after which it finds this delete by itself).
@@ -66,6 +68,32 @@ impl Client {
         Ok(())
     }
 
+    /// Deletes a lock node and waits for the answer. A release whose note
+    /// the server refuses (a node of that name exists) is deleted plainly.
+    pub(crate) fn release_now(&self, release: &Release) -> Result<()> {
+        if release.note.is_none() {
+            return self.delete_server_path(&release.path);
+        }
+        let request = MultiRequest { ops: release.ops() };
+        let Response::Multi(reply) = self.shared().call(OpCode::Multi, &request, None)? else {
+            return Err(unexpected("multi reply of another kind"));
+        };
+        let Some(first_failed) = reply.results.iter().find(|r| r.err() != 0) else {
+            return Ok(());
+        };
+        match reply.results.last().map(|r| Error::from_code(r.err())) {
+            Some(Error::NoNode) => Err(Error::NoNode),
+            _ => {
+                log::debug!(
+                    "release note of {} refused: {}",
+                    release.path,
+                    Error::from_code(first_failed.err())
+                );
+                self.delete_server_path(&release.path)
+            }
+        }
+    }
+
     /// Starts `create`, joined in one transaction with the delete of a
     /// released node in `dir` (a server path) if one is still lingering;
     /// returns the slot and the node it replaces.
@@ -83,21 +111,14 @@ impl Client {
                 None,
             ));
         };
-        let request = MultiRequest {
-            ops: vec![
-                MultiOp::Delete(DeleteRequest {
-                    path: old.clone(),
-                    version: -1,
-                }),
-                MultiOp::Create2(create.clone()),
-            ],
-        };
-        let started = Shared::start_locked(&mut core, OpCode::Multi, &request);
+        let mut ops = old.ops();
+        ops.push(MultiOp::Create2(create.clone()));
+        let started = Shared::start_locked(&mut core, OpCode::Multi, &MultiRequest { ops });
         drop(core);
         match started {
-            Ok(slot) => Ok((slot, Some(old))),
+            Ok(slot) => Ok((slot, Some(old.path))),
             Err(e) => {
-                self.settle_release(&old, false);
+                self.settle_release(&old.path, false);
                 Err(e)
             }
         }
@@ -118,7 +139,7 @@ impl Client {
                 _ => Err(unexpected("create2 reply")),
             }));
         };
-        let results = match reply {
+        let mut results = match reply {
             Ok(Response::Multi(r)) => r.results,
             Ok(_) => {
                 self.settle_release(&old, false);
@@ -128,32 +149,42 @@ impl Client {
             // background delete, which the reconnect sends again.
             Err(e) => return Some(Err(e)),
         };
-        let mut results = results.into_iter();
-        match (results.next(), results.next(), results.next()) {
-            (Some(OpResult::Delete), Some(OpResult::Create2(created)), None) => {
+        let failed = results.iter().any(|r| r.err() != 0);
+        // The release's ops (its delete last), then the create.
+        let (created, deleted) = (results.pop(), results.pop());
+        if failed {
+            // Nothing was applied. A delete that failed for want of the node
+            // is done; otherwise it is sent on its own now.
+            let gone = deleted
+                .as_ref()
+                .is_some_and(|d| matches!(Error::from_code(d.err()), Error::NoNode));
+            self.settle_release(&old, gone);
+            return None;
+        }
+        match (deleted, created) {
+            (Some(OpResult::Delete), Some(OpResult::Create2(created))) => {
                 self.settle_release(&old, true);
                 Some(Ok((self.client_path(created.path), Some(created.stat))))
             }
             // Servers answer a create inside a multi with its path only, so
             // the caller learns the new node's Stat some other way.
-            (Some(OpResult::Delete), Some(OpResult::Create(created)), None) => {
+            (Some(OpResult::Delete), Some(OpResult::Create(created))) => {
                 self.settle_release(&old, true);
                 Some(Ok((self.client_path(created.path), None)))
-            }
-            (Some(deleted), Some(created), None) if deleted.err() != 0 || created.err() != 0 => {
-                // Nothing was applied. A delete that failed for want of the
-                // node is done; otherwise it is sent on its own now.
-                self.settle_release(
-                    &old,
-                    matches!(Error::from_code(deleted.err()), Error::NoNode),
-                );
-                None
             }
             _ => {
                 self.settle_release(&old, false);
                 Some(Err(unexpected("multi reply unlike its request")))
             }
         }
+    }
+
+    fn delete_server_path(&self, path: &str) -> Result<()> {
+        let request = DeleteRequest {
+            path: path.to_owned(),
+            version: -1,
+        };
+        self.shared().call(OpCode::Delete, &request, None).map(drop)
     }
 
     fn settle_release(&self, path: &str, deleted: bool) {

@@ -11,7 +11,8 @@ use super::ops::Created;
 use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{
-    Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Response,
+    Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
+    RemoveWatchesRequest, Response, WatcherType,
 };
 use crate::session::{WatchKind, WatchRequest};
 
@@ -158,8 +159,39 @@ impl Client {
             path: path.clone(),
             watch: true,
         };
+        let watch = self.start_forgettable(OpCode::GetData, &request, path, on_event, on_reply)?;
+        self.shared().flush();
+        Ok(watch)
+    }
+
+    /// Queues an exists watch on `path` (a user path), which is expected
+    /// not to exist: `on_event` runs when it is created. Sent with the
+    /// next write.
+    pub(crate) fn start_watch_creation(&self, path: &str, on_event: NotifyFn) -> Result<DataWatch> {
+        let path = self.server_path(path)?;
+        let request = ExistsRequest {
+            path: path.clone(),
+            watch: true,
+        };
+        self.start_forgettable(OpCode::Exists, &request, path, on_event, Box::new(|_| {}))
+    }
+
+    /// Queues a watching request (getData or exists) on `path` (a server
+    /// path) whose watcher can be forgotten before its reply is in.
+    fn start_forgettable(
+        &self,
+        op: OpCode,
+        request: &impl Record,
+        path: String,
+        on_event: NotifyFn,
+        on_reply: ReplyCallback,
+    ) -> Result<DataWatch> {
+        let kind = match op {
+            OpCode::Exists => WatchKind::Exist,
+            _ => WatchKind::Data,
+        };
         let watch = WatchRequest {
-            kind: WatchKind::Data,
+            kind,
             path: path.clone(),
             watcher: Watcher::Notify(on_event.clone()),
         };
@@ -183,9 +215,8 @@ impl Client {
                 on_reply(reply);
             }
         });
-        let shared = self.shared();
-        shared.start_with_callback(OpCode::GetData, &request, Some(watch), on_reply)?;
-        shared.flush();
+        self.shared()
+            .start_with_callback(op, request, Some(watch), on_reply)?;
         Ok(DataWatch { outcome, forget })
     }
 
@@ -201,7 +232,8 @@ impl Client {
     }
 }
 
-/// A data watch started by [`Client::start_watch_data`].
+/// A one-shot watch started by [`Client::start_watch_data`] or
+/// [`Client::start_watch_creation`].
 pub(crate) struct DataWatch {
     outcome: Arc<Mutex<WatchOutcome>>,
     forget: Forget,
@@ -234,9 +266,30 @@ impl DataWatch {
             self.forget.run();
         }
     }
+
+    /// Abandons the watch, and removes it from the server too: for a watch
+    /// that would otherwise stay there for the rest of the session, on a
+    /// path that may never change.
+    pub(crate) fn remove(&self) {
+        self.abandon();
+        let Some(shared) = self.forget.shared.upgrade() else {
+            return;
+        };
+        let request = RemoveWatchesRequest {
+            path: self.forget.path.clone(),
+            watcher_type: WatcherType::Data,
+        };
+        // NoWatcher (it fired meanwhile) or a lost connection (which takes
+        // the server's watches with it) leave nothing to do.
+        let sent =
+            shared.start_with_callback(OpCode::RemoveWatches, &request, None, Box::new(|_| {}));
+        if sent.is_ok() {
+            shared.flush();
+        }
+    }
 }
 
-/// Forgets one internal data watcher.
+/// Forgets one internal watcher (of a getData or an exists).
 #[derive(Clone)]
 struct Forget {
     shared: Weak<Shared>,
@@ -249,10 +302,12 @@ impl Forget {
     fn run(&self) {
         if let Some(shared) = self.shared.upgrade() {
             let f = &self.on_event;
-            shared
-                .core()
-                .session
-                .forget_watchers(WatchKind::Data, &self.path, |w| w.is_notify(f));
+            let mut core = shared.core();
+            // An exists watch is a data watch once the node exists.
+            for kind in [WatchKind::Data, WatchKind::Exist] {
+                core.session
+                    .forget_watchers(kind, &self.path, |w| w.is_notify(f));
+            }
         }
     }
 }

@@ -1,10 +1,11 @@
 //! The acquisition engine shared by every lock kind.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::held::{HeldLock, NodeWatch};
-use super::naming::{contenders, node_prefix, Contender};
+use super::naming::{announces_release, contenders, node_prefix, release_note, Contender};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, parent, validate};
 use crate::client::{CreatedListed, DataWatch};
@@ -77,23 +78,39 @@ fn default_node_data() -> Vec<u8> {
 pub(crate) enum Decision {
     /// It holds the lock.
     Acquired,
-    /// Wait for this node to go. With `acquired_on_delete`, its deletion
-    /// alone means the lock is held (it was the only node that blocked, and
-    /// sequence numbers only grow), so no re-listing is needed.
-    Wait {
-        node: String,
-        acquired_on_delete: bool,
-    },
+    /// Wait for a node to go.
+    Wait(Blocker),
+}
+
+/// The node an attempt waits for: the highest node that blocks it, so that
+/// once it and every node below it are gone, the lock is held (sequence
+/// numbers only grow).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Blocker {
+    pub node: String,
+    /// Its deletion alone means the lock is held: it was the only node
+    /// that blocked, so no re-listing is needed.
+    pub acquired_on_delete: bool,
+    /// Its holder may announce its release with a note (see
+    /// [`release_note`]), which also means the lock is held.
+    pub may_announce: bool,
+}
+
+impl Blocker {
+    pub(crate) fn new(node: &Contender, acquired_on_delete: bool) -> Blocker {
+        Blocker {
+            node: node.name.clone(),
+            acquired_on_delete,
+            may_announce: announces_release(node.marker),
+        }
+    }
 }
 
 /// The blocking decision of a mutex or a write lock: the lowest node holds.
 pub(crate) fn exclusive(contenders: &[Contender], ours: usize) -> Decision {
     match ours.checked_sub(1).and_then(|i| contenders.get(i)) {
         None => Decision::Acquired,
-        Some(predecessor) => Decision::Wait {
-            node: predecessor.name.clone(),
-            acquired_on_delete: ours == 1,
-        },
+        Some(predecessor) => Decision::Wait(Blocker::new(predecessor, ours == 1)),
     }
 }
 
@@ -109,6 +126,9 @@ enum Woken {
     /// The predecessor changed, and the I/O thread listed the directory
     /// again at once: the attempt wakes with the listing, not to ask for it.
     Listed(Result<Vec<String>>),
+    /// The predecessor's release note: it was released by a holder that
+    /// was the lowest contender, so the lock is ours.
+    Released,
 }
 
 /// What became of an attempt's create and the listing behind it, decided
@@ -144,9 +164,9 @@ struct OurNode {
 #[derive(Debug)]
 struct Waiting {
     own_watch: NodeWatch,
-    /// The predecessor's watch; `None` if it could not be set, in which
-    /// case the attempt is woken with the reason.
-    watch: Option<DataWatch>,
+    /// The predecessor's watches; `None` if they could not be set, in
+    /// which case the attempt is woken with the reason.
+    watch: Option<PredecessorWatch>,
     acquired_on_delete: bool,
 }
 
@@ -302,6 +322,9 @@ pub(crate) struct Attempt<'a> {
     pub marker: &'static str,
     pub markers: &'static [&'static str],
     pub decide: Decide,
+    /// Holding means being the lowest contender (a mutex, a write lock):
+    /// the release is then announced with a note.
+    pub exclusive: bool,
     pub waiters: &'a Waiters,
 }
 
@@ -363,19 +386,15 @@ impl Attempt<'_> {
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
-                    let (watched, acquired_on_delete) =
-                        match decide_for(&self.decide, self.markers, &children, &name) {
-                            // Our node is gone: the session expired or
-                            // someone deleted it.
-                            None => return Err(Error::LockLost),
-                            Some(Decision::Acquired) => {
-                                return Ok(Some(self.held(&name, token, own_watch)?))
-                            }
-                            Some(Decision::Wait {
-                                node,
-                                acquired_on_delete,
-                            }) => (node, acquired_on_delete),
-                        };
+                    let blocker = match decide_for(&self.decide, self.markers, &children, &name) {
+                        // Our node is gone: the session expired or someone
+                        // deleted it.
+                        None => return Err(Error::LockLost),
+                        Some(Decision::Acquired) => {
+                            return Ok(Some(self.held(&name, token, own_watch)?))
+                        }
+                        Some(Decision::Wait(blocker)) => blocker,
+                    };
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(None);
                     }
@@ -383,33 +402,17 @@ impl Attempt<'_> {
                         // Queued now, so it shares the predecessor watch's write.
                         own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
                     }
-                    let watch = match watch_predecessor(
-                        client,
-                        &self.spec.path,
-                        &watched,
-                        wakeup,
-                        acquired_on_delete,
-                    ) {
-                        Ok(watch) => watch,
-                        Err(e) if e.is_retryable() && retry_budget.allows() => continue,
-                        Err(e) => return Err(e),
-                    };
+                    let (watch, acquired_on_delete) =
+                        match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
+                            Ok(watched) => watched,
+                            Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                            Err(e) => return Err(e),
+                        };
                     (Some(watch), acquired_on_delete, wakeup.wait(deadline))
                 }
             };
-            let predecessor_fired = matches!(
-                woken,
-                Ok(Some(
-                    Woken::Event(EventType::NodeDeleted) | Woken::Listed(_)
-                ))
-            );
-            if !predecessor_fired {
-                // Giving up (deadline, cancel, our own node gone): our
-                // watcher would otherwise stay registered until the watched
-                // node changes.
-                if let Some(watch) = &watch {
-                    watch.abandon();
-                }
+            if let Some(watch) = &watch {
+                watch.finish(&woken);
             }
             if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
                 // Our own node went while we waited: this attempt can never
@@ -423,6 +426,7 @@ impl Attempt<'_> {
                 {
                     return Ok(Some(self.held(&name, token, own_watch)?))
                 }
+                Some(Woken::Released) => return Ok(Some(self.held(&name, token, own_watch)?)),
                 Some(Woken::Listed(listed)) => {
                     retry_budget.reset();
                     listed_early = Some(listed);
@@ -447,7 +451,7 @@ impl Attempt<'_> {
         if watch.is_lost() {
             return Err(Error::LockLost);
         }
-        Ok(HeldLock::new(client, node, token, watch))
+        Ok(HeldLock::new(client, node, token, watch, self.exclusive))
     }
 
     /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that
@@ -609,22 +613,18 @@ fn queue(
         return Step::Listed(listed);
     };
     let name = last_segment(path);
-    let Some(Decision::Wait {
-        node: predecessor,
-        acquired_on_delete,
-    }) = decide_for(decide, markers, children, name)
-    else {
+    let Some(Decision::Wait(blocker)) = decide_for(decide, markers, children, name) else {
         return Step::Listed(listed);
     };
     if wakeup.is_cancelled() || time_left(deadline).is_none() {
         return Step::Listed(listed);
     }
     let own_watch = watch_own_node(client, dir, name, wakeup);
-    let watch = match watch_predecessor(client, dir, &predecessor, wakeup, acquired_on_delete) {
-        Ok(watch) => Some(watch),
+    let (watch, acquired_on_delete) = match watch_predecessor(client, dir, &blocker, wakeup) {
+        Ok((watch, acquired_on_delete)) => (Some(watch), acquired_on_delete),
         Err(e) => {
             wakeup.notify(Woken::WatchFailed(e));
-            None
+            (None, false)
         }
     };
     let node = OurNode {
@@ -668,19 +668,72 @@ fn watch_own_node(client: &Client, dir: &str, name: &str, wakeup: &Arc<Wakeup>) 
     })
 }
 
-/// Watches the predecessor `node` in `dir`: a deletion that alone grants
-/// the lock wakes the attempt; any other change lists the directory again
-/// first (on the I/O thread), so the attempt wakes once.
+/// The watches on the node an attempt waits for: on the node itself, and
+/// on its release note if its holder may announce the release.
+#[derive(Debug)]
+struct PredecessorWatch {
+    node: DataWatch,
+    note: Option<DataWatch>,
+}
+
+impl PredecessorWatch {
+    /// Cleans up after the wait, however it ended.
+    fn finish(&self, woken: &Result<Option<Woken>>) {
+        let (node_fired, released) = match woken {
+            Ok(Some(Woken::Released)) => (true, true),
+            Ok(Some(Woken::Event(EventType::NodeDeleted) | Woken::Listed(_))) => (true, false),
+            _ => (false, false),
+        };
+        if !node_fired {
+            // Giving up (deadline, cancel, our own node gone): our watcher
+            // would otherwise stay registered until the watched node changes.
+            self.node.abandon();
+        }
+        if !released {
+            // The note never comes once the node is gone (or the wait is
+            // given up), and the server would keep its watch on the note's
+            // path for the rest of the session.
+            if let Some(note) = &self.note {
+                note.remove();
+            }
+        }
+    }
+}
+
+/// Watches the node that `blocker` names, in `dir`: a deletion that alone
+/// grants the lock, or the node's release note, wakes the attempt; any
+/// other change lists the directory again first (on the I/O thread), so
+/// the attempt wakes once. Returns the watches and whether the deletion
+/// alone grants the lock.
 fn watch_predecessor(
     client: &Client,
     dir: &str,
-    node: &str,
+    blocker: &Blocker,
     wakeup: &Arc<Wakeup>,
-    acquired_on_delete: bool,
-) -> Result<DataWatch> {
+) -> Result<(PredecessorWatch, bool)> {
+    let path = join(dir, &blocker.node);
+    let acquired_on_delete = blocker.acquired_on_delete;
+    // Set by the note, which arrives before the node's deletion (both are
+    // in one transaction): that deletion then has nothing left to say.
+    let released = Arc::new(AtomicBool::new(false));
+    let note = if blocker.may_announce && !acquired_on_delete {
+        let (wake, released) = (wakeup.clone(), released.clone());
+        let on_note: NotifyFn = Arc::new(move |event: &WatchedEvent| {
+            if event.event_type == EventType::NodeCreated {
+                released.store(true, Ordering::Release);
+                wake.notify(Woken::Released);
+            }
+        });
+        Some(client.start_watch_creation(&release_note(&path), on_note)?)
+    } else {
+        None
+    };
     let lister = client.lister(dir)?;
     let wake = wakeup.clone();
     let on_event: NotifyFn = Arc::new(move |event: &WatchedEvent| {
+        if released.load(Ordering::Acquire) {
+            return;
+        }
         if event.event_type == EventType::NodeDeleted && acquired_on_delete {
             wake.notify(Woken::Event(EventType::NodeDeleted));
         } else {
@@ -688,7 +741,16 @@ fn watch_predecessor(
             lister.start(move |children| listed.notify(Woken::Listed(children)));
         }
     });
-    client.start_watch_data(&join(dir, node), on_event, on_reply(wakeup))
+    let node = match client.start_watch_data(&path, on_event, on_reply(wakeup)) {
+        Ok(node) => node,
+        Err(e) => {
+            if let Some(note) = &note {
+                note.remove();
+            }
+            return Err(e);
+        }
+    };
+    Ok((PredecessorWatch { node, note }, acquired_on_delete))
 }
 
 /// What the predecessor watch's reply does (on the I/O thread): wakes the

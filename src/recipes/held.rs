@@ -11,7 +11,9 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
-use crate::session::State;
+use crate::session::{Release, State};
+
+use super::naming::release_note;
 use crate::Client;
 
 /// Whether a held lock can still be relied on.
@@ -112,6 +114,10 @@ pub(crate) struct HeldLock {
     server_node: String,
     /// The node as the user sees it (chroot removed).
     node: String,
+    /// The release note (a server path) for a hold that is the lowest
+    /// contender, whose release therefore grants the lock to the waiter
+    /// behind it: see [`release_note`].
+    note: Option<String>,
     /// Identifies this hold within the process.
     id: u64,
     /// The node's creation zxid: known at once for a node created alone,
@@ -223,11 +229,14 @@ impl FencingToken {
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
     /// and watched by `watch`; `fencing_token` is the node's czxid if known.
+    /// `lowest`: no other contender can be below the node (the lock is
+    /// exclusive), so its release is announced with a note.
     pub(crate) fn new(
         client: &Client,
         node: String,
         fencing_token: Option<i64>,
         watch: NodeWatch,
+        lowest: bool,
     ) -> HeldLock {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let NodeWatch {
@@ -255,6 +264,7 @@ impl HeldLock {
         };
         let held = HeldLock {
             client: client.clone(),
+            note: lowest.then(|| release_note(&node)),
             server_node: node,
             node: user_node,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -320,11 +330,18 @@ impl HeldLock {
         rx
     }
 
+    fn release_of_node(&self) -> Release {
+        Release {
+            path: self.server_node.clone(),
+            note: self.note.clone(),
+        }
+    }
+
     /// Deletes the node and waits for the server to confirm.
     pub(crate) fn release(mut self) -> Result<()> {
         self.released = true;
         let lost = self.state() == LockState::Lost;
-        let result = match self.client.delete(&self.node, None) {
+        let result = match self.client.release_now(&self.release_of_node()) {
             // Already lost: whatever the delete says (NoNode, or the
             // session's own end: SessionExpired, Closed...), the lock was
             // not held up to this release.
@@ -353,7 +370,7 @@ impl Drop for HeldLock {
             // Sent without waiting (after the release linger, or with this
             // client's next request), retried through reconnects while the
             // session lives, and ordered before this client's next request.
-            if let Err(e) = self.client.release_in_background(self.server_node.clone()) {
+            if let Err(e) = self.client.release_in_background(self.release_of_node()) {
                 log::debug!("release of {} not needed: {e}", self.server_node);
             }
             self.shared.set(LockState::Lost);

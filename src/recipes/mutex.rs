@@ -116,6 +116,7 @@ fn attempt(
         marker: MUTEX_MARKER,
         markers: MUTEX_MARKERS,
         decide: Arc::new(exclusive),
+        exclusive: true,
         waiters,
     }
     .run(deadline)

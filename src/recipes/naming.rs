@@ -26,6 +26,24 @@ pub(crate) struct Contender {
     pub marker: &'static str,
 }
 
+/// The release note of the lock node at `node`: a sibling path that the
+/// node's holder creates and deletes in the transaction that deletes the
+/// node, but only a holder that knew it was the lowest contender. A waiter
+/// that sees the note created knows its predecessor and every node below
+/// it are gone, with no listing. A deletion alone does not say as much: a
+/// waiter that gave up, or whose session ended, leaves the same way. No
+/// listing ever shows a note, and no lock naming matches it.
+pub(crate) fn release_note(node: &str) -> String {
+    format!("{node}.released")
+}
+
+/// True if a holder of a node with `marker` may announce its release with
+/// a note: zklock's mutex and write nodes do (Curator's mutex nodes share
+/// the mutex marker and never do); read nodes and kazoo's never do.
+pub(crate) fn announces_release(marker: &str) -> bool {
+    marker == MUTEX_MARKER || marker == WRITE_MARKER
+}
+
 /// The name prefix of a new contender node: `_c_<uuid>-<marker>`.
 pub(crate) fn node_prefix(uuid: &str, marker: &str) -> String {
     format!("_c_{uuid}-{marker}")

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::acquire::{exclusive, Attempt, Decision, LockSpec, Waiters};
+use super::acquire::{exclusive, Attempt, Blocker, Decision, LockSpec, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{Contender, READ_MARKER, WRITE_MARKER};
@@ -116,6 +116,7 @@ impl RwLock {
             marker: READ_MARKER,
             markers: RW_MARKERS,
             decide: Arc::new(decide),
+            exclusive: false,
             waiters: &self.waiters,
         }
         .run(deadline)?;
@@ -133,6 +134,7 @@ impl RwLock {
             marker: WRITE_MARKER,
             markers: RW_MARKERS,
             decide: Arc::new(exclusive),
+            exclusive: true,
             waiters: &self.waiters,
         }
         .run(deadline)?;
@@ -148,10 +150,10 @@ fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
     match earlier.iter().rev().find(|c| c.marker == WRITE_MARKER) {
         None => Decision::Acquired,
-        Some(writer) => Decision::Wait {
-            node: writer.name.clone(),
-            acquired_on_delete: earlier.iter().filter(|c| c.marker == WRITE_MARKER).count() == 1,
-        },
+        Some(writer) => Decision::Wait(Blocker::new(
+            writer,
+            earlier.iter().filter(|c| c.marker == WRITE_MARKER).count() == 1,
+        )),
     }
 }
 
@@ -217,24 +219,27 @@ mod tests {
         assert_eq!(read_decision(&c, 0), Decision::Acquired);
         assert_eq!(
             read_decision(&c, 2),
-            Decision::Wait {
+            Decision::Wait(Blocker {
                 node: "_c_b-__WRIT__0000000002".into(),
-                acquired_on_delete: true
-            }
+                acquired_on_delete: true,
+                may_announce: true,
+            })
         );
         assert_eq!(
             read_decision(&c, 4),
-            Decision::Wait {
+            Decision::Wait(Blocker {
                 node: "_c_d-__WRIT__0000000004".into(),
-                acquired_on_delete: false
-            }
+                acquired_on_delete: false,
+                may_announce: true,
+            })
         );
         assert_eq!(
             exclusive(&c, 3),
-            Decision::Wait {
+            Decision::Wait(Blocker {
                 node: "_c_c-__READ__0000000003".into(),
-                acquired_on_delete: false
-            }
+                acquired_on_delete: false,
+                may_announce: false,
+            })
         );
         assert_eq!(exclusive(&c, 0), Decision::Acquired);
     }

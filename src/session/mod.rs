@@ -29,6 +29,7 @@ use crate::rand::Rng;
 
 pub(crate) use hosts::HostList;
 pub(crate) use receive::strip_chroot;
+pub use release::Release;
 pub(crate) use watches::WatchRegistry;
 pub use watches::{WatchKind, WatchedEvent};
 
@@ -138,6 +139,8 @@ enum Purpose<T, W> {
     SetWatches,
     Background {
         path: String,
+        /// Sent as a transaction with a release note.
+        noted: bool,
     },
     Close,
 }
@@ -197,7 +200,7 @@ pub struct Session<T, W> {
     queued: VecDeque<Queued<T, W>>,
     background: Vec<(String, i32)>,
     /// Background deletes not sent yet, with when they are due.
-    deferred: Vec<(String, Instant)>,
+    deferred: Vec<(Release, Instant)>,
     auths: Vec<AuthPacket>,
     auth_waiters: VecDeque<Option<T>>,
     deferred_auth_waiters: Vec<(usize, T)>,
@@ -495,7 +498,7 @@ impl<T, W: Clone> Session<T, W> {
                     path: path.clone(),
                     version,
                 },
-                Purpose::Background { path },
+                Purpose::Background { path, noted: false },
             )?;
         }
         Ok(())

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    reregister, Conn, Error, Event, Pending, Purpose, Result, Session, State, WatchKind,
+    reregister, Conn, Error, Event, Pending, Purpose, Release, Result, Session, State, WatchKind,
     WatchedEvent,
 };
 use crate::proto::{
@@ -87,7 +87,8 @@ impl<T, W: Clone> Session<T, W> {
                 path: path.clone(),
                 version,
             };
-            let _ = self.send(now, OpCode::Delete, &request, Purpose::Background { path });
+            let purpose = Purpose::Background { path, noted: false };
+            let _ = self.send(now, OpCode::Delete, &request, purpose);
         }
         for q in std::mem::take(&mut self.queued) {
             let xid = self.next_xid();
@@ -201,7 +202,14 @@ impl<T, W: Clone> Session<T, W> {
                     log::warn!("re-registering watches failed: {e}");
                 }
             }
-            Purpose::Background { path } => {
+            Purpose::Background { path, noted } => {
+                if noted && note_refused(&result) {
+                    // Nothing was applied, and the node is still there: it
+                    // goes again as a plain delete (still a background one).
+                    log::debug!("release note of {path} refused; deleting it plainly");
+                    let now = self.last_recv;
+                    return self.send_background(now, Release::plain(path));
+                }
                 if let Some(i) = self.background.iter().position(|(p, _)| *p == path) {
                     self.background.swap_remove(i);
                 }
@@ -230,4 +238,19 @@ pub(crate) fn strip_chroot(chroot: Option<&str>, path: String) -> String {
         Some(rest) if rest.starts_with('/') => rest.to_owned(),
         _ => path,
     }
+}
+
+/// True if a noted release's transaction failed for a reason other than its
+/// node being gone already (its delete is the last op), so that the node
+/// must still be deleted.
+fn note_refused(result: &Result<Response>) -> bool {
+    let Ok(Response::Multi(reply)) = result else {
+        return false;
+    };
+    let failed = reply.results.iter().any(|r| r.err() != 0);
+    let node_gone = reply
+        .results
+        .last()
+        .is_some_and(|r| matches!(Error::from_code(r.err()), Error::NoNode));
+    failed && !node_gone
 }

@@ -1,11 +1,57 @@
 //! Deferred background deletes: a released lock node's delete waits a moment
 //! in the session, so that the next acquisition on the same lock can carry it
-//! in one transaction (one log write on the servers instead of two).
+//! in one transaction (one log write on the servers instead of two). A
+//! release can also be announced: see [`Release::note`].
 
 use std::time::Instant;
 
 use super::{Conn, Purpose, Result, Session};
-use crate::proto::{DeleteRequest, OpCode};
+use crate::proto::{Acl, CreateMode, CreateRequest, DeleteRequest, MultiOp, MultiRequest, OpCode};
+
+/// The delete of a released lock node, as the session sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// The node (a server path).
+    pub path: String,
+    /// A path created and deleted in the delete's own transaction, so that a
+    /// session watching that path for a creation learns the delete was this
+    /// release (a deletion alone could also be a session's end). `None`:
+    /// a plain delete.
+    pub note: Option<String>,
+}
+
+impl Release {
+    /// The plain delete of `path`.
+    pub fn plain(path: impl Into<String>) -> Release {
+        Release {
+            path: path.into(),
+            note: None,
+        }
+    }
+
+    /// The transaction's ops: the note's create and delete, then the node's
+    /// delete, which is always last.
+    pub fn ops(&self) -> Vec<MultiOp> {
+        let delete = |path: &str| {
+            MultiOp::Delete(DeleteRequest {
+                path: path.to_owned(),
+                version: -1,
+            })
+        };
+        let mut ops = Vec::with_capacity(3);
+        if let Some(note) = &self.note {
+            ops.push(MultiOp::Create(CreateRequest {
+                path: note.clone(),
+                data: None,
+                acl: Acl::open_unsafe(),
+                mode: CreateMode::Ephemeral,
+            }));
+            ops.push(delete(note));
+        }
+        ops.push(delete(&self.path));
+        ops
+    }
+}
 
 impl<T, W: Clone> Session<T, W> {
     /// Like [`Session::submit_background_delete`] (at any version), except
@@ -16,20 +62,24 @@ impl<T, W: Clone> Session<T, W> {
     ///
     /// The session has no timer for this: whoever drives it calls
     /// [`Session::send_due_deletes`] at [`Session::next_deferred_deadline`].
+    ///
+    /// A reconnect sends every background delete as a plain delete: the
+    /// note only speeds a waiter up, which then lists the lock again.
     pub fn defer_background_delete(
         &mut self,
         now: Instant,
-        path: String,
+        release: Release,
         until: Instant,
     ) -> Result<()> {
-        if until <= now {
-            return self.submit_background_delete(now, path, -1);
-        }
         self.check_open()?;
-        self.background.push((path.clone(), -1));
+        self.background.push((release.path.clone(), -1));
         // While disconnected, the reconnect sends every background delete.
         if self.conn == Conn::Established {
-            self.deferred.push((path, until));
+            if until <= now {
+                self.send_background(now, release);
+            } else {
+                self.deferred.push((release, until));
+            }
         }
         Ok(())
     }
@@ -59,30 +109,45 @@ impl<T, W: Clone> Session<T, W> {
 
     /// Sends every deferred delete now, in order.
     pub fn send_deferred_deletes(&mut self, now: Instant) {
-        for (path, _) in std::mem::take(&mut self.deferred) {
-            self.send_background(now, path);
+        for (release, _) in std::mem::take(&mut self.deferred) {
+            self.send_background(now, release);
         }
     }
 
-    pub(super) fn send_background(&mut self, now: Instant, path: String) {
-        let request = DeleteRequest {
-            path: path.clone(),
-            version: -1,
-        };
-        // A path that fits a create fits a delete: this cannot fail.
-        let _ = self.send(now, OpCode::Delete, &request, Purpose::Background { path });
+    /// Sends a release that is among the background deletes already.
+    pub(super) fn send_background(&mut self, now: Instant, release: Release) {
+        // A path that fits a create fits a delete (and its note is a
+        // little longer): these cannot fail.
+        if release.note.is_some() {
+            let request = MultiRequest { ops: release.ops() };
+            let purpose = Purpose::Background {
+                path: release.path,
+                noted: true,
+            };
+            let _ = self.send(now, OpCode::Multi, &request, purpose);
+        } else {
+            let request = DeleteRequest {
+                path: release.path.clone(),
+                version: -1,
+            };
+            let purpose = Purpose::Background {
+                path: release.path,
+                noted: false,
+            };
+            let _ = self.send(now, OpCode::Delete, &request, purpose);
+        }
     }
 
     /// Takes back a deferred delete of a node directly under `dir`, if one
-    /// has not been sent yet, and returns its path. The caller must then
+    /// has not been sent yet, and returns it. The caller must then
     /// delete the node itself and report with
     /// [`Session::settle_withdrawn_delete`]. Until then it stays among the
     /// background deletes, which a reconnect re-sends.
-    pub fn withdraw_deferred_delete(&mut self, dir: &str) -> Option<String> {
+    pub fn withdraw_deferred_delete(&mut self, dir: &str) -> Option<Release> {
         let index = self
             .deferred
             .iter()
-            .position(|(path, _)| parent_dir(path) == Some(dir))?;
+            .position(|(release, _)| parent_dir(&release.path) == Some(dir))?;
         Some(self.deferred.remove(index).0)
     }
 
@@ -95,7 +160,7 @@ impl<T, W: Clone> Session<T, W> {
                 self.background.swap_remove(i);
             }
         } else if self.conn == Conn::Established && self.fatal.is_none() {
-            self.send_background(now, path.to_owned());
+            self.send_background(now, Release::plain(path));
         }
     }
 }

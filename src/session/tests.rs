@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::proto::{
-    ConnectResponse, EventType, GetDataRequest, GetDataResponse, ReplyHeader, RequestHeader,
+    ConnectResponse, CreateMode, CreateResponse, ErrorResponse, EventType, GetDataRequest,
+    GetDataResponse, MultiOp, MultiRequest, MultiResponse, OpResult, ReplyHeader, RequestHeader,
     SetWatches, Stat, WatcherEvent, NOTIFICATION_XID,
 };
 
@@ -501,7 +502,7 @@ fn a_deferred_delete_waits_for_its_deadline() {
     let now = Instant::now();
     let mut s = connected(now);
     let due = now + Duration::from_micros(300);
-    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
         .unwrap();
     assert!(sent(&mut s).is_empty());
     assert_eq!(s.next_deferred_deadline(), Some(due));
@@ -528,7 +529,7 @@ fn a_deferred_delete_needs_a_timer_only_once_no_reply_is_due() {
             .unwrap();
     }
     let xids: Vec<i32> = sent(&mut s).iter().map(|f| header(f).xid).collect();
-    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
         .unwrap();
     let body = data_v();
     // Each reply brings the driver back: it can look after the delete then.
@@ -548,7 +549,8 @@ fn any_later_request_carries_the_deferred_deletes_ahead_of_it_in_order() {
     let mut s = connected(now);
     let due = now + Duration::from_millis(5);
     for node in ["/app/a/n1", "/app/b/n2"] {
-        s.defer_background_delete(now, node.into(), due).unwrap();
+        s.defer_background_delete(now, Release::plain(node), due)
+            .unwrap();
     }
     s.submit(now, OpCode::GetData, &get_data("/app/q"), 2, None)
         .unwrap();
@@ -566,13 +568,13 @@ fn a_withdrawn_delete_is_the_callers_until_settled() {
     let now = Instant::now();
     let mut s = connected(now);
     let due = now + Duration::from_millis(5);
-    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
         .unwrap();
     assert_eq!(s.withdraw_deferred_delete("/app/other"), None);
     assert_eq!(s.withdraw_deferred_delete("/app"), None);
     assert_eq!(
-        s.withdraw_deferred_delete("/app/lock").as_deref(),
-        Some("/app/lock/n1")
+        s.withdraw_deferred_delete("/app/lock"),
+        Some(Release::plain("/app/lock/n1"))
     );
     assert_eq!(s.withdraw_deferred_delete("/app/lock"), None);
     s.send_due_deletes(due);
@@ -590,10 +592,14 @@ fn a_withdrawn_delete_is_the_callers_until_settled() {
 fn a_withdrawn_delete_that_did_not_happen_is_sent_at_once() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.defer_background_delete(now, "/app/lock/n1".into(), now + Duration::from_millis(5))
-        .unwrap();
-    let path = s.withdraw_deferred_delete("/app/lock").unwrap();
-    s.settle_withdrawn_delete(now, &path, false);
+    s.defer_background_delete(
+        now,
+        Release::plain("/app/lock/n1"),
+        now + Duration::from_millis(5),
+    )
+    .unwrap();
+    let release = s.withdraw_deferred_delete("/app/lock").unwrap();
+    s.settle_withdrawn_delete(now, &release.path, false);
     let frames = sent(&mut s);
     assert_eq!(frames.len(), 1);
     assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
@@ -603,17 +609,155 @@ fn a_withdrawn_delete_that_did_not_happen_is_sent_at_once() {
 fn deferred_deletes_cut_off_by_a_disconnect_go_with_the_reconnect() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.defer_background_delete(now, "/app/lock/n1".into(), now + Duration::from_millis(5))
-        .unwrap();
+    s.defer_background_delete(
+        now,
+        Release::plain("/app/lock/n1"),
+        now + Duration::from_millis(5),
+    )
+    .unwrap();
     s.handle_disconnected(now);
     assert_eq!(s.next_deferred_deadline(), None);
     // Deferred while disconnected: only the reconnect sends it.
-    s.defer_background_delete(now, "/app/lock/n2".into(), now + Duration::from_millis(5))
-        .unwrap();
+    s.defer_background_delete(
+        now,
+        Release::plain("/app/lock/n2"),
+        now + Duration::from_millis(5),
+    )
+    .unwrap();
     assert_eq!(s.next_deferred_deadline(), None);
     let frames = reconnect(&mut s, now);
     let paths: Vec<String> = frames.iter().map(|f| deleted_path(f)).collect();
     assert_eq!(paths, ["/app/lock/n1", "/app/lock/n2"]);
+}
+
+fn noted(path: &str) -> Release {
+    Release {
+        path: path.into(),
+        note: Some(format!("{path}.released")),
+    }
+}
+
+/// The ops of a multi request frame.
+fn multi_ops(frame: &[u8]) -> Vec<MultiOp> {
+    let mut r = crate::proto::Reader::new(frame);
+    assert_eq!(
+        RequestHeader::read(&mut r).unwrap().op,
+        OpCode::Multi.code()
+    );
+    MultiRequest::read(&mut r).unwrap().ops
+}
+
+fn failed_at(index: usize, err: i32, len: usize) -> MultiResponse {
+    let code = |i: usize| match i.cmp(&index) {
+        std::cmp::Ordering::Less => 0,
+        std::cmp::Ordering::Equal => err,
+        std::cmp::Ordering::Greater => -2,
+    };
+    MultiResponse {
+        results: (0..len)
+            .map(|i| OpResult::Error(ErrorResponse { err: code(i) }))
+            .collect(),
+    }
+}
+
+#[test]
+fn a_noted_release_is_one_transaction_that_creates_and_deletes_its_note_then_the_node() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, noted("/app/lock/n1"), due)
+        .unwrap();
+    assert!(sent(&mut s).is_empty());
+    s.send_due_deletes(due);
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    let ops = multi_ops(&frames[0]);
+    assert_eq!(ops, noted("/app/lock/n1").ops());
+    let paths: Vec<(i32, &str)> = ops
+        .iter()
+        .map(|op| match op {
+            MultiOp::Create(c) => (1, c.path.as_str()),
+            MultiOp::Delete(d) => (2, d.path.as_str()),
+            other => panic!("unexpected op {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            (1, "/app/lock/n1.released"),
+            (2, "/app/lock/n1.released"),
+            (2, "/app/lock/n1")
+        ]
+    );
+    assert!(
+        matches!(&ops[0], MultiOp::Create(c) if c.mode == CreateMode::Ephemeral),
+        "a note never outlives its session"
+    );
+    let applied = MultiResponse {
+        results: vec![
+            OpResult::Create(CreateResponse {
+                path: "/app/lock/n1.released".into(),
+            }),
+            OpResult::Delete,
+            OpResult::Delete,
+        ],
+    };
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 30, 0, &applied));
+    assert!(sent(&mut s).is_empty());
+    assert!(reconnect(&mut s, now).is_empty(), "done: never sent again");
+}
+
+#[test]
+fn a_noted_release_whose_note_is_refused_is_deleted_plainly() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.defer_background_delete(now, noted("/app/lock/n1"), now)
+        .unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(multi_ops(&frames[0]).len(), 3);
+    // Someone made a node of the note's name: nothing was applied.
+    let node_exists = -110;
+    s.handle_bytes(
+        now,
+        &reply(header(&frames[0]).xid, 30, 0, &failed_at(0, node_exists, 3)),
+    );
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    // Still a background delete until answered.
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 31, 0, &()));
+    assert!(reconnect(&mut s, now).is_empty());
+}
+
+#[test]
+fn a_noted_release_of_a_node_already_gone_is_done() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.defer_background_delete(now, noted("/app/lock/n1"), now)
+        .unwrap();
+    let frames = sent(&mut s);
+    let no_node = -101;
+    s.handle_bytes(
+        now,
+        &reply(header(&frames[0]).xid, 30, 0, &failed_at(2, no_node, 3)),
+    );
+    assert!(sent(&mut s).is_empty());
+    assert!(reconnect(&mut s, now).is_empty());
+}
+
+#[test]
+fn a_reconnect_sends_a_noted_release_as_a_plain_delete() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.defer_background_delete(now, noted("/app/lock/n1"), now + Duration::from_millis(5))
+        .unwrap();
+    s.handle_disconnected(now);
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
 }
 
 #[test]
@@ -621,14 +765,14 @@ fn closing_sends_the_deferred_deletes_first_and_refuses_new_ones() {
     let now = Instant::now();
     let mut s = connected(now);
     let due = now + Duration::from_millis(5);
-    s.defer_background_delete(now, "/app/lock/n1".into(), due)
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
         .unwrap();
     s.close(now);
     let frames = sent(&mut s);
     let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
     assert_eq!(ops, [OpCode::Delete.code(), OpCode::CloseSession.code()]);
     assert_eq!(
-        s.defer_background_delete(now, "/app/lock/n2".into(), due),
+        s.defer_background_delete(now, Release::plain("/app/lock/n2"), due),
         Err(Error::Closed)
     );
     assert_eq!(s.next_deferred_deadline(), None);

@@ -1,5 +1,6 @@
 //! A TCP proxy that injects network faults between a client and a server.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,6 +54,8 @@ pub(crate) struct Shared {
     conns: Mutex<Vec<ConnEntry>>,
     open: AtomicUsize,
     trigger: Mutex<Option<Trigger>>,
+    /// How many client requests of each opcode went through.
+    requests: Mutex<HashMap<i32, usize>>,
 }
 
 impl Shared {
@@ -70,8 +73,15 @@ impl Shared {
         let _ = self.changed.wait_timeout(guard, POLL);
     }
 
-    /// Takes the cut trigger if it is armed and matches `opcode`.
-    pub(crate) fn fire_trigger(&self, opcode: i32) -> bool {
+    /// Counts a client request with `opcode`, and takes the cut trigger if
+    /// it is armed and matches it.
+    pub(crate) fn on_request(&self, opcode: i32) -> bool {
+        *self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(opcode)
+            .or_default() += 1;
         let mut trigger = self.trigger.lock().unwrap_or_else(|p| p.into_inner());
         if trigger.as_ref().is_some_and(|matches| matches(opcode)) {
             *trigger = None;
@@ -157,6 +167,7 @@ impl FaultProxy {
             conns: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             trigger: Mutex::new(None),
+            requests: Mutex::new(HashMap::new()),
         });
         let thread_shared = Arc::clone(&shared);
         let accept_thread = std::thread::Builder::new()
@@ -237,6 +248,18 @@ impl FaultProxy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
+    }
+
+    /// How many client requests with `opcode` (from their RequestHeader)
+    /// went through so far, over every connection.
+    pub fn requests_seen(&self, opcode: i32) -> usize {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&opcode)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The number of client connections open through the proxy (including

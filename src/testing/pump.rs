@@ -272,7 +272,7 @@ impl<'a> Pump<'a> {
                 let mut cut_after = false;
                 if self.to_server {
                     let shared = self.shared;
-                    if let Some(end) = self.parser.feed(data, |op| shared.fire_trigger(op)) {
+                    if let Some(end) = self.parser.feed(data, |op| shared.on_request(op)) {
                         // Forward up to the end of the request, then cut;
                         // from now on nothing reaches the client.
                         data = data.get(..end).unwrap_or_default();

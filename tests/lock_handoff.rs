@@ -1,0 +1,308 @@
+//! How a released lock reaches the waiter behind it. A holder's release
+//! note grants the lock to the next waiter with no listing. Anything else
+//! that removes or changes the waiter's predecessor makes it list again:
+//! a waiter that gave up, a write to the node (as Curator's `Revoker`
+//! makes), a note whose name is taken. No note watch outlives its wait.
+
+mod lock_common;
+
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use lock_common::*;
+use zklock::proto::OpCode;
+use zklock::testing::TestServer;
+use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
+
+/// The path of the release note of lock node `name` in `dir`.
+fn note(dir: &str, name: &str) -> String {
+    format!("{dir}/{name}.released")
+}
+
+/// The lock nodes of `dir` (its other children left out), in order.
+fn lock_nodes(client: &Client, dir: &str) -> Vec<String> {
+    let mut nodes: Vec<String> = client
+        .get_children(dir)
+        .unwrap_or_else(|e| panic!("get_children {dir}: {e}"))
+        .into_iter()
+        .filter(|n| !n.ends_with(".released"))
+        .collect();
+    nodes.sort_by_key(|n| sequence(n));
+    nodes
+}
+
+/// Waits until `dir` holds `n` lock nodes, and returns them in order.
+fn wait_lock_nodes(client: &Client, dir: &str, n: usize) -> Vec<String> {
+    let mut last = Vec::new();
+    wait_until(&format!("{n} lock nodes under {dir}"), WAIT, || {
+        last = lock_nodes(client, dir);
+        last.len() == n
+    });
+    last
+}
+
+fn watched_by(server: &TestServer, path: &str, session: i64) -> bool {
+    watches_by_path(server)
+        .get(path)
+        .is_some_and(|sessions| sessions.contains(&session))
+}
+
+fn lists(gate: &zklock::testing::FaultProxy) -> usize {
+    gate.requests_seen(OpCode::GetChildren.code())
+}
+
+/// A lock holder on its own thread: it reports when it holds, then
+/// releases (by dropping its guard) when told to.
+fn hold_until_told(mutex: Arc<Mutex>, name: &str) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (_, _thread) = spawn(name, move || {
+        let guard = mutex.lock().expect("lock");
+        let _ = held_tx.send(());
+        let _ = release_rx.recv_timeout(WAIT);
+        drop(guard);
+    });
+    (held_rx, release_tx)
+}
+
+/// A waiter queued behind two nodes, the nearer of which is a holder's by
+/// the time it lets go, takes the lock from that release alone: its client
+/// sends no listing between queueing and holding. The note's watch is
+/// consumed, and none is left on the server.
+#[test]
+fn a_released_mutex_reaches_the_waiter_behind_it_without_a_listing() {
+    const DIR: &str = "/handoff/mutex";
+    let server = server();
+    let first = connect(&server.connect_string());
+    let first_guard_mutex = Mutex::new(&first, DIR).unwrap();
+    let first_guard = first_guard_mutex.lock().unwrap();
+
+    let second = connect(&server.connect_string());
+    let (second_held, release_second) =
+        hold_until_told(Arc::new(Mutex::new(&second, DIR).unwrap()), "second");
+    let nodes = wait_lock_nodes(&first, DIR, 2);
+
+    let gate = proxy(&server);
+    let third = connect(&gate.connect_string());
+    let third_mutex = Arc::new(Mutex::new(&third, DIR).unwrap());
+    let (third_held, release_third) = hold_until_told(third_mutex, "third");
+    wait_lock_nodes(&first, DIR, 3);
+    let second_note = note(DIR, &nodes[1]);
+    wait_until("the third to watch the second's note", WAIT, || {
+        watched_by(&server, &second_note, third.session_id())
+    });
+    let listed = lists(&gate);
+
+    first_guard.unlock().unwrap();
+    recv(&second_held, WAIT, "the second to hold");
+    expect_nothing(&third_held, "the third while the second holds");
+    release_second.send(()).unwrap();
+    recv(&third_held, WAIT, "the third to hold");
+    assert_eq!(lists(&gate), listed, "the third listed the lock again");
+    assert!(
+        !watches_by_path(&server)
+            .keys()
+            .any(|p| p.ends_with(".released")),
+        "{:?}",
+        watches_by_path(&server)
+    );
+    release_third.send(()).unwrap();
+    wait_lock_nodes(&first, DIR, 0);
+}
+
+/// The same for a read lock queued behind two writers: the nearer one's
+/// release note grants it.
+#[test]
+fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
+    const DIR: &str = "/handoff/rw";
+    let server = server();
+    let first = connect(&server.connect_string());
+    let first_rw = RwLock::new(&first, DIR).unwrap();
+    let first_guard = first_rw.write().unwrap();
+
+    let second = connect(&server.connect_string());
+    let second_rw = Arc::new(RwLock::new(&second, DIR).unwrap());
+    let (second_held, release_second) = {
+        let (held_tx, held_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let rw = second_rw.clone();
+        spawn("second writer", move || {
+            let guard = rw.write().expect("write");
+            let _ = held_tx.send(());
+            let _ = release_rx.recv_timeout(WAIT);
+            drop(guard);
+        });
+        (held_rx, release_tx)
+    };
+    let nodes = wait_lock_nodes(&first, DIR, 2);
+
+    let gate = proxy(&server);
+    let reader = connect(&gate.connect_string());
+    let reader_rw = Arc::new(RwLock::new(&reader, DIR).unwrap());
+    let (read, _reader) = {
+        let rw = reader_rw.clone();
+        spawn("reader", move || rw.read().map(|g| g.node().to_owned()))
+    };
+    wait_lock_nodes(&first, DIR, 3);
+    let second_note = note(DIR, &nodes[1]);
+    wait_until("the reader to watch the second writer's note", WAIT, || {
+        watched_by(&server, &second_note, reader.session_id())
+    });
+    let listed = lists(&gate);
+
+    first_guard.unlock().unwrap();
+    recv(&second_held, WAIT, "the second writer to hold");
+    expect_nothing(&read, "the reader while the second writer holds");
+    release_second.send(()).unwrap();
+    let node = recv(&read, WAIT, "the reader to hold").unwrap();
+    assert!(node.contains("__READ__"), "{node}");
+    assert_eq!(lists(&gate), listed, "the reader listed the lock again");
+    wait_lock_nodes(&first, DIR, 0);
+}
+
+/// A waiter whose predecessor gives up (its deletion looks like a release,
+/// but no note comes) lists again and waits on for the holder. The watch on
+/// the note that will never come goes from the server.
+#[test]
+fn a_waiter_whose_predecessor_gives_up_lists_again_and_keeps_waiting() {
+    const DIR: &str = "/handoff/gave-up";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let guard_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = guard_mutex.lock().unwrap();
+
+    let quitter = connect(&server.connect_string());
+    let quitter_mutex = Arc::new(Mutex::new(&quitter, DIR).unwrap());
+    let (quit, _quitter) = {
+        let mutex = quitter_mutex.clone();
+        spawn("quitter", move || mutex.lock().map(|_| ()))
+    };
+    let nodes = wait_lock_nodes(&holder, DIR, 2);
+
+    let gate = proxy(&server);
+    let waiter = connect(&gate.connect_string());
+    let waiter_mutex = Arc::new(Mutex::new(&waiter, DIR).unwrap());
+    let (acquired, _waiter) = {
+        let mutex = waiter_mutex.clone();
+        spawn("waiter", move || mutex.lock().map(|g| g.node().to_owned()))
+    };
+    let waiting = wait_lock_nodes(&holder, DIR, 3);
+    let quitter_note = note(DIR, &nodes[1]);
+    wait_until("the waiter to watch the quitter's note", WAIT, || {
+        watched_by(&server, &quitter_note, waiter.session_id())
+    });
+    let listed = lists(&gate);
+
+    quitter_mutex.cancel();
+    assert_eq!(
+        recv(&quit, WAIT, "the quitter to give up"),
+        Err(Error::Cancelled)
+    );
+    wait_until("the waiter to list again", WAIT, || {
+        lists(&gate) == listed + 1
+    });
+    expect_nothing(&acquired, "the waiter while the holder holds");
+    wait_until("the note's watch to go from the server", WAIT, || {
+        !watched_by(&server, &quitter_note, waiter.session_id())
+    });
+    assert_eq!(
+        lock_nodes(&holder, DIR),
+        [nodes[0].clone(), waiting[2].clone()]
+    );
+
+    guard.unlock().unwrap();
+    let node = recv(&acquired, WAIT, "the waiter to hold").unwrap();
+    assert_eq!(node, format!("{DIR}/{}", waiting[2]));
+}
+
+/// A write to the predecessor's node (Curator's `Revoker` writes
+/// `__REVOKE__` to a holder's node) is no release: the waiter lists again
+/// and keeps waiting.
+#[test]
+fn a_write_to_the_predecessor_is_no_release() {
+    const DIR: &str = "/handoff/revoke";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let guard_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = guard_mutex.lock().unwrap();
+
+    let middle = connect(&server.connect_string());
+    let (middle_held, release_middle) =
+        hold_until_told(Arc::new(Mutex::new(&middle, DIR).unwrap()), "middle");
+    let nodes = wait_lock_nodes(&holder, DIR, 2);
+
+    let gate = proxy(&server);
+    let waiter = connect(&gate.connect_string());
+    let (waiter_held, release_waiter) =
+        hold_until_told(Arc::new(Mutex::new(&waiter, DIR).unwrap()), "waiter");
+    wait_lock_nodes(&holder, DIR, 3);
+    let middle_node = format!("{DIR}/{}", nodes[1]);
+    wait_until("the waiter to watch the middle node", WAIT, || {
+        watched_by(&server, &middle_node, waiter.session_id())
+    });
+    let listed = lists(&gate);
+
+    holder.set_data(&middle_node, b"__REVOKE__", None).unwrap();
+    wait_until("the waiter to list again", WAIT, || {
+        lists(&gate) == listed + 1
+    });
+    expect_nothing(&waiter_held, "the waiter after the write");
+    expect_nothing(&middle_held, "the middle after the write");
+
+    guard.unlock().unwrap();
+    recv(&middle_held, WAIT, "the middle to hold");
+    expect_nothing(&waiter_held, "the waiter while the middle holds");
+    release_middle.send(()).unwrap();
+    recv(&waiter_held, WAIT, "the waiter to hold");
+    release_waiter.send(()).unwrap();
+    wait_lock_nodes(&holder, DIR, 0);
+}
+
+/// A node that takes a release note's name makes the release's transaction
+/// fail as a whole: the lock node is then deleted on its own, by `unlock`
+/// and by a dropped guard alike, and the waiter behind it still gets the
+/// lock (it lists again). The squatting nodes are left alone. (They are
+/// made before anyone waits on them: a node made with a note's name while
+/// a waiter watches for it is a forged release, like deleting another
+/// client's lock node.)
+#[test]
+fn a_release_whose_note_name_is_taken_still_releases() {
+    const DIR: &str = "/handoff/taken";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let guard_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = guard_mutex.lock().unwrap();
+
+    let middle = connect(&server.connect_string());
+    let (middle_held, release_middle) =
+        hold_until_told(Arc::new(Mutex::new(&middle, DIR).unwrap()), "middle");
+    let nodes = wait_lock_nodes(&holder, DIR, 2);
+    let squatter = connect(&server.connect_string());
+    for name in &nodes {
+        let path = note(DIR, name);
+        squatter
+            .create(&path, b"mine", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+
+    let last = connect(&server.connect_string());
+    let (last_held, release_last) =
+        hold_until_told(Arc::new(Mutex::new(&last, DIR).unwrap()), "last");
+    wait_lock_nodes(&holder, DIR, 3);
+    let middle_note = note(DIR, &nodes[1]);
+    wait_until("the last to watch the middle's note", WAIT, || {
+        watched_by(&server, &middle_note, last.session_id())
+    });
+
+    guard.unlock().unwrap();
+    recv(&middle_held, WAIT, "the middle to hold");
+    expect_nothing(&last_held, "the last while the middle holds");
+    release_middle.send(()).unwrap();
+    recv(&last_held, WAIT, "the last to hold");
+    release_last.send(()).unwrap();
+    wait_lock_nodes(&holder, DIR, 0);
+    for name in &nodes {
+        let (data, _) = squatter.get_data(&note(DIR, name)).unwrap();
+        assert_eq!(data, b"mine");
+    }
+}
