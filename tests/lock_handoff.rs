@@ -306,3 +306,52 @@ fn a_release_whose_note_name_is_taken_still_releases() {
         assert_eq!(data, b"mine");
     }
 }
+
+/// Only a hold that had to wait announces its release (contention is
+/// likely to go on): a hold granted at once, and a read hold, release with
+/// a plain delete. Counted at the holder's proxy, by opcode.
+#[test]
+fn only_an_exclusive_hold_that_waited_announces_its_release() {
+    const DIR: &str = "/handoff/policy";
+    let server = server();
+    let gate = proxy(&server);
+    let client = connect(&gate.connect_string());
+    let other = connect(&server.connect_string());
+    let sent = |op: OpCode| gate.requests_seen(op.code());
+
+    let mutex = Arc::new(Mutex::new(&client, DIR).unwrap());
+    mutex.lock().unwrap().unlock().unwrap();
+    assert_eq!(
+        (sent(OpCode::Delete), sent(OpCode::Multi)),
+        (1, 0),
+        "at once"
+    );
+
+    let other_mutex = Mutex::new(&other, DIR).unwrap();
+    let other_guard = other_mutex.lock().unwrap();
+    let (held, _thread) = {
+        let mutex = mutex.clone();
+        spawn("waiter", move || mutex.lock().map(|g| g.unlock()))
+    };
+    wait_lock_nodes(&other, DIR, 2);
+    other_guard.unlock().unwrap();
+    assert_eq!(recv(&held, WAIT, "the waiter"), Ok(Ok(())));
+    assert_eq!(
+        (sent(OpCode::Delete), sent(OpCode::Multi)),
+        (1, 1),
+        "waited"
+    );
+
+    const RW: &str = "/handoff/policy-rw";
+    let rw = Arc::new(RwLock::new(&client, RW).unwrap());
+    let other_rw = RwLock::new(&other, RW).unwrap();
+    let writer = other_rw.write().unwrap();
+    let (read, _reader) = {
+        let rw = rw.clone();
+        spawn("reader", move || rw.read().map(|g| g.unlock()))
+    };
+    wait_lock_nodes(&other, RW, 2);
+    writer.unlock().unwrap();
+    assert_eq!(recv(&read, WAIT, "the reader"), Ok(Ok(())));
+    assert_eq!((sent(OpCode::Delete), sent(OpCode::Multi)), (2, 1), "read");
+}

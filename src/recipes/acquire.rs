@@ -322,8 +322,8 @@ pub(crate) struct Attempt<'a> {
     pub marker: &'static str,
     pub markers: &'static [&'static str],
     pub decide: Decide,
-    /// Holding means being the lowest contender (a mutex, a write lock):
-    /// the release is then announced with a note.
+    /// Holding means being the lowest contender (a mutex, a write lock), so
+    /// the release may be announced with a note.
     pub exclusive: bool,
     pub waiters: &'a Waiters,
 }
@@ -443,15 +443,22 @@ impl Attempt<'_> {
     /// The lock, granted to our node `name`, unless the node was deleted
     /// meanwhile (an operator, or the end of the session). A node created in
     /// a transaction has no known token yet: the node watch's reply brings it.
+    /// `watch` is the own-node watch of an attempt that queued.
+    ///
+    /// An exclusive hold that had to wait announces its release with a
+    /// note, as contention is likely to go on. One granted at once does
+    /// not: a lone lock/unlock loop would pay for the note's two extra ops
+    /// on every cycle, and a waiter behind it lists the lock again instead.
     fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
         let client = &self.spec.client;
         let user_node = join(&self.spec.path, name);
         let node = client.server_path(&user_node)?;
+        let announce = self.exclusive && watch.is_some();
         let watch = watch.unwrap_or_else(|| NodeWatch::start(client, &user_node, || {}));
         if watch.is_lost() {
             return Err(Error::LockLost);
         }
-        Ok(HeldLock::new(client, node, token, watch, self.exclusive))
+        Ok(HeldLock::new(client, node, token, watch, announce))
     }
 
     /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that

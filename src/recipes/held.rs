@@ -114,9 +114,8 @@ pub(crate) struct HeldLock {
     server_node: String,
     /// The node as the user sees it (chroot removed).
     node: String,
-    /// The release note (a server path) for a hold that is the lowest
-    /// contender, whose release therefore grants the lock to the waiter
-    /// behind it: see [`release_note`].
+    /// The release note (a server path) if the release is announced: see
+    /// [`release_note`].
     note: Option<String>,
     /// Identifies this hold within the process.
     id: u64,
@@ -229,14 +228,14 @@ impl FencingToken {
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
     /// and watched by `watch`; `fencing_token` is the node's czxid if known.
-    /// `lowest`: no other contender can be below the node (the lock is
-    /// exclusive), so its release is announced with a note.
+    /// `announce`: announce the release with a note, which only a hold of
+    /// the lowest contender node (an exclusive lock) may do.
     pub(crate) fn new(
         client: &Client,
         node: String,
         fencing_token: Option<i64>,
         watch: NodeWatch,
-        lowest: bool,
+        announce: bool,
     ) -> HeldLock {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let NodeWatch {
@@ -264,7 +263,7 @@ impl HeldLock {
         };
         let held = HeldLock {
             client: client.clone(),
-            note: lowest.then(|| release_note(&node)),
+            note: announce.then(|| release_note(&node)),
             server_node: node,
             node: user_node,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
