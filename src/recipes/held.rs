@@ -12,9 +12,9 @@ use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
 use crate::session::{Release, State};
+use crate::Client;
 
 use super::naming::release_note;
-use crate::Client;
 
 /// Whether a held lock can still be relied on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
