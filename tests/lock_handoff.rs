@@ -51,18 +51,70 @@ fn lists(gate: &zklock::testing::FaultProxy) -> usize {
     gate.requests_seen(OpCode::GetChildren.code())
 }
 
-/// A lock holder on its own thread: it reports when it holds, then
-/// releases (by dropping its guard) when told to.
-fn hold_until_told(mutex: Arc<Mutex>, name: &str) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
-    let (held_tx, held_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let (_, _thread) = spawn(name, move || {
-        let guard = mutex.lock().expect("lock");
-        let _ = held_tx.send(());
-        let _ = release_rx.recv_timeout(WAIT);
-        drop(guard);
+/// A contender on its own thread, which reports when it holds and releases
+/// when told to.
+struct Contender {
+    name: String,
+    held: mpsc::Receiver<()>,
+    release: mpsc::Sender<()>,
+}
+
+impl Contender {
+    /// Starts `run`, which acquires, then calls its argument (which reports
+    /// the hold and returns when told to release), then drops its guard.
+    fn start(name: &str, run: impl FnOnce(&dyn Fn()) + Send + 'static) -> Contender {
+        let (held_tx, held) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        spawn(name, move || {
+            run(&|| {
+                let _ = held_tx.send(());
+                let _ = release_rx.recv_timeout(WAIT);
+            })
+        });
+        Contender {
+            name: name.to_owned(),
+            held,
+            release,
+        }
+    }
+
+    /// A mutex contender on `client`.
+    fn mutex(client: &Client, dir: &str, name: &str) -> Contender {
+        let mutex = Mutex::new(client, dir).unwrap();
+        Contender::start(name, move |hold| {
+            let _guard = mutex.lock().expect("lock");
+            hold();
+        })
+    }
+
+    fn wait_held(&self) {
+        recv(&self.held, WAIT, &format!("the {} to hold", self.name));
+    }
+
+    fn expect_waiting(&self) {
+        expect_nothing(&self.held, &format!("the {} (still waiting)", self.name));
+    }
+
+    fn release(&self) {
+        self.release.send(()).unwrap();
+    }
+}
+
+/// Hands the lock down a queue: `unlock_first` releases the holder, then
+/// `middle` holds while `last` waits, then `last` holds.
+fn hand_down(unlock_first: impl FnOnce(), middle: &Contender, last: &Contender) {
+    unlock_first();
+    middle.wait_held();
+    last.expect_waiting();
+    middle.release();
+    last.wait_held();
+}
+
+/// Waits until `client`'s session watches `path` on the server.
+fn wait_watched(server: &TestServer, path: &str, client: &Client) {
+    wait_until(&format!("a watch on {path}"), WAIT, || {
+        watched_by(server, path, client.session_id())
     });
-    (held_rx, release_tx)
 }
 
 /// A waiter queued behind two nodes, the nearer of which is a holder's by
@@ -77,27 +129,19 @@ fn a_released_mutex_reaches_the_waiter_behind_it_without_a_listing() {
     let first_guard_mutex = Mutex::new(&first, DIR).unwrap();
     let first_guard = first_guard_mutex.lock().unwrap();
 
-    let second = connect(&server.connect_string());
-    let (second_held, release_second) =
-        hold_until_told(Arc::new(Mutex::new(&second, DIR).unwrap()), "second");
+    let second_client = connect(&server.connect_string());
+    let second = Contender::mutex(&second_client, DIR, "second");
     let nodes = wait_lock_nodes(&first, DIR, 2);
 
     let gate = proxy(&server);
-    let third = connect(&gate.connect_string());
-    let third_mutex = Arc::new(Mutex::new(&third, DIR).unwrap());
-    let (third_held, release_third) = hold_until_told(third_mutex, "third");
+    let third_client = connect(&gate.connect_string());
+    let third = Contender::mutex(&third_client, DIR, "third");
     wait_lock_nodes(&first, DIR, 3);
     let second_note = note(DIR, &nodes[1]);
-    wait_until("the third to watch the second's note", WAIT, || {
-        watched_by(&server, &second_note, third.session_id())
-    });
+    wait_watched(&server, &second_note, &third_client);
     let listed = lists(&gate);
 
-    first_guard.unlock().unwrap();
-    recv(&second_held, WAIT, "the second to hold");
-    expect_nothing(&third_held, "the third while the second holds");
-    release_second.send(()).unwrap();
-    recv(&third_held, WAIT, "the third to hold");
+    hand_down(|| first_guard.unlock().unwrap(), &second, &third);
     assert_eq!(lists(&gate), listed, "the third listed the lock again");
     assert!(
         !watches_by_path(&server)
@@ -106,7 +150,7 @@ fn a_released_mutex_reaches_the_waiter_behind_it_without_a_listing() {
         "{:?}",
         watches_by_path(&server)
     );
-    release_third.send(()).unwrap();
+    third.release();
     wait_lock_nodes(&first, DIR, 0);
 }
 
@@ -120,20 +164,12 @@ fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
     let first_rw = RwLock::new(&first, DIR).unwrap();
     let first_guard = first_rw.write().unwrap();
 
-    let second = connect(&server.connect_string());
-    let second_rw = Arc::new(RwLock::new(&second, DIR).unwrap());
-    let (second_held, release_second) = {
-        let (held_tx, held_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let rw = second_rw.clone();
-        spawn("second writer", move || {
-            let guard = rw.write().expect("write");
-            let _ = held_tx.send(());
-            let _ = release_rx.recv_timeout(WAIT);
-            drop(guard);
-        });
-        (held_rx, release_tx)
-    };
+    let second_client = connect(&server.connect_string());
+    let second_rw = RwLock::new(&second_client, DIR).unwrap();
+    let second = Contender::start("second writer", move |hold| {
+        let _guard = second_rw.write().expect("write");
+        hold();
+    });
     let nodes = wait_lock_nodes(&first, DIR, 2);
 
     let gate = proxy(&server);
@@ -145,15 +181,13 @@ fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
     };
     wait_lock_nodes(&first, DIR, 3);
     let second_note = note(DIR, &nodes[1]);
-    wait_until("the reader to watch the second writer's note", WAIT, || {
-        watched_by(&server, &second_note, reader.session_id())
-    });
+    wait_watched(&server, &second_note, &reader);
     let listed = lists(&gate);
 
     first_guard.unlock().unwrap();
-    recv(&second_held, WAIT, "the second writer to hold");
+    second.wait_held();
     expect_nothing(&read, "the reader while the second writer holds");
-    release_second.send(()).unwrap();
+    second.release();
     let node = recv(&read, WAIT, "the reader to hold").unwrap();
     assert!(node.contains("__READ__"), "{node}");
     assert_eq!(lists(&gate), listed, "the reader listed the lock again");
@@ -180,17 +214,15 @@ fn a_waiter_whose_predecessor_gives_up_lists_again_and_keeps_waiting() {
     let nodes = wait_lock_nodes(&holder, DIR, 2);
 
     let gate = proxy(&server);
-    let waiter = connect(&gate.connect_string());
-    let waiter_mutex = Arc::new(Mutex::new(&waiter, DIR).unwrap());
+    let waiter_client = connect(&gate.connect_string());
+    let waiter_mutex = Arc::new(Mutex::new(&waiter_client, DIR).unwrap());
     let (acquired, _waiter) = {
         let mutex = waiter_mutex.clone();
         spawn("waiter", move || mutex.lock().map(|g| g.node().to_owned()))
     };
     let waiting = wait_lock_nodes(&holder, DIR, 3);
     let quitter_note = note(DIR, &nodes[1]);
-    wait_until("the waiter to watch the quitter's note", WAIT, || {
-        watched_by(&server, &quitter_note, waiter.session_id())
-    });
+    wait_watched(&server, &quitter_note, &waiter_client);
     let listed = lists(&gate);
 
     quitter_mutex.cancel();
@@ -203,7 +235,7 @@ fn a_waiter_whose_predecessor_gives_up_lists_again_and_keeps_waiting() {
     });
     expect_nothing(&acquired, "the waiter while the holder holds");
     wait_until("the note's watch to go from the server", WAIT, || {
-        !watched_by(&server, &quitter_note, waiter.session_id())
+        !watched_by(&server, &quitter_note, waiter_client.session_id())
     });
     assert_eq!(
         lock_nodes(&holder, DIR),
@@ -226,35 +258,27 @@ fn a_write_to_the_predecessor_is_no_release() {
     let guard_mutex = Mutex::new(&holder, DIR).unwrap();
     let guard = guard_mutex.lock().unwrap();
 
-    let middle = connect(&server.connect_string());
-    let (middle_held, release_middle) =
-        hold_until_told(Arc::new(Mutex::new(&middle, DIR).unwrap()), "middle");
+    let middle_client = connect(&server.connect_string());
+    let middle = Contender::mutex(&middle_client, DIR, "middle");
     let nodes = wait_lock_nodes(&holder, DIR, 2);
 
     let gate = proxy(&server);
-    let waiter = connect(&gate.connect_string());
-    let (waiter_held, release_waiter) =
-        hold_until_told(Arc::new(Mutex::new(&waiter, DIR).unwrap()), "waiter");
+    let waiter_client = connect(&gate.connect_string());
+    let waiter = Contender::mutex(&waiter_client, DIR, "waiter");
     wait_lock_nodes(&holder, DIR, 3);
     let middle_node = format!("{DIR}/{}", nodes[1]);
-    wait_until("the waiter to watch the middle node", WAIT, || {
-        watched_by(&server, &middle_node, waiter.session_id())
-    });
+    wait_watched(&server, &middle_node, &waiter_client);
     let listed = lists(&gate);
 
     holder.set_data(&middle_node, b"__REVOKE__", None).unwrap();
     wait_until("the waiter to list again", WAIT, || {
         lists(&gate) == listed + 1
     });
-    expect_nothing(&waiter_held, "the waiter after the write");
-    expect_nothing(&middle_held, "the middle after the write");
+    waiter.expect_waiting();
+    middle.expect_waiting();
 
-    guard.unlock().unwrap();
-    recv(&middle_held, WAIT, "the middle to hold");
-    expect_nothing(&waiter_held, "the waiter while the middle holds");
-    release_middle.send(()).unwrap();
-    recv(&waiter_held, WAIT, "the waiter to hold");
-    release_waiter.send(()).unwrap();
+    hand_down(|| guard.unlock().unwrap(), &middle, &waiter);
+    waiter.release();
     wait_lock_nodes(&holder, DIR, 0);
 }
 
@@ -273,9 +297,8 @@ fn a_release_whose_note_name_is_taken_still_releases() {
     let guard_mutex = Mutex::new(&holder, DIR).unwrap();
     let guard = guard_mutex.lock().unwrap();
 
-    let middle = connect(&server.connect_string());
-    let (middle_held, release_middle) =
-        hold_until_told(Arc::new(Mutex::new(&middle, DIR).unwrap()), "middle");
+    let middle_client = connect(&server.connect_string());
+    let middle = Contender::mutex(&middle_client, DIR, "middle");
     let nodes = wait_lock_nodes(&holder, DIR, 2);
     let squatter = connect(&server.connect_string());
     for name in &nodes {
@@ -285,21 +308,14 @@ fn a_release_whose_note_name_is_taken_still_releases() {
             .unwrap();
     }
 
-    let last = connect(&server.connect_string());
-    let (last_held, release_last) =
-        hold_until_told(Arc::new(Mutex::new(&last, DIR).unwrap()), "last");
+    let last_client = connect(&server.connect_string());
+    let last = Contender::mutex(&last_client, DIR, "last");
     wait_lock_nodes(&holder, DIR, 3);
     let middle_note = note(DIR, &nodes[1]);
-    wait_until("the last to watch the middle's note", WAIT, || {
-        watched_by(&server, &middle_note, last.session_id())
-    });
+    wait_watched(&server, &middle_note, &last_client);
 
-    guard.unlock().unwrap();
-    recv(&middle_held, WAIT, "the middle to hold");
-    expect_nothing(&last_held, "the last while the middle holds");
-    release_middle.send(()).unwrap();
-    recv(&last_held, WAIT, "the last to hold");
-    release_last.send(()).unwrap();
+    hand_down(|| guard.unlock().unwrap(), &middle, &last);
+    last.release();
     wait_lock_nodes(&holder, DIR, 0);
     for name in &nodes {
         let (data, _) = squatter.get_data(&note(DIR, name)).unwrap();
