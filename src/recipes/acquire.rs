@@ -402,13 +402,13 @@ impl Attempt<'_> {
                         // Queued now, so it shares the predecessor watch's write.
                         own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
                     }
-                    let (watch, acquired_on_delete) =
-                        match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
-                            Ok(watched) => watched,
-                            Err(e) if e.is_retryable() && retry_budget.allows() => continue,
-                            Err(e) => return Err(e),
-                        };
-                    (Some(watch), acquired_on_delete, wakeup.wait(deadline))
+                    let watch = match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
+                        Ok(watch) => watch,
+                        Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                        Err(e) => return Err(e),
+                    };
+                    let woken = wakeup.wait(deadline);
+                    (Some(watch), blocker.acquired_on_delete, woken)
                 }
             };
             if let Some(watch) = &watch {
@@ -627,11 +627,11 @@ fn queue(
         return Step::Listed(listed);
     }
     let own_watch = watch_own_node(client, dir, name, wakeup);
-    let (watch, acquired_on_delete) = match watch_predecessor(client, dir, &blocker, wakeup) {
-        Ok((watch, acquired_on_delete)) => (Some(watch), acquired_on_delete),
+    let watch = match watch_predecessor(client, dir, &blocker, wakeup) {
+        Ok(watch) => Some(watch),
         Err(e) => {
             wakeup.notify(Woken::WatchFailed(e));
-            (None, false)
+            None
         }
     };
     let node = OurNode {
@@ -643,7 +643,7 @@ fn queue(
         Waiting {
             own_watch,
             watch,
-            acquired_on_delete,
+            acquired_on_delete: blocker.acquired_on_delete,
         },
     )
 }
@@ -710,14 +710,13 @@ impl PredecessorWatch {
 /// Watches the node that `blocker` names, in `dir`: a deletion that alone
 /// grants the lock, or the node's release note, wakes the attempt; any
 /// other change lists the directory again first (on the I/O thread), so
-/// the attempt wakes once. Returns the watches and whether the deletion
-/// alone grants the lock.
+/// the attempt wakes once.
 fn watch_predecessor(
     client: &Client,
     dir: &str,
     blocker: &Blocker,
     wakeup: &Arc<Wakeup>,
-) -> Result<(PredecessorWatch, bool)> {
+) -> Result<PredecessorWatch> {
     let path = join(dir, &blocker.node);
     let acquired_on_delete = blocker.acquired_on_delete;
     // Set by the note, which arrives before the node's deletion (both are
@@ -757,7 +756,7 @@ fn watch_predecessor(
             return Err(e);
         }
     };
-    Ok((PredecessorWatch { node, note }, acquired_on_delete))
+    Ok(PredecessorWatch { node, note })
 }
 
 /// What the predecessor watch's reply does (on the I/O thread): wakes the
