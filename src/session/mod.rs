@@ -491,17 +491,25 @@ impl<T, W: Clone> Session<T, W> {
         self.check_open()?;
         self.background.push((path.clone(), version));
         if self.conn == Conn::Established {
-            self.send(
-                now,
-                OpCode::Delete,
-                &DeleteRequest {
-                    path: path.clone(),
-                    version,
-                },
-                Purpose::Background { path, noted: false },
-            )?;
+            self.send_background_delete(now, path, version)?;
         }
         Ok(())
+    }
+
+    /// Sends the plain delete of a node that is among the background
+    /// deletes already.
+    pub(super) fn send_background_delete(
+        &mut self,
+        now: Instant,
+        path: String,
+        version: i32,
+    ) -> Result<()> {
+        let request = DeleteRequest {
+            path: path.clone(),
+            version,
+        };
+        let purpose = Purpose::Background { path, noted: false };
+        self.send(now, OpCode::Delete, &request, purpose)
     }
 
     /// Adds credentials. They are also re-sent after every reconnect.

@@ -8,8 +8,8 @@ use super::{
     WatchedEvent,
 };
 use crate::proto::{
-    read_notification, read_reply_header, write_request, ConnectResponse, DeleteRequest, OpCode,
-    Record, Response, AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
+    read_notification, read_reply_header, write_request, ConnectResponse, OpCode, Record, Response,
+    AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
 };
 
 impl<T, W: Clone> Session<T, W> {
@@ -83,12 +83,7 @@ impl<T, W: Clone> Session<T, W> {
             };
         }
         for (path, version) in self.background.clone() {
-            let request = DeleteRequest {
-                path: path.clone(),
-                version,
-            };
-            let purpose = Purpose::Background { path, noted: false };
-            let _ = self.send(now, OpCode::Delete, &request, purpose);
+            let _ = self.send_background_delete(now, path, version);
         }
         for q in std::mem::take(&mut self.queued) {
             let xid = self.next_xid();

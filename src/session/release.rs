@@ -126,15 +126,7 @@ impl<T, W: Clone> Session<T, W> {
             };
             let _ = self.send(now, OpCode::Multi, &request, purpose);
         } else {
-            let request = DeleteRequest {
-                path: release.path.clone(),
-                version: -1,
-            };
-            let purpose = Purpose::Background {
-                path: release.path,
-                noted: false,
-            };
-            let _ = self.send(now, OpCode::Delete, &request, purpose);
+            let _ = self.send_background_delete(now, release.path, -1);
         }
     }
 
