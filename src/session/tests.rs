@@ -592,12 +592,9 @@ fn a_withdrawn_delete_is_the_callers_until_settled() {
 fn a_withdrawn_delete_that_did_not_happen_is_sent_at_once() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.defer_background_delete(
-        now,
-        Release::plain("/app/lock/n1"),
-        now + Duration::from_millis(5),
-    )
-    .unwrap();
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
+        .unwrap();
     let release = s.withdraw_deferred_delete("/app/lock").unwrap();
     s.settle_withdrawn_delete(now, &release.path, false);
     let frames = sent(&mut s);
@@ -609,21 +606,14 @@ fn a_withdrawn_delete_that_did_not_happen_is_sent_at_once() {
 fn deferred_deletes_cut_off_by_a_disconnect_go_with_the_reconnect() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.defer_background_delete(
-        now,
-        Release::plain("/app/lock/n1"),
-        now + Duration::from_millis(5),
-    )
-    .unwrap();
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
+        .unwrap();
     s.handle_disconnected(now);
     assert_eq!(s.next_deferred_deadline(), None);
     // Deferred while disconnected: only the reconnect sends it.
-    s.defer_background_delete(
-        now,
-        Release::plain("/app/lock/n2"),
-        now + Duration::from_millis(5),
-    )
-    .unwrap();
+    s.defer_background_delete(now, Release::plain("/app/lock/n2"), due)
+        .unwrap();
     assert_eq!(s.next_deferred_deadline(), None);
     let frames = reconnect(&mut s, now);
     let paths: Vec<String> = frames.iter().map(|f| deleted_path(f)).collect();
@@ -752,7 +742,8 @@ fn a_noted_release_of_a_node_already_gone_is_done() {
 fn a_reconnect_sends_a_noted_release_as_a_plain_delete() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.defer_background_delete(now, noted("/app/lock/n1"), now + Duration::from_millis(5))
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, noted("/app/lock/n1"), due)
         .unwrap();
     s.handle_disconnected(now);
     let frames = reconnect(&mut s, now);
