@@ -141,9 +141,14 @@ impl Client {
 
     /// Deletes a node. `version` is the expected data version; `None` matches any.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        self.delete_server_path(&self.server_path(path)?, version.unwrap_or(-1))
+    }
+
+    /// Deletes `path` (a server path) at `version`.
+    pub(crate) fn delete_server_path(&self, path: &str, version: i32) -> Result<()> {
         let request = DeleteRequest {
-            path: self.server_path(path)?,
-            version: version.unwrap_or(-1),
+            path: path.to_owned(),
+            version,
         };
         self.shared().call(OpCode::Delete, &request, None).map(drop)
     }

@@ -14,9 +14,7 @@ use super::core::{lock, unexpected, wait_on, ReplySlot, Shared};
 use super::ops::Created;
 use super::Client;
 use crate::error::{Error, Result};
-use crate::proto::{
-    CreateRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, OpResult, Response,
-};
+use crate::proto::{CreateRequest, MultiOp, MultiRequest, OpCode, OpResult, Response};
 use crate::session::Release;
 
 /// How often an idle release timer checks that its session still lives.
@@ -72,7 +70,7 @@ impl Client {
     /// the server refuses (a node of that name exists) is deleted plainly.
     pub(crate) fn release_now(&self, release: &Release) -> Result<()> {
         if release.note.is_none() {
-            return self.delete_server_path(&release.path);
+            return self.delete_server_path(&release.path, -1);
         }
         let request = MultiRequest { ops: release.ops() };
         let Response::Multi(reply) = self.shared().call(OpCode::Multi, &request, None)? else {
@@ -89,7 +87,7 @@ impl Client {
                     release.path,
                     Error::from_code(first_failed.err())
                 );
-                self.delete_server_path(&release.path)
+                self.delete_server_path(&release.path, -1)
             }
         }
     }
@@ -177,14 +175,6 @@ impl Client {
                 Some(Err(unexpected("multi reply unlike its request")))
             }
         }
-    }
-
-    fn delete_server_path(&self, path: &str) -> Result<()> {
-        let request = DeleteRequest {
-            path: path.to_owned(),
-            version: -1,
-        };
-        self.shared().call(OpCode::Delete, &request, None).map(drop)
     }
 
     fn settle_release(&self, path: &str, deleted: bool) {
