@@ -126,8 +126,8 @@ fn a_released_mutex_reaches_the_waiter_behind_it_without_a_listing() {
     const DIR: &str = "/handoff/mutex";
     let server = server();
     let first = connect(&server.connect_string());
-    let first_guard_mutex = Mutex::new(&first, DIR).unwrap();
-    let first_guard = first_guard_mutex.lock().unwrap();
+    let first_mutex = Mutex::new(&first, DIR).unwrap();
+    let first_guard = first_mutex.lock().unwrap();
 
     let second_client = connect(&server.connect_string());
     let second = Contender::mutex(&second_client, DIR, "second");
@@ -202,8 +202,8 @@ fn a_waiter_whose_predecessor_gives_up_lists_again_and_keeps_waiting() {
     const DIR: &str = "/handoff/gave-up";
     let server = server();
     let holder = connect(&server.connect_string());
-    let guard_mutex = Mutex::new(&holder, DIR).unwrap();
-    let guard = guard_mutex.lock().unwrap();
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
 
     let quitter = connect(&server.connect_string());
     let quitter_mutex = Arc::new(Mutex::new(&quitter, DIR).unwrap());
@@ -255,8 +255,8 @@ fn a_write_to_the_predecessor_is_no_release() {
     const DIR: &str = "/handoff/revoke";
     let server = server();
     let holder = connect(&server.connect_string());
-    let guard_mutex = Mutex::new(&holder, DIR).unwrap();
-    let guard = guard_mutex.lock().unwrap();
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
 
     let middle_client = connect(&server.connect_string());
     let middle = Contender::mutex(&middle_client, DIR, "middle");
@@ -294,8 +294,8 @@ fn a_release_whose_note_name_is_taken_still_releases() {
     const DIR: &str = "/handoff/taken";
     let server = server();
     let holder = connect(&server.connect_string());
-    let guard_mutex = Mutex::new(&holder, DIR).unwrap();
-    let guard = guard_mutex.lock().unwrap();
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
 
     let middle_client = connect(&server.connect_string());
     let middle = Contender::mutex(&middle_client, DIR, "middle");
