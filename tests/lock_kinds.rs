@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lock_common::*;
-use zklock::{Error, LockState, Mutex, ReentrantMutex, RwLock};
+use zklock::{Acl, Client, CreateMode, Error, LockState, Mutex, ReentrantMutex, RwLock};
 
 /// Locking a held Mutex again from the holding thread fails at once with
 /// `WouldDeadlock` (any flavour of lock call) and creates no node; another
@@ -385,14 +385,22 @@ fn a_stale_write_guard_does_not_disturb_the_next_writer() {
 }
 
 /// Learning a reentrant hold's fencing token may wait for a reply (for a
-/// node created in one transaction with the previous release); other
-/// threads' calls on the mutex do not wait with it.
+/// node created in one transaction with the previous release, which is not
+/// that release's successor); other threads' calls on the mutex do not
+/// wait with it.
 #[test]
 fn a_reentrant_hold_learning_its_token_holds_up_no_other_thread() {
     const DIR: &str = "/kinds/token";
     let server = server();
     let gate = std::sync::Arc::new(proxy(&server));
-    let slow = connect(&gate.connect_string());
+    // The release lingers while another session writes in the directory.
+    let slow = Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(Duration::from_secs(1))
+        .connect(&gate.connect_string())
+        .unwrap();
+    let bystander = connect(&server.connect_string());
     let mutex = std::sync::Arc::new(ReentrantMutex::new(&slow, DIR).unwrap());
     // Every chunk takes 100 ms each way: the node watch's reply, which
     // brings the token, is still on its way when the second lock returns.
@@ -404,6 +412,14 @@ fn a_reentrant_hold_learning_its_token_holds_up_no_other_thread() {
         let (mutex, gate) = (mutex.clone(), gate.clone());
         spawn("holder", move || {
             drop(mutex.lock().unwrap());
+            // A node created (and deleted) meanwhile: the next lock node is
+            // numbered past the released node's successor.
+            let other = format!("{DIR}/bystander");
+            let open = Acl::open_unsafe();
+            bystander
+                .create(&other, b"", &open, CreateMode::Persistent)
+                .unwrap();
+            bystander.delete(&other, None).unwrap();
             // Joined with the lingering release: the token is not known.
             let guard = mutex.lock().unwrap();
             // Held back until the test lets it through.

@@ -69,6 +69,14 @@ pub(crate) fn join(parent: &str, child: &str) -> String {
     }
 }
 
+/// The path the server gives a sequential node created at `prefix` as the
+/// create numbered `sequence` under its parent: the number as a signed
+/// 32-bit decimal, zero-padded to ten characters (`-000000005` after the
+/// wrap at 2^31).
+pub(crate) fn sequential_path(prefix: &str, sequence: u32) -> String {
+    format!("{prefix}{:010}", sequence as i32)
+}
+
 /// The parent of `path`, or `None` for the root.
 pub(crate) fn parent(path: &str) -> Option<&str> {
     match path.rfind('/') {
@@ -124,5 +132,14 @@ mod tests {
         assert_eq!(parent("/"), None);
         assert_eq!(join("/", "a"), "/a");
         assert_eq!(join("/a", "b"), "/a/b");
+    }
+
+    #[test]
+    fn sequential_paths_are_numbered_as_the_server_numbers_them() {
+        assert_eq!(sequential_path("/l/n-", 0), "/l/n-0000000000");
+        assert_eq!(sequential_path("/l/n-", 42), "/l/n-0000000042");
+        assert_eq!(sequential_path("/l/n-", 2_147_483_647), "/l/n-2147483647");
+        assert_eq!(sequential_path("/l/n-", 2_147_483_648), "/l/n--2147483648");
+        assert_eq!(sequential_path("/l/n-", u32::MAX - 4), "/l/n--000000005");
     }
 }

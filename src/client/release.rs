@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::core::{lock, unexpected, wait_on, ReplySlot, Shared};
 use super::ops::Created;
+use super::path::sequential_path;
 use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{CreateRequest, MultiOp, MultiRequest, OpCode, OpResult, Response};
@@ -93,28 +94,38 @@ impl Client {
     }
 
     /// Starts `create`, joined in one transaction with the delete of a
-    /// released node in `dir` (a server path) if one is still lingering;
-    /// returns the slot and the node it replaces.
+    /// released node in `dir` (a server path) if one is still lingering.
+    /// `kind` is the kind of lock node created (see [`Successor`](crate::session::Successor)).
     pub(super) fn start_create_replacing(
         &self,
         create: &CreateRequest,
         dir: &str,
-    ) -> Result<(Arc<ReplySlot>, Option<String>)> {
+        kind: &'static str,
+    ) -> Result<StartedCreate> {
         // One session lock for both: taking the delete back and sending the
         // request that carries it.
         let mut core = self.shared().core();
         let Some(old) = core.session.withdraw_deferred_delete(dir) else {
-            return Ok((
-                Shared::start_locked(&mut core, OpCode::Create2, create)?,
-                None,
-            ));
+            return Ok(StartedCreate {
+                slot: Shared::start_locked(&mut core, OpCode::Create2, create)?,
+                replaced: None,
+                successor: None,
+            });
         };
+        let successor = old
+            .successor
+            .filter(|s| s.kind == kind && create.mode.is_sequential())
+            .map(|s| sequential_path(&create.path, s.sequence));
         let mut ops = old.ops();
         ops.push(MultiOp::Create2(create.clone()));
         let started = Shared::start_locked(&mut core, OpCode::Multi, &MultiRequest { ops });
         drop(core);
         match started {
-            Ok(slot) => Ok((slot, Some(old.path))),
+            Ok(slot) => Ok(StartedCreate {
+                slot,
+                replaced: Some(old.path),
+                successor,
+            }),
             Err(e) => {
                 self.settle_release(&old.path, false);
                 Err(e)
@@ -181,6 +192,18 @@ impl Client {
         self.shared()
             .with_session(|s| s.settle_withdrawn_delete(Instant::now(), path, deleted));
     }
+}
+
+/// A create started by [`Client::start_create_replacing`].
+pub(super) struct StartedCreate {
+    /// Where the reply to the create (or to its transaction) lands.
+    pub(super) slot: Arc<ReplySlot>,
+    /// The released node (a server path) whose delete joined the create.
+    pub(super) replaced: Option<String>,
+    /// The server path the new node gets if it is the released node's
+    /// [`Successor`](crate::session::Successor), and so the lowest contender
+    /// of its lock.
+    pub(super) successor: Option<String>,
 }
 
 /// The release timer: sleeps until the earliest lingering delete is due,

@@ -8,13 +8,27 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::core::{lock, unexpected, NotifyFn, ReplyCallback, ReplySlot, Shared, Watcher};
 use super::ops::Created;
-use super::Client;
+use super::{Client, WeakClient};
 use crate::error::{Error, Result};
 use crate::proto::{
     Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
     RemoveWatchesRequest, Response, WatcherType,
 };
 use crate::session::{WatchKind, WatchRequest};
+
+/// A lock node to create, and its lock directory to list behind it.
+pub(crate) struct NewLockNode<'a> {
+    /// The node's path, to which the server appends its sequence number.
+    pub(crate) prefix: &'a str,
+    pub(crate) data: &'a [u8],
+    pub(crate) acl: &'a [Acl],
+    /// The lock directory (a user path).
+    pub(crate) dir: &'a str,
+    /// The kind of lock node (see [`Successor`](crate::session::Successor)).
+    pub(crate) kind: &'static str,
+    /// Watches the node if it turns out to be a released node's successor.
+    pub(crate) watcher: Watcher,
+}
 
 /// The replies to a create and to the listing sent right behind it.
 #[derive(Debug)]
@@ -23,6 +37,11 @@ pub(crate) struct CreatedListed {
     /// that failed as a whole (the release is settled): create again.
     pub(crate) created: Option<Result<Created>>,
     pub(crate) listed: Result<Vec<String>>,
+    /// True if the node's watcher is set: the node was a released node's
+    /// successor, watched by a getData sent instead of the listing, whose
+    /// `listed` is then the node alone (the lowest contender) or nothing
+    /// (deleted already).
+    pub(crate) watched: bool,
 }
 
 impl CreatedListed {
@@ -30,6 +49,15 @@ impl CreatedListed {
         CreatedListed {
             created: Some(Err(e.clone())),
             listed: Err(e),
+            watched: false,
+        }
+    }
+
+    fn listed(created: Option<Result<Created>>, listed: Result<Vec<String>>) -> CreatedListed {
+        CreatedListed {
+            created,
+            listed,
+            watched: false,
         }
     }
 }
@@ -43,75 +71,94 @@ fn children_of(reply: &Result<Response>) -> Result<Vec<String>> {
     }
 }
 
+/// The error of a reply that is not the one expected.
+fn error_of(reply: &Result<Response>) -> Error {
+    match reply {
+        Err(e) => e.clone(),
+        Ok(_) => unexpected("a reply of another kind"),
+    }
+}
+
+/// The last segment of a node path: the node's name.
+fn last_segment(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or_default()
+}
+
 /// The callback of [`Client::start_create_then_list`], with the release the
 /// create replaces; taken by whoever finishes first.
 type OnDone<F> = Arc<Mutex<Option<(F, Option<String>)>>>;
 
 impl Client {
-    /// Creates a node (`create2`) and lists `dir` in one round trip: the
-    /// server answers a session's requests in order, so the listing already
-    /// includes the new node. A lock release in `dir` still lingering joins
-    /// the create in one transaction; the new node's Stat is then unknown.
+    /// Creates an EPHEMERAL_SEQUENTIAL lock node (`create2`) and lists its
+    /// directory in one round trip: the server answers a session's requests
+    /// in order, so the listing already includes the new node. A lock
+    /// release in the directory still lingering joins the create in one
+    /// transaction; the new node's Stat is then unknown.
     ///
-    /// `on_done` runs exactly once: on the I/O thread with the listing's
-    /// reply, or on this thread if the requests cannot be sent.
-    pub(crate) fn start_create_then_list<F>(
-        &self,
-        path: &str,
-        data: &[u8],
-        acl: &[Acl],
-        mode: CreateMode,
-        dir: &str,
-        on_done: F,
-    ) where
+    /// If the release proves that the new node, numbered as expected, is
+    /// its [`Successor`](crate::session::Successor), a getData that sets
+    /// the node's watch (and brings its Stat) goes in place of the listing.
+    /// Numbered otherwise, the node is listed after all, one round trip
+    /// later.
+    ///
+    /// `on_done` runs exactly once: on the I/O thread with the last reply,
+    /// or on this thread if the requests cannot be sent.
+    pub(crate) fn start_create_then_list<F>(&self, node: NewLockNode<'_>, on_done: F)
+    where
         F: FnOnce(CreatedListed) + Send + 'static,
     {
-        let create = match self.create_request(path, data, acl, mode) {
+        let mode = CreateMode::EphemeralSequential;
+        let create = match self.create_request(node.prefix, node.data, node.acl, mode) {
             Ok(create) => create,
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let list = match self.server_path(dir) {
-            Ok(dir) => GetChildrenRequest {
-                path: dir,
-                watch: false,
-            },
+        let lister = match self.lister(node.dir) {
+            Ok(lister) => lister,
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let (created, replaced) = match self.start_create_replacing(&create, &list.path) {
+        let started = match self.start_create_replacing(&create, &lister.request.path, node.kind) {
             Ok(started) => started,
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, replaced))));
-        let client = self.downgrade();
-        let (create_slot, on_listed) = (created.clone(), on_done.clone());
-        let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
-            let Some((on_done, replaced)) = lock(&on_listed).take() else {
-                return;
-            };
-            let listed = children_of(reply);
-            // Replies are handled in order: the create's is in.
-            let create_reply = create_slot
-                .take_ready()
-                .unwrap_or_else(|| Err(unexpected("listing answered before its create")));
-            let created = match client.upgrade() {
-                Some(client) => client.finish_create_replacing(create_reply, replaced),
-                None => Some(Err(Error::Closed)),
-            };
-            on_done(CreatedListed { created, listed });
-        });
+        let created = started.slot.clone();
+        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));
+        let finish = Finish {
+            client: self.downgrade(),
+            created,
+            on_done: on_done.clone(),
+        };
         let shared = self.shared();
-        let listing = shared.start_with_callback(OpCode::GetChildren, &list, None, on_reply);
+        let second = match started.successor {
+            Some(successor) => {
+                let request = GetDataRequest {
+                    path: successor.clone(),
+                    watch: true,
+                };
+                let watch = WatchRequest {
+                    kind: WatchKind::Data,
+                    path: successor.clone(),
+                    watcher: node.watcher,
+                };
+                let on_reply = finish.on_successor_checked(successor, lister);
+                shared.start_with_callback(OpCode::GetData, &request, Some(watch), on_reply)
+            }
+            None => {
+                let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
+                    if let Some((on_done, created)) = finish.take() {
+                        on_done(CreatedListed::listed(created, children_of(reply)));
+                    }
+                });
+                shared.start_with_callback(OpCode::GetChildren, &lister.request, None, on_reply)
+            }
+        };
         shared.flush();
-        if let Err(e) = listing {
+        if let Err(e) = second {
             // The create went out alone: its reply still settles it.
             if let Some((on_done, replaced)) = lock(&on_done).take() {
-                let created = self.finish_create_replacing(shared.wait(&created), replaced);
-                on_done(CreatedListed {
-                    created,
-                    listed: Err(e),
-                });
+                let created = self.finish_create_replacing(shared.wait(&started.slot), replaced);
+                on_done(CreatedListed::listed(created, Err(e)));
             }
         }
     }
@@ -228,6 +275,69 @@ impl Client {
                 path: self.server_path(dir)?,
                 watch: false,
             },
+        })
+    }
+}
+
+/// What settles [`Client::start_create_then_list`] on the I/O thread, once
+/// the create's reply is in (replies come in order).
+struct Finish<F> {
+    client: WeakClient,
+    created: Arc<ReplySlot>,
+    on_done: OnDone<F>,
+}
+
+impl<F: FnOnce(CreatedListed) + Send + 'static> Finish<F> {
+    /// The callback and the create's outcome, unless another path took
+    /// them first.
+    fn take(&self) -> Option<(F, Option<Result<Created>>)> {
+        let (on_done, replaced) = lock(&self.on_done).take()?;
+        let reply = self
+            .created
+            .take_ready()
+            .unwrap_or_else(|| Err(unexpected("a later reply answered before the create")));
+        let created = match self.client.upgrade() {
+            Some(client) => client.finish_create_replacing(reply, replaced),
+            None => Some(Err(Error::Closed)),
+        };
+        Some((on_done, created))
+    }
+
+    /// The getData reply on the expected successor path: the node is the
+    /// lowest contender if it got that path; otherwise it is listed now.
+    fn on_successor_checked(self, successor: String, lister: Lister) -> ReplyCallback {
+        let successor = last_segment(&successor).to_owned();
+        Box::new(move |reply: &Result<Response>| {
+            let Some((on_done, created)) = self.take() else {
+                return;
+            };
+            let path = match &created {
+                Some(Ok((path, _))) => path.clone(),
+                // Not created (the transaction failed, say): the recipe
+                // handles that; there is nothing to list for.
+                _ => return on_done(CreatedListed::listed(created, Err(error_of(reply)))),
+            };
+            if last_segment(&path) != successor {
+                // Numbered otherwise: something was created meanwhile.
+                let on_done = Mutex::new(Some((on_done, created)));
+                return lister.start(move |listed| {
+                    if let Some((on_done, created)) = lock(&on_done).take() {
+                        on_done(CreatedListed::listed(created, listed));
+                    }
+                });
+            }
+            let name = successor.clone();
+            let checked = match reply {
+                Ok(Response::GetData(r)) => CreatedListed {
+                    created: Some(Ok((path, Some(r.stat.clone())))),
+                    listed: Ok(vec![name]),
+                    watched: true,
+                },
+                // Deleted already (by another session).
+                Err(Error::NoNode) => CreatedListed::listed(created, Ok(Vec::new())),
+                _ => CreatedListed::listed(created, Err(error_of(reply))),
+            };
+            on_done(checked);
         })
     }
 }

@@ -5,14 +5,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::held::{HeldLock, NodeWatch};
-use super::naming::{announces_release, contenders, node_prefix, release_note, Contender};
+use super::naming::{
+    announces_release, contenders, next_sequence, node_prefix, release_note, Contender,
+};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, parent, validate};
-use crate::client::{CreatedListed, DataWatch};
+use crate::client::{CreatedListed, DataWatch, NewLockNode};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
-use crate::session::WatchedEvent;
+use crate::session::{Successor, WatchedEvent};
 use crate::Client;
 
 /// Creates are retried this often when a container parent is reaped
@@ -361,8 +363,9 @@ impl Attempt<'_> {
         let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup)?;
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
+        let mut queued = matches!(then, Then::Queued(..));
         let (mut own_watch, mut listed_early, mut waited) = match then {
-            Then::Listed(listed) => (None, listed.map(Ok), None),
+            Then::Listed(listed, watch) => (watch, listed.map(Ok), None),
             Then::Queued(waiting, woken) => (
                 Some(waiting.own_watch),
                 None,
@@ -391,16 +394,17 @@ impl Attempt<'_> {
                         // deleted it.
                         None => return Err(Error::LockLost),
                         Some(Decision::Acquired) => {
-                            return Ok(Some(self.held(&name, token, own_watch)?))
+                            return Ok(Some(self.held(&name, token, own_watch, queued)?))
                         }
                         Some(Decision::Wait(blocker)) => blocker,
                     };
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(None);
                     }
-                    if own_watch.is_none() {
+                    if !queued {
                         // Queued now, so it shares the predecessor watch's write.
                         own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
+                        queued = true;
                     }
                     let watch = match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
                         Ok(watch) => watch,
@@ -424,9 +428,11 @@ impl Attempt<'_> {
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
                     if acquired_on_delete =>
                 {
-                    return Ok(Some(self.held(&name, token, own_watch)?))
+                    return Ok(Some(self.held(&name, token, own_watch, queued)?))
                 }
-                Some(Woken::Released) => return Ok(Some(self.held(&name, token, own_watch)?)),
+                Some(Woken::Released) => {
+                    return Ok(Some(self.held(&name, token, own_watch, queued)?))
+                }
                 Some(Woken::Listed(listed)) => {
                     retry_budget.reset();
                     listed_early = Some(listed);
@@ -443,22 +449,40 @@ impl Attempt<'_> {
     /// The lock, granted to our node `name`, unless the node was deleted
     /// meanwhile (an operator, or the end of the session). A node created in
     /// a transaction has no known token yet: the node watch's reply brings it.
-    /// `watch` is the own-node watch of an attempt that queued.
+    /// `watch` is the own-node watch, if set already; `queued`: the attempt
+    /// had to wait.
     ///
     /// An exclusive hold that had to wait announces its release with a
     /// note, as contention is likely to go on. One granted at once does
     /// not: a lone lock/unlock loop would pay for the note's two extra ops
     /// on every cycle, and a waiter behind it lists the lock again instead.
-    fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
+    /// Its plain release passes on a [`Successor`] instead: the next node
+    /// of this kind created in the release's transaction may find itself
+    /// the lowest without a listing.
+    fn held(
+        &self,
+        name: &str,
+        token: Option<i64>,
+        watch: Option<NodeWatch>,
+        queued: bool,
+    ) -> Result<HeldLock> {
         let client = &self.spec.client;
         let user_node = join(&self.spec.path, name);
         let node = client.server_path(&user_node)?;
-        let announce = self.exclusive && watch.is_some();
+        let announce = self.exclusive && queued;
+        let successor = next_sequence(name, self.marker)
+            .filter(|_| self.exclusive && !queued)
+            .map(|sequence| Successor {
+                kind: self.marker,
+                sequence,
+            });
         let watch = watch.unwrap_or_else(|| NodeWatch::start(client, &user_node, || {}));
         if watch.is_lost() {
             return Err(Error::LockLost);
         }
-        Ok(HeldLock::new(client, node, token, watch, announce))
+        Ok(HeldLock::new(
+            client, node, token, watch, announce, successor,
+        ))
     }
 
     /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that
@@ -478,21 +502,31 @@ impl Attempt<'_> {
         let prefix = node_prefix(&uuid, self.marker);
         let full_prefix = join(&self.spec.path, &prefix);
         let data = self.spec.node_data();
+        // Set by the create's own round trip if the node proves to be a
+        // released node's successor.
+        let (successor_watch, watcher) = NodeWatch::unset(|| {});
+        let mut successor_watch = Some(successor_watch);
         let mut last_error = Error::ConnectionLoss;
         for _ in 0..MAX_CREATE_ATTEMPTS {
-            client.start_create_then_list(
-                &full_prefix,
-                &data,
-                &self.spec.acl,
-                CreateMode::EphemeralSequential,
-                &self.spec.path,
-                self.queue_step(deadline, wakeup),
-            );
+            let node = NewLockNode {
+                prefix: &full_prefix,
+                data: &data,
+                acl: &self.spec.acl,
+                dir: &self.spec.path,
+                kind: self.marker,
+                watcher: watcher.clone(),
+            };
+            client.start_create_then_list(node, self.queue_step(deadline, wakeup));
             let listed = match wakeup.wait_step(deadline) {
                 FirstStep::Queued(node, waiting, woken) => {
                     return Ok((node, Then::Queued(waiting, woken)))
                 }
                 FirstStep::Listed(listed) => listed,
+            };
+            let watch = if listed.watched {
+                successor_watch.take()
+            } else {
+                None
             };
             match listed.created {
                 // A joint transaction with a lingering release failed as a
@@ -503,7 +537,7 @@ impl Attempt<'_> {
                         name: last_segment(&path).to_owned(),
                         token: stat.map(|s| s.czxid),
                     };
-                    return Ok((node, Then::Listed(listed.listed.ok())));
+                    return Ok((node, Then::Listed(listed.listed.ok(), watch)));
                 }
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
@@ -518,7 +552,7 @@ impl Attempt<'_> {
                             name,
                             token: Some(token),
                         };
-                        return Ok((node, Then::Listed(None)));
+                        return Ok((node, Then::Listed(None, None)));
                     }
                     last_error = e;
                 }
@@ -772,8 +806,9 @@ fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
 
 /// How a created node's first step went.
 enum Then {
-    /// The calling thread decides, with this listing if there is one.
-    Listed(Option<Vec<String>>),
+    /// The calling thread decides, with this listing if there is one, and
+    /// the node's watch if the create's round trip set it.
+    Listed(Option<Vec<String>>, Option<NodeWatch>),
     /// The I/O thread queued the node, and its wait is over: with what
     /// ended it.
     Queued(Waiting, Result<Option<Woken>>),

@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
-use crate::session::{Release, State};
+use crate::session::{Release, State, Successor};
 use crate::Client;
 
 use super::naming::release_note;
@@ -117,6 +117,8 @@ pub(crate) struct HeldLock {
     /// The release note (a server path) if the release is announced: see
     /// [`release_note`].
     note: Option<String>,
+    /// What a node created in the release's transaction may conclude.
+    successor: Option<Successor>,
     /// Identifies this hold within the process.
     id: u64,
     /// The node's creation zxid: known at once for a node created alone,
@@ -139,40 +141,55 @@ pub(crate) struct NodeWatch {
 }
 
 impl NodeWatch {
+    /// A watch on our node not set yet, and the watcher that sets it when a
+    /// request that watches the node carries it. `on_lost` runs (on the
+    /// I/O thread) when the node turns out gone, e.g. to wake a waiting
+    /// attempt.
+    pub(crate) fn unset(on_lost: impl Fn() + Send + Sync + 'static) -> (NodeWatch, Watcher) {
+        let shared = Arc::new(Shared::new());
+        let on_event = shared.clone();
+        let watcher = Watcher::Notify(Arc::new(move |event| {
+            if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
+                on_event.set(LockState::Lost);
+                on_lost();
+            }
+        }));
+        (
+            NodeWatch {
+                shared,
+                reply: None,
+            },
+            watcher,
+        )
+    }
+
     /// Queues an exists watch on `node` (a user path) without sending it: it
-    /// goes out with this client's next write. `on_lost` runs (on the I/O
-    /// thread) when the node turns out gone, e.g. to wake a waiting attempt.
+    /// goes out with this client's next write. `on_lost` as for
+    /// [`NodeWatch::unset`].
     pub(crate) fn start(
         client: &Client,
         node: &str,
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
-        let shared = Arc::new(Shared::new());
         let on_lost = Arc::new(on_lost);
-        let (on_event, lost_event) = (shared.clone(), on_lost.clone());
-        let watcher = Watcher::Notify(Arc::new(move |event| {
-            if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
-                on_event.set(LockState::Lost);
-                lost_event();
-            }
-        }));
+        let lost_event = on_lost.clone();
+        let (mut watch, watcher) = NodeWatch::unset(move || lost_event());
         // The node was there when we listed it, but another session may
         // delete it before this watch reaches the server; the reply says so.
-        let on_missing = shared.clone();
+        let on_missing = watch.shared.clone();
         let queued = client.start_watch_exists(node, watcher, move || {
             on_missing.set(LockState::Lost);
             on_lost();
         });
-        let reply = match queued {
-            Ok(slot) => Some(slot),
+        match queued {
+            Ok(slot) => watch.reply = Some(slot),
             Err(e) => {
                 if e.is_session_lost() {
-                    shared.set(LockState::Lost);
+                    watch.shared.set(LockState::Lost);
                 }
-                None
             }
-        };
-        NodeWatch { shared, reply }
+        }
+        watch
     }
 
     /// True once the node is known to be gone (or the session over).
@@ -229,13 +246,15 @@ impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
     /// and watched by `watch`; `fencing_token` is the node's czxid if known.
     /// `announce`: announce the release with a note, which only a hold of
-    /// the lowest contender node (an exclusive lock) may do.
+    /// the lowest contender node (an exclusive lock) may do. `successor`:
+    /// the same kind of hold, released plainly, passes this on.
     pub(crate) fn new(
         client: &Client,
         node: String,
         fencing_token: Option<i64>,
         watch: NodeWatch,
         announce: bool,
+        successor: Option<Successor>,
     ) -> HeldLock {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let NodeWatch {
@@ -264,6 +283,7 @@ impl HeldLock {
         let held = HeldLock {
             client: client.clone(),
             note: announce.then(|| release_note(&node)),
+            successor: successor.filter(|_| !announce),
             server_node: node,
             node: user_node,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -333,6 +353,7 @@ impl HeldLock {
         Release {
             path: self.server_node.clone(),
             note: self.note.clone(),
+            successor: self.successor,
         }
     }
 

@@ -81,6 +81,14 @@ pub(crate) fn contenders(children: &[String], markers: &[&'static str]) -> Vec<C
     out
 }
 
+/// The number the server gives the next sequential node created beside
+/// the node `name` (of kind `marker`) if no other create comes between;
+/// `None` past the last number, where the order breaks anyway.
+pub(crate) fn next_sequence(name: &str, marker: &str) -> Option<u32> {
+    let at = name.rfind(marker)?;
+    parse_sequence(name.get(at + marker.len()..)?)?.checked_add(1)
+}
+
 /// A server sequence suffix: ten digits, or a minus sign and digits to a
 /// width of ten after the wrap.
 fn parse_sequence(suffix: &str) -> Option<u32> {
@@ -161,6 +169,21 @@ mod tests {
                 "_c_c-lock--000000005"
             ]
         );
+    }
+
+    #[test]
+    fn the_next_sequence_follows_the_signed_wrap() {
+        assert_eq!(
+            next_sequence("_c_u-lock-0000000041", MUTEX_MARKER),
+            Some(42)
+        );
+        assert_eq!(
+            next_sequence("_c_u-__WRIT__2147483647", WRITE_MARKER),
+            Some(2_147_483_648)
+        );
+        assert_eq!(next_sequence("_c_u-lock--000000001", MUTEX_MARKER), None);
+        assert_eq!(next_sequence("_c_u-lock-12", MUTEX_MARKER), None);
+        assert_eq!(next_sequence("_c_u-__READ__0000000001", MUTEX_MARKER), None);
     }
 
     #[test]

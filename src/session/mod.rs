@@ -29,7 +29,7 @@ use crate::rand::Rng;
 
 pub(crate) use hosts::HostList;
 pub(crate) use receive::strip_chroot;
-pub use release::Release;
+pub use release::{Release, Successor};
 pub(crate) use watches::WatchRegistry;
 pub use watches::{WatchKind, WatchedEvent};
 

@@ -18,6 +18,24 @@ pub struct Release {
     /// release (a deletion alone could also be a session's end). `None`:
     /// a plain delete.
     pub note: Option<String>,
+    /// What a node created in the same transaction as this delete may
+    /// conclude from its own name: see [`Successor`].
+    pub successor: Option<Successor>,
+}
+
+/// The released node was held exclusively (as the lowest contender node of
+/// its lock) and its release is plain. The server numbers a sequential node
+/// with its parent's count of creates so far, so a node of the same `kind`
+/// created in the delete's own transaction and numbered `sequence` (the
+/// released node's number plus one) proves that nothing was created in the
+/// directory since the released node was: no contender node can be below
+/// it. The transaction's delete proves the directory is the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Successor {
+    /// The kind of lock node: only a node of the same kind may conclude.
+    pub kind: &'static str,
+    /// The number a successor created with no other create before it gets.
+    pub sequence: u32,
 }
 
 impl Release {
@@ -26,6 +44,7 @@ impl Release {
         Release {
             path: path.into(),
             note: None,
+            successor: None,
         }
     }
 

@@ -624,6 +624,7 @@ fn noted(path: &str) -> Release {
     Release {
         path: path.into(),
         note: Some(format!("{path}.released")),
+        successor: None,
     }
 }
 
