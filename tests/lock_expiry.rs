@@ -225,6 +225,8 @@ fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
 
 /// Someone deletes the held node (an operator, say): the guard turns
 /// `Lost`, `unlock` reports `LockLost`, and the next contender acquires.
+/// A lock granted at once watches its node from the first time its state
+/// is asked for, and not before.
 #[test]
 fn a_deleted_lock_node_makes_the_guard_lost() {
     const LOCK: &str = "/deleted/lock";
@@ -233,12 +235,17 @@ fn a_deleted_lock_node_makes_the_guard_lost() {
     let mutex = Mutex::new(&holder, LOCK).unwrap();
     let guard = mutex.lock().unwrap();
     let node = guard.node().to_owned();
-    // The guard watches its own node; wait until the server has that watch.
-    wait_until("the holder to watch its node", WAIT, || {
-        watches_by_path(&server)
+    let holder_watches = |server: &zklock::testing::TestServer| {
+        watches_by_path(server)
             .get(&node)
             .is_some_and(|s| s.contains(&holder.session_id()))
-    });
+    };
+    // A round trip behind the acquisition: nothing of it is still on its way.
+    holder.exists(LOCK).unwrap();
+    assert!(!holder_watches(&server), "watched before anyone asked");
+    // The first state call sets the watch, and returns with its reply.
+    assert_eq!(guard.state(), LockState::Held);
+    assert!(holder_watches(&server), "not watched after state()");
     let admin = connect(&server.connect_string());
     admin.delete(&node, None).unwrap();
     assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
@@ -251,9 +258,9 @@ fn a_deleted_lock_node_makes_the_guard_lost() {
         .unwrap();
 }
 
-/// The same, but the node is deleted the moment `lock` returns, while the
-/// guard's own watch request is still on its way (the holder's link delays
-/// every byte by 300 ms). The server then answers that watch with "no such
+/// The same, but the node is deleted the moment `lock` returns, before the
+/// guard was asked about (the holder's link delays every byte by 300 ms).
+/// The watch that waiting on the guard sets is answered with "no such
 /// node"; the guard must not go on claiming `Held`.
 #[test]
 fn a_lock_node_deleted_right_after_acquisition_makes_the_guard_lost() {

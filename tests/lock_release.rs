@@ -8,7 +8,9 @@ mod lock_common;
 use std::time::Duration;
 
 use lock_common::*;
-use zklock::{Client, LockState, Mutex};
+use zklock::proto::OpCode;
+use zklock::testing::FaultProxy;
+use zklock::{Client, Error, LockState, Mutex, RwLock};
 
 /// The longest linger: long enough that nothing in these tests outlasts it
 /// by accident, so a node still there is there because of the linger.
@@ -82,13 +84,17 @@ fn an_unclaimed_release_goes_out_when_the_linger_ends() {
     });
 
     // Released while a reply is still due (each chunk takes 50 ms each way,
-    // and the node watch's reply comes about 100 ms after the acquisition):
-    // the I/O thread hands the release to the timer once that reply is in.
+    // and the node watch that `state_changes` sets is answered about 100 ms
+    // later): the I/O thread hands the release to the timer once that reply
+    // is in.
     let gate = proxy(&server);
     let slow = connect_lingering(&gate.connect_string(), Duration::from_millis(10));
     gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(50)));
     let slow_mutex = Mutex::new(&slow, "/unclaimed").unwrap();
-    let node = slow_mutex.lock().unwrap().node().to_owned();
+    let guard = slow_mutex.lock().unwrap();
+    let _changes = guard.state_changes();
+    let node = guard.node().to_owned();
+    drop(guard);
     wait_until("the release made with a reply due", WAIT, || {
         observer.exists(&node).unwrap().is_none()
     });
@@ -171,4 +177,117 @@ fn a_holder_that_acquires_again_queues_behind_the_waiters() {
         again.fencing_token()
     );
     handle.join().unwrap();
+}
+
+/// How many requests of kind `op` the client behind `gate` has sent.
+fn sent(gate: &FaultProxy, op: OpCode) -> usize {
+    gate.requests_seen(op.code())
+}
+
+/// A lone holder's next acquisition is one transaction and nothing else:
+/// the node it creates is numbered right after the released one, which
+/// proves nothing was created in between, so it is the lowest with no
+/// listing. Nothing watches the node until it is asked about. Asked, the
+/// guard learns its token and watches its node like any other.
+#[test]
+fn a_lone_holders_next_acquisition_is_one_transaction_and_nothing_else() {
+    const DIR: &str = "/successor/alone";
+    let server = server();
+    let gate = proxy(&server);
+    let client = connect_lingering(&gate.connect_string(), LONG_LINGER);
+    let admin = connect(&server.connect_string());
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let mut node = mutex.lock().unwrap().node().to_owned();
+    // The first acquisition also made the directory.
+    let before = [OpCode::Create2, OpCode::GetChildren].map(|op| sent(&gate, op));
+    for cycle in 1..=4 {
+        let guard = mutex.lock().unwrap();
+        assert_eq!(sequence(guard.node()), sequence(&node) + 1, "cycle {cycle}");
+        node = guard.node().to_owned();
+    }
+    let guard = mutex.lock().unwrap();
+    // One transaction for each acquisition after the first, and nothing
+    // else.
+    let after = [OpCode::Create2, OpCode::GetChildren].map(|op| sent(&gate, op));
+    assert_eq!(after, before);
+    assert_eq!(sent(&gate, OpCode::Multi), 5);
+    for op in [OpCode::Exists, OpCode::GetData, OpCode::Delete] {
+        assert_eq!(sent(&gate, op), 0, "{op:?}");
+    }
+    let stat = admin.exists(guard.node()).unwrap().unwrap();
+    assert_eq!(guard.fencing_token(), stat.czxid);
+    assert_eq!(sent(&gate, OpCode::Exists), 1);
+    admin.delete(guard.node(), None).unwrap();
+    assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
+    assert_eq!(guard.unlock(), Err(Error::LockLost));
+}
+
+/// A node created behind the released one while its release lingers (a
+/// contender's, queued behind it) numbers the holder's next node past the
+/// successor's number: that acquisition lists the lock, and waits.
+#[test]
+fn a_node_created_while_the_release_lingers_makes_the_next_acquisition_list() {
+    const DIR: &str = "/successor/raced";
+    let server = server();
+    let gate = proxy(&server);
+    let holder = connect_lingering(&gate.connect_string(), LONG_LINGER);
+    let mutex = Mutex::new(&holder, DIR).unwrap();
+    let released = mutex.lock().unwrap().node().to_owned();
+    let listings = sent(&gate, OpCode::GetChildren);
+    let rival = connect(&server.connect_string());
+    let (release_rival, release_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, rival_held) = std::sync::mpsc::channel();
+    let (_, rival_thread) = spawn("rival", move || {
+        let mutex = Mutex::new(&rival, DIR).unwrap();
+        let guard = mutex.lock().unwrap();
+        held_tx.send(guard.node().to_owned()).unwrap();
+        release_rx.recv_timeout(WAIT).unwrap();
+        guard.unlock().unwrap();
+    });
+    let observer = connect(&server.connect_string());
+    wait_children(&observer, DIR, 2);
+    let (holder_held, holder_thread) = spawn("holder", move || {
+        let guard = mutex.lock().unwrap();
+        let held = guard.node().to_owned();
+        drop(guard);
+        held
+    });
+    let rival_node = recv(&rival_held, WAIT, "the rival to hold");
+    assert_eq!(sequence(&rival_node), sequence(&released) + 1);
+    expect_nothing(&holder_held, "the holder, queued behind the rival");
+    release_rival.send(()).unwrap();
+    let node = recv(&holder_held, WAIT, "the holder to hold");
+    assert_eq!(sequence(&node), sequence(&released) + 2);
+    // The second acquisition took the release along, and listed.
+    assert_eq!(sent(&gate, OpCode::Multi), 1);
+    assert_eq!(sent(&gate, OpCode::GetChildren), listings + 1);
+    rival_thread.join().unwrap();
+    holder_thread.join().unwrap();
+}
+
+/// Only a node of the same kind concludes from its number: a mutex node
+/// proves nothing about the nodes a write lock waits for. Here a writer of
+/// another session holds the directory's read-write lock, which a mutex
+/// does not see, and nothing is created between the mutex's node and the
+/// holder's write node: the write lock still lists, and waits.
+#[test]
+fn a_successor_of_another_kind_lists_the_lock() {
+    const DIR: &str = "/successor/kinds";
+    let server = server();
+    let writer_client = connect(&server.connect_string());
+    let writer = RwLock::new(&writer_client, DIR).unwrap();
+    let write_guard = writer.write().unwrap();
+    let gate = proxy(&server);
+    let holder = connect_lingering(&gate.connect_string(), LONG_LINGER);
+    let mutex = Mutex::new(&holder, DIR).unwrap();
+    let released = mutex.lock().unwrap().node().to_owned();
+    let rwlock = RwLock::new(&holder, DIR).unwrap();
+    let listings = sent(&gate, OpCode::GetChildren);
+    assert!(rwlock.try_write_for(QUIET).unwrap().is_none());
+    assert_eq!(sent(&gate, OpCode::Multi), 1);
+    assert_eq!(sent(&gate, OpCode::GetChildren), listings + 1);
+    // The given-up write node goes in the background.
+    wait_children(&writer_client, DIR, 1);
+    assert!(sequence(&released) > sequence(write_guard.node()));
+    write_guard.unlock().unwrap();
 }

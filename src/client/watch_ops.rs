@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::core::{lock, unexpected, NotifyFn, ReplyCallback, ReplySlot, Shared, Watcher};
 use super::ops::Created;
-use super::{Client, WeakClient};
+use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{
     Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
@@ -26,8 +26,6 @@ pub(crate) struct NewLockNode<'a> {
     pub(crate) dir: &'a str,
     /// The kind of lock node (see [`Successor`](crate::session::Successor)).
     pub(crate) kind: &'static str,
-    /// Watches the node if it turns out to be a released node's successor.
-    pub(crate) watcher: Watcher,
 }
 
 /// The replies to a create and to the listing sent right behind it.
@@ -36,28 +34,16 @@ pub(crate) struct CreatedListed {
     /// `None` when the create joined a lingering release in one transaction
     /// that failed as a whole (the release is settled): create again.
     pub(crate) created: Option<Result<Created>>,
-    pub(crate) listed: Result<Vec<String>>,
-    /// True if the node's watcher is set: the node was a released node's
-    /// successor, watched by a getData sent instead of the listing, whose
-    /// `listed` is then the node alone (the lowest contender) or nothing
-    /// (deleted already).
-    pub(crate) watched: bool,
+    /// `None` when no listing was made: for a create that failed, or one
+    /// that could have been, but was not, a released node's successor.
+    pub(crate) listed: Option<Result<Vec<String>>>,
 }
 
 impl CreatedListed {
     fn failed(e: Error) -> CreatedListed {
         CreatedListed {
-            created: Some(Err(e.clone())),
-            listed: Err(e),
-            watched: false,
-        }
-    }
-
-    fn listed(created: Option<Result<Created>>, listed: Result<Vec<String>>) -> CreatedListed {
-        CreatedListed {
-            created,
-            listed,
-            watched: false,
+            created: Some(Err(e)),
+            listed: None,
         }
     }
 }
@@ -68,14 +54,6 @@ fn children_of(reply: &Result<Response>) -> Result<Vec<String>> {
         Ok(Response::GetChildren(r)) => Ok(r.children.clone()),
         Ok(_) => Err(unexpected("getChildren reply")),
         Err(e) => Err(e.clone()),
-    }
-}
-
-/// The error of a reply that is not the one expected.
-fn error_of(reply: &Result<Response>) -> Error {
-    match reply {
-        Err(e) => e.clone(),
-        Ok(_) => unexpected("a reply of another kind"),
     }
 }
 
@@ -96,13 +74,13 @@ impl Client {
     /// transaction; the new node's Stat is then unknown.
     ///
     /// If the release proves that the new node, numbered as expected, is
-    /// its [`Successor`](crate::session::Successor), a getData that sets
-    /// the node's watch (and brings its Stat) goes in place of the listing.
-    /// Numbered otherwise, the node is listed after all, one round trip
-    /// later.
+    /// its [`Successor`](crate::session::Successor), the node is the lowest
+    /// contender and there is nothing to list: no listing is sent, and the
+    /// create's reply comes with the node alone as its listing. Numbered
+    /// otherwise, it comes with no listing.
     ///
-    /// `on_done` runs exactly once: on the I/O thread with the last reply,
-    /// or on this thread if the requests cannot be sent.
+    /// `on_done` runs exactly once: on the I/O thread with the listing's
+    /// reply, or on this thread if there is no listing to wait for.
     pub(crate) fn start_create_then_list<F>(&self, node: NewLockNode<'_>, on_done: F)
     where
         F: FnOnce(CreatedListed) + Send + 'static,
@@ -112,66 +90,72 @@ impl Client {
             Ok(create) => create,
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let lister = match self.lister(node.dir) {
-            Ok(lister) => lister,
+        let list = match self.server_path(node.dir) {
+            Ok(dir) => GetChildrenRequest {
+                path: dir,
+                watch: false,
+            },
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let started = match self.start_create_replacing(&create, &lister.request.path, node.kind) {
+        let started = match self.start_create_replacing(&create, &list.path, node.kind) {
             Ok(started) => started,
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let created = started.slot.clone();
-        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));
-        let finish = Finish {
-            client: self.downgrade(),
-            created,
-            on_done: on_done.clone(),
-        };
         let shared = self.shared();
-        let second = match started.successor {
-            Some(successor) => {
-                let request = GetDataRequest {
-                    path: successor.clone(),
-                    watch: true,
-                };
-                let watch = WatchRequest {
-                    kind: WatchKind::Data,
-                    path: successor.clone(),
-                    watcher: node.watcher,
-                };
-                let on_reply = finish.on_successor_checked(successor, lister);
-                shared.start_with_callback(OpCode::GetData, &request, Some(watch), on_reply)
-            }
-            None => {
-                let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
-                    if let Some((on_done, created)) = finish.take() {
-                        on_done(CreatedListed::listed(created, children_of(reply)));
-                    }
-                });
-                shared.start_with_callback(OpCode::GetChildren, &lister.request, None, on_reply)
-            }
-        };
+        if let Some(successor) = started.successor {
+            shared.flush();
+            let created =
+                self.finish_create_replacing(shared.wait(&started.slot), started.replaced);
+            let name = match &created {
+                Some(Ok((path, _))) => last_segment(path),
+                _ => "",
+            };
+            let listed = (name == last_segment(&successor)).then(|| Ok(vec![name.to_owned()]));
+            return on_done(CreatedListed { created, listed });
+        }
+        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));
+        let client = self.downgrade();
+        let (create_slot, on_listed) = (started.slot.clone(), on_done.clone());
+        let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
+            let Some((on_done, replaced)) = lock(&on_listed).take() else {
+                return;
+            };
+            // Replies are handled in order: the create's is in.
+            let create_reply = create_slot
+                .take_ready()
+                .unwrap_or_else(|| Err(unexpected("listing answered before its create")));
+            let created = match client.upgrade() {
+                Some(client) => client.finish_create_replacing(create_reply, replaced),
+                None => Some(Err(Error::Closed)),
+            };
+            let listed = Some(children_of(reply));
+            on_done(CreatedListed { created, listed });
+        });
+        let listing = shared.start_with_callback(OpCode::GetChildren, &list, None, on_reply);
         shared.flush();
-        if let Err(e) = second {
+        if let Err(e) = listing {
             // The create went out alone: its reply still settles it.
             if let Some((on_done, replaced)) = lock(&on_done).take() {
                 let created = self.finish_create_replacing(shared.wait(&started.slot), replaced);
-                on_done(CreatedListed::listed(created, Err(e)));
+                on_done(CreatedListed {
+                    created,
+                    listed: Some(Err(e)),
+                });
             }
         }
     }
 
     /// Queues an exists watch on `path`, sent with the next write; the reply
-    /// lands in the returned slot. `on_missing` runs (on the I/O thread) if
-    /// the reply says the node does not exist, in which case the watch
-    /// waits for a creation.
+    /// lands in the returned slot, after `on_reply` (on the I/O thread) has
+    /// seen it. A reply that the node does not exist leaves the watch
+    /// waiting for a creation.
     pub(crate) fn start_watch_exists(
         &self,
         path: &str,
         watcher: Watcher,
-        on_missing: impl Fn() + Send + Sync + 'static,
+        on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
     ) -> Result<Arc<ReplySlot>> {
         let path = self.server_path(path)?;
         let request = ExistsRequest {
@@ -183,13 +167,8 @@ impl Client {
             path,
             watcher,
         };
-        let on_reply = Box::new(move |result: &Result<Response>| {
-            if matches!(result, Err(Error::NoNode)) {
-                on_missing();
-            }
-        });
         self.shared()
-            .start_with_callback(OpCode::Exists, &request, Some(watch), on_reply)
+            .start_with_callback(OpCode::Exists, &request, Some(watch), Box::new(on_reply))
     }
 
     /// Sends a getData with a data watch on `path` (a user path) and queued
@@ -275,69 +254,6 @@ impl Client {
                 path: self.server_path(dir)?,
                 watch: false,
             },
-        })
-    }
-}
-
-/// What settles [`Client::start_create_then_list`] on the I/O thread, once
-/// the create's reply is in (replies come in order).
-struct Finish<F> {
-    client: WeakClient,
-    created: Arc<ReplySlot>,
-    on_done: OnDone<F>,
-}
-
-impl<F: FnOnce(CreatedListed) + Send + 'static> Finish<F> {
-    /// The callback and the create's outcome, unless another path took
-    /// them first.
-    fn take(&self) -> Option<(F, Option<Result<Created>>)> {
-        let (on_done, replaced) = lock(&self.on_done).take()?;
-        let reply = self
-            .created
-            .take_ready()
-            .unwrap_or_else(|| Err(unexpected("a later reply answered before the create")));
-        let created = match self.client.upgrade() {
-            Some(client) => client.finish_create_replacing(reply, replaced),
-            None => Some(Err(Error::Closed)),
-        };
-        Some((on_done, created))
-    }
-
-    /// The getData reply on the expected successor path: the node is the
-    /// lowest contender if it got that path; otherwise it is listed now.
-    fn on_successor_checked(self, successor: String, lister: Lister) -> ReplyCallback {
-        let successor = last_segment(&successor).to_owned();
-        Box::new(move |reply: &Result<Response>| {
-            let Some((on_done, created)) = self.take() else {
-                return;
-            };
-            let path = match &created {
-                Some(Ok((path, _))) => path.clone(),
-                // Not created (the transaction failed, say): the recipe
-                // handles that; there is nothing to list for.
-                _ => return on_done(CreatedListed::listed(created, Err(error_of(reply)))),
-            };
-            if last_segment(&path) != successor {
-                // Numbered otherwise: something was created meanwhile.
-                let on_done = Mutex::new(Some((on_done, created)));
-                return lister.start(move |listed| {
-                    if let Some((on_done, created)) = lock(&on_done).take() {
-                        on_done(CreatedListed::listed(created, listed));
-                    }
-                });
-            }
-            let name = successor.clone();
-            let checked = match reply {
-                Ok(Response::GetData(r)) => CreatedListed {
-                    created: Some(Ok((path, Some(r.stat.clone())))),
-                    listed: Ok(vec![name]),
-                    watched: true,
-                },
-                // Deleted already (by another session).
-                Err(Error::NoNode) => CreatedListed::listed(created, Ok(Vec::new())),
-                _ => CreatedListed::listed(created, Err(error_of(reply))),
-            };
-            on_done(checked);
         })
     }
 }

@@ -363,9 +363,8 @@ impl Attempt<'_> {
         let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup)?;
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
-        let mut queued = matches!(then, Then::Queued(..));
         let (mut own_watch, mut listed_early, mut waited) = match then {
-            Then::Listed(listed, watch) => (watch, listed.map(Ok), None),
+            Then::Listed(listed) => (None, listed.map(Ok), None),
             Then::Queued(waiting, woken) => (
                 Some(waiting.own_watch),
                 None,
@@ -394,17 +393,16 @@ impl Attempt<'_> {
                         // deleted it.
                         None => return Err(Error::LockLost),
                         Some(Decision::Acquired) => {
-                            return Ok(Some(self.held(&name, token, own_watch, queued)?))
+                            return Ok(Some(self.held(&name, token, own_watch)?))
                         }
                         Some(Decision::Wait(blocker)) => blocker,
                     };
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(None);
                     }
-                    if !queued {
+                    if own_watch.is_none() {
                         // Queued now, so it shares the predecessor watch's write.
                         own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
-                        queued = true;
                     }
                     let watch = match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
                         Ok(watch) => watch,
@@ -428,11 +426,9 @@ impl Attempt<'_> {
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
                     if acquired_on_delete =>
                 {
-                    return Ok(Some(self.held(&name, token, own_watch, queued)?))
+                    return Ok(Some(self.held(&name, token, own_watch)?))
                 }
-                Some(Woken::Released) => {
-                    return Ok(Some(self.held(&name, token, own_watch, queued)?))
-                }
+                Some(Woken::Released) => return Ok(Some(self.held(&name, token, own_watch)?)),
                 Some(Woken::Listed(listed)) => {
                     retry_budget.reset();
                     listed_early = Some(listed);
@@ -448,9 +444,10 @@ impl Attempt<'_> {
 
     /// The lock, granted to our node `name`, unless the node was deleted
     /// meanwhile (an operator, or the end of the session). A node created in
-    /// a transaction has no known token yet: the node watch's reply brings it.
-    /// `watch` is the own-node watch, if set already; `queued`: the attempt
-    /// had to wait.
+    /// a transaction has no known token yet: it is learnt when asked for.
+    /// `watch` is the own-node watch of an attempt that queued; a lock
+    /// granted at once sets it only when first asked about (see
+    /// [`Tracker`](super::held::Tracker)).
     ///
     /// An exclusive hold that had to wait announces its release with a
     /// note, as contention is likely to go on. One granted at once does
@@ -459,16 +456,10 @@ impl Attempt<'_> {
     /// Its plain release passes on a [`Successor`] instead: the next node
     /// of this kind created in the release's transaction may find itself
     /// the lowest without a listing.
-    fn held(
-        &self,
-        name: &str,
-        token: Option<i64>,
-        watch: Option<NodeWatch>,
-        queued: bool,
-    ) -> Result<HeldLock> {
+    fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
         let client = &self.spec.client;
-        let user_node = join(&self.spec.path, name);
-        let node = client.server_path(&user_node)?;
+        let node = client.server_path(&join(&self.spec.path, name))?;
+        let queued = watch.is_some();
         let announce = self.exclusive && queued;
         let successor = next_sequence(name, self.marker)
             .filter(|_| self.exclusive && !queued)
@@ -476,8 +467,7 @@ impl Attempt<'_> {
                 kind: self.marker,
                 sequence,
             });
-        let watch = watch.unwrap_or_else(|| NodeWatch::start(client, &user_node, || {}));
-        if watch.is_lost() {
+        if watch.as_ref().is_some_and(NodeWatch::is_lost) {
             return Err(Error::LockLost);
         }
         Ok(HeldLock::new(
@@ -502,10 +492,6 @@ impl Attempt<'_> {
         let prefix = node_prefix(&uuid, self.marker);
         let full_prefix = join(&self.spec.path, &prefix);
         let data = self.spec.node_data();
-        // Set by the create's own round trip if the node proves to be a
-        // released node's successor.
-        let (successor_watch, watcher) = NodeWatch::unset(|| {});
-        let mut successor_watch = Some(successor_watch);
         let mut last_error = Error::ConnectionLoss;
         for _ in 0..MAX_CREATE_ATTEMPTS {
             let node = NewLockNode {
@@ -514,7 +500,6 @@ impl Attempt<'_> {
                 acl: &self.spec.acl,
                 dir: &self.spec.path,
                 kind: self.marker,
-                watcher: watcher.clone(),
             };
             client.start_create_then_list(node, self.queue_step(deadline, wakeup));
             let listed = match wakeup.wait_step(deadline) {
@@ -522,11 +507,6 @@ impl Attempt<'_> {
                     return Ok((node, Then::Queued(waiting, woken)))
                 }
                 FirstStep::Listed(listed) => listed,
-            };
-            let watch = if listed.watched {
-                successor_watch.take()
-            } else {
-                None
             };
             match listed.created {
                 // A joint transaction with a lingering release failed as a
@@ -537,7 +517,7 @@ impl Attempt<'_> {
                         name: last_segment(&path).to_owned(),
                         token: stat.map(|s| s.czxid),
                     };
-                    return Ok((node, Then::Listed(listed.listed.ok(), watch)));
+                    return Ok((node, Then::Listed(listed.listed.and_then(Result::ok))));
                 }
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
@@ -552,7 +532,7 @@ impl Attempt<'_> {
                             name,
                             token: Some(token),
                         };
-                        return Ok((node, Then::Listed(None, None)));
+                        return Ok((node, Then::Listed(None)));
                     }
                     last_error = e;
                 }
@@ -650,7 +630,7 @@ fn queue(
     wakeup: &Arc<Wakeup>,
     listed: CreatedListed,
 ) -> Step {
-    let (Some(Ok((path, stat))), Ok(children)) = (&listed.created, &listed.listed) else {
+    let (Some(Ok((path, stat))), Some(Ok(children))) = (&listed.created, &listed.listed) else {
         return Step::Listed(listed);
     };
     let name = last_segment(path);
@@ -806,9 +786,8 @@ fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
 
 /// How a created node's first step went.
 enum Then {
-    /// The calling thread decides, with this listing if there is one, and
-    /// the node's watch if the create's round trip set it.
-    Listed(Option<Vec<String>>, Option<NodeWatch>),
+    /// The calling thread decides, with this listing if there is one.
+    Listed(Option<Vec<String>>),
     /// The I/O thread queued the node, and its wait is over: with what
     /// ended it.
     Queued(Waiting, Result<Option<Woken>>),

@@ -94,26 +94,12 @@ impl Shared {
     }
 }
 
-/// A held lock's state, shared with the lock.
-#[derive(Debug, Clone)]
-pub(crate) struct StateHandle(Arc<Shared>);
-
-impl StateHandle {
-    /// See [`HeldLock::wait_while_held`].
-    pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
-        self.0.wait_while_held(timeout)
-    }
-}
-
 /// An acquired lock node. Dropping it deletes the node in the background;
 /// [`HeldLock::release`] deletes it and waits for the server's answer.
 #[derive(Debug)]
 pub(crate) struct HeldLock {
-    client: Client,
     /// The node's server path (chroot included).
     server_node: String,
-    /// The node as the user sees it (chroot removed).
-    node: String,
     /// The release note (a server path) if the release is announced: see
     /// [`release_note`].
     note: Option<String>,
@@ -121,18 +107,15 @@ pub(crate) struct HeldLock {
     successor: Option<Successor>,
     /// Identifies this hold within the process.
     id: u64,
-    /// The node's creation zxid: known at once for a node created alone,
-    /// learnt from the node watch's reply for one created in a transaction.
-    token: FencingToken,
-    shared: Arc<Shared>,
+    tracker: Arc<Tracker>,
     callback: u64,
     released: bool,
 }
 
 /// The watch on our own lock node, set as soon as we first need to wait (in
-/// the same write as the watch on the predecessor) or, for a lock granted at
-/// once, right after acquisition. It marks the lock lost if anyone deletes
-/// the node, also before the lock is granted.
+/// the same write as the watch on the predecessor). It marks the lock lost
+/// if anyone deletes the node, also before the lock is granted. A lock
+/// granted at once sets it only when first asked about (see [`Tracker`]).
 #[derive(Debug)]
 pub(crate) struct NodeWatch {
     shared: Arc<Shared>,
@@ -140,56 +123,50 @@ pub(crate) struct NodeWatch {
     reply: Option<Arc<ReplySlot>>,
 }
 
-impl NodeWatch {
-    /// A watch on our node not set yet, and the watcher that sets it when a
-    /// request that watches the node carries it. `on_lost` runs (on the
-    /// I/O thread) when the node turns out gone, e.g. to wake a waiting
-    /// attempt.
-    pub(crate) fn unset(on_lost: impl Fn() + Send + Sync + 'static) -> (NodeWatch, Watcher) {
-        let shared = Arc::new(Shared::new());
-        let on_event = shared.clone();
-        let watcher = Watcher::Notify(Arc::new(move |event| {
-            if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
-                on_event.set(LockState::Lost);
-                on_lost();
-            }
-        }));
-        (
-            NodeWatch {
-                shared,
-                reply: None,
-            },
-            watcher,
-        )
-    }
+/// Marks `shared` lost, and runs `on_lost`, when the node it watches is
+/// deleted or the session ends.
+fn node_watcher(shared: &Arc<Shared>, on_lost: impl Fn() + Send + Sync + 'static) -> Watcher {
+    let shared = shared.clone();
+    Watcher::Notify(Arc::new(move |event| {
+        if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
+            shared.set(LockState::Lost);
+            on_lost();
+        }
+    }))
+}
 
+impl NodeWatch {
     /// Queues an exists watch on `node` (a user path) without sending it: it
-    /// goes out with this client's next write. `on_lost` as for
-    /// [`NodeWatch::unset`].
+    /// goes out with this client's next write. `on_lost` runs (on the I/O
+    /// thread) when the node turns out gone, e.g. to wake a waiting attempt.
     pub(crate) fn start(
         client: &Client,
         node: &str,
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
+        let shared = Arc::new(Shared::new());
         let on_lost = Arc::new(on_lost);
         let lost_event = on_lost.clone();
-        let (mut watch, watcher) = NodeWatch::unset(move || lost_event());
+        let watcher = node_watcher(&shared, move || lost_event());
         // The node was there when we listed it, but another session may
         // delete it before this watch reaches the server; the reply says so.
-        let on_missing = watch.shared.clone();
-        let queued = client.start_watch_exists(node, watcher, move || {
-            on_missing.set(LockState::Lost);
-            on_lost();
+        let on_missing = shared.clone();
+        let queued = client.start_watch_exists(node, watcher, move |reply| {
+            if matches!(reply, Err(Error::NoNode)) {
+                on_missing.set(LockState::Lost);
+                on_lost();
+            }
         });
-        match queued {
-            Ok(slot) => watch.reply = Some(slot),
+        let reply = match queued {
+            Ok(slot) => Some(slot),
             Err(e) => {
                 if e.is_session_lost() {
-                    watch.shared.set(LockState::Lost);
+                    shared.set(LockState::Lost);
                 }
+                None
             }
-        }
-        watch
+        };
+        NodeWatch { shared, reply }
     }
 
     /// True once the node is known to be gone (or the session over).
@@ -198,147 +175,104 @@ impl NodeWatch {
     }
 }
 
-/// A held lock's fencing token and what learning it takes, apart from the
-/// lock itself: a caller can take it out of a lock it must not keep locked
-/// while it waits for a reply.
-#[derive(Debug, Clone)]
-pub(crate) struct FencingToken {
-    cell: Arc<OnceLock<i64>>,
+/// What a held lock shares with the handles a caller uses without the lock
+/// at hand: its state, the watch on its node and its fencing token.
+///
+/// The node of a lock granted at once is not watched until its state or
+/// token is first asked for: a lock/unlock loop that never asks sends no
+/// request for it. Whoever asks first sets the watch, with an exists whose
+/// reply also brings the token. A lock that had to wait has its watch from
+/// the wait.
+#[derive(Debug)]
+pub(crate) struct Tracker {
     client: Client,
     /// The node as the user sees it.
     node: String,
-    /// The node watch's exists reply, which carries the node's Stat.
-    watch_reply: Option<Arc<ReplySlot>>,
-    /// The lock's state, marked lost if the node turns out gone.
-    state: Arc<Shared>,
+    shared: Arc<Shared>,
+    watch: Mutex<Watching>,
+    /// The node's czxid, once known.
+    token: OnceLock<i64>,
 }
 
-impl FencingToken {
-    /// The node's czxid; for a node created in a transaction, the first
-    /// call waits for the node watch's reply (usually there already), or
-    /// asks again if that reply was lost with a connection. 0, which no
-    /// resource that checks tokens accepts, if the lock is lost first.
-    pub(crate) fn get(&self) -> i64 {
-        *self.cell.get_or_init(|| self.learn())
-    }
+/// The watch on a held node.
+#[derive(Debug)]
+enum Watching {
+    /// Not set yet (or its request was lost with a connection).
+    Unset,
+    /// Set, with the exists reply that set it until someone takes it.
+    Set(Option<Arc<ReplySlot>>),
+}
 
-    fn learn(&self) -> i64 {
-        if let Some(slot) = &self.watch_reply {
-            if let Ok(Response::Exists(r)) = self.client.shared().wait(slot) {
-                return r.stat.czxid;
-            }
+impl Tracker {
+    /// Sets the node watch if it is not set yet; with `take_reply`, returns
+    /// the exists reply's slot if nobody took it yet.
+    fn watch(self: &Arc<Self>, take_reply: bool) -> Option<Arc<ReplySlot>> {
+        let mut watching = lock(&self.watch);
+        if let Watching::Set(reply) = &mut *watching {
+            return if take_reply { reply.take() } else { None };
         }
-        // Each try waits for a reconnect; the session's end stops them.
-        loop {
-            match self.client.exists(&self.node) {
-                Ok(Some(stat)) => return stat.czxid,
-                Err(e) if e.is_retryable() => continue,
-                Ok(None) | Err(_) => {
-                    self.state.set(LockState::Lost);
-                    return 0;
+        // Disconnected, the state says so already: the watch is set once
+        // someone asks again, connected.
+        if !self.client.state().is_connected() {
+            return None;
+        }
+        let (shared, tracker) = (self.shared.clone(), Arc::downgrade(self));
+        let queued = self.client.start_watch_exists(
+            &self.node,
+            node_watcher(&self.shared, || {}),
+            move |reply| match reply {
+                Err(Error::NoNode) => shared.set(LockState::Lost),
+                // Not set after all: set it again when next asked.
+                Err(e) if e.is_retryable() => {
+                    if let Some(tracker) = tracker.upgrade() {
+                        *lock(&tracker.watch) = Watching::Unset;
+                    }
                 }
+                _ => {}
+            },
+        );
+        match queued {
+            Ok(slot) => {
+                *watching = Watching::Set((!take_reply).then(|| slot.clone()));
+                drop(watching);
+                self.client.shared().flush();
+                take_reply.then_some(slot)
+            }
+            Err(e) => {
+                if e.is_session_lost() {
+                    self.shared.set(LockState::Lost);
+                }
+                None
             }
         }
     }
-}
 
-impl HeldLock {
-    /// Starts tracking `node` (a server path), held by `client`'s session
-    /// and watched by `watch`; `fencing_token` is the node's czxid if known.
-    /// `announce`: announce the release with a note, which only a hold of
-    /// the lowest contender node (an exclusive lock) may do. `successor`:
-    /// the same kind of hold, released plainly, passes this on.
-    pub(crate) fn new(
-        client: &Client,
-        node: String,
-        fencing_token: Option<i64>,
-        watch: NodeWatch,
-        announce: bool,
-        successor: Option<Successor>,
-    ) -> HeldLock {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let NodeWatch {
-            shared,
-            reply: watch_reply,
-        } = watch;
-        let on_state = shared.clone();
-        let callback = client.shared().add_state_callback(Arc::new(move |state| {
-            on_state.set(match state {
-                State::Connected | State::ConnectedReadOnly => LockState::Held,
-                State::Disconnected => LockState::Suspended,
-                State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
-            })
-        }));
-        // Sends the node watch if it is still queued; not waited for, so
-        // acquisition stays one round trip.
-        client.shared().flush();
-        let user_node = client.client_path(node.clone());
-        let token = FencingToken {
-            cell: Arc::new(fencing_token.map(OnceLock::from).unwrap_or_default()),
-            client: client.clone(),
-            node: user_node.clone(),
-            watch_reply,
-            state: shared.clone(),
-        };
-        let held = HeldLock {
-            client: client.clone(),
-            note: announce.then(|| release_note(&node)),
-            successor: successor.filter(|_| !announce),
-            server_node: node,
-            node: user_node,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            token,
-            shared,
-            callback,
-            released: false,
-        };
-        // The connection may have dropped between acquiring and registering.
-        if !client.state().is_connected() {
-            held.shared.set(LockState::Suspended);
+    /// Waits for an exists reply on the node, and keeps the token it brings.
+    fn read_token(&self, slot: &ReplySlot) -> Option<i64> {
+        match self.client.shared().wait(slot) {
+            Ok(Response::Exists(r)) => Some(*self.token.get_or_init(|| r.stat.czxid)),
+            _ => None,
         }
-        held
     }
 
-    pub(crate) fn node(&self) -> &str {
-        &self.node
-    }
-
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The node's czxid (see [`FencingToken::get`]).
-    pub(crate) fn fencing_token(&self) -> i64 {
-        self.token.get()
-    }
-
-    /// Where the fencing token lands once known.
-    pub(crate) fn fencing_token_cell(&self) -> Arc<OnceLock<i64>> {
-        self.token.cell.clone()
-    }
-
-    /// The means to learn the fencing token without this lock at hand.
-    pub(crate) fn fencing_token_source(&self) -> FencingToken {
-        self.token.clone()
-    }
-
-    pub(crate) fn state(&self) -> LockState {
+    /// The state; the first time, after a round trip that sets the watch.
+    pub(crate) fn state(self: &Arc<Self>) -> LockState {
+        if let Some(slot) = self.watch(true) {
+            self.read_token(&slot);
+        }
         self.shared.get()
     }
 
     /// Blocks until the state is no longer `Held` or `timeout` passes, and
     /// returns the state then.
-    pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+    pub(crate) fn wait_while_held(self: &Arc<Self>, timeout: Option<Duration>) -> LockState {
+        self.watch(false);
         self.shared.wait_while_held(timeout)
     }
 
-    /// The lock's state, to wait on without this lock at hand.
-    pub(crate) fn state_handle(&self) -> StateHandle {
-        StateHandle(self.shared.clone())
-    }
-
     /// A channel that receives every later state change.
-    pub(crate) fn state_changes(&self) -> Receiver<LockState> {
+    pub(crate) fn state_changes(self: &Arc<Self>) -> Receiver<LockState> {
+        self.watch(false);
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut tracked = lock(&self.shared.state);
         if tracked.state == LockState::Lost {
@@ -347,6 +281,125 @@ impl HeldLock {
             tracked.listeners.push(tx);
         }
         rx
+    }
+
+    /// The node's czxid. Unless known from the create, the first call waits
+    /// for the node watch's exists reply (setting the watch if needed), or
+    /// asks again if that reply was lost with a connection. 0, which no
+    /// resource that checks tokens accepts, if the lock is lost first.
+    pub(crate) fn fencing_token(self: &Arc<Self>) -> i64 {
+        if let Some(token) = self.token.get() {
+            return *token;
+        }
+        if let Some(token) = self.watch(true).and_then(|slot| self.read_token(&slot)) {
+            return token;
+        }
+        // Each try waits for a reconnect; the session's end stops them.
+        loop {
+            match self.client.exists(&self.node) {
+                Ok(Some(stat)) => return *self.token.get_or_init(|| stat.czxid),
+                Err(e) if e.is_retryable() => continue,
+                Ok(None) | Err(_) => {
+                    self.shared.set(LockState::Lost);
+                    return 0;
+                }
+            }
+        }
+    }
+
+    /// The node's path as the user sees it.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+}
+
+impl HeldLock {
+    /// Starts tracking `node` (a server path), held by `client`'s session
+    /// and watched by `watch` if the attempt had to wait for it;
+    /// `fencing_token` is the node's czxid if known. `announce`: announce
+    /// the release with a note, which only a hold of the lowest contender
+    /// node (an exclusive lock) may do. `successor`: the same kind of hold,
+    /// released plainly, passes this on.
+    pub(crate) fn new(
+        client: &Client,
+        node: String,
+        fencing_token: Option<i64>,
+        watch: Option<NodeWatch>,
+        announce: bool,
+        successor: Option<Successor>,
+    ) -> HeldLock {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let (shared, watching) = match watch {
+            Some(NodeWatch { shared, reply }) => (shared, Watching::Set(reply)),
+            None => (Arc::new(Shared::new()), Watching::Unset),
+        };
+        let on_state = shared.clone();
+        let callback = client.shared().add_state_callback(Arc::new(move |state| {
+            on_state.set(match state {
+                State::Connected | State::ConnectedReadOnly => LockState::Held,
+                State::Disconnected => LockState::Suspended,
+                State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
+            })
+        }));
+        let tracker = Arc::new(Tracker {
+            client: client.clone(),
+            node: client.client_path(node.clone()),
+            shared,
+            watch: Mutex::new(watching),
+            token: fencing_token.map(OnceLock::from).unwrap_or_default(),
+        });
+        let held = HeldLock {
+            note: announce.then(|| release_note(&node)),
+            successor: successor.filter(|_| !announce),
+            server_node: node,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            tracker,
+            callback,
+            released: false,
+        };
+        // The connection may have dropped between acquiring and registering.
+        if !client.state().is_connected() {
+            held.tracker.shared.set(LockState::Suspended);
+        }
+        held
+    }
+
+    pub(crate) fn node(&self) -> &str {
+        &self.tracker.node
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The node's czxid (see [`Tracker::fencing_token`]).
+    pub(crate) fn fencing_token(&self) -> i64 {
+        self.tracker.fencing_token()
+    }
+
+    /// The lock's state, token and watch, to use without this lock at hand.
+    pub(crate) fn tracker(&self) -> Arc<Tracker> {
+        self.tracker.clone()
+    }
+
+    /// See [`Tracker::state`].
+    pub(crate) fn state(&self) -> LockState {
+        self.tracker.state()
+    }
+
+    /// See [`Tracker::wait_while_held`].
+    pub(crate) fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        self.tracker.wait_while_held(timeout)
+    }
+
+    /// See [`Tracker::state_changes`].
+    pub(crate) fn state_changes(&self) -> Receiver<LockState> {
+        self.tracker.state_changes()
+    }
+
+    /// The state as last heard, without asking the server.
+    fn known_state(&self) -> LockState {
+        self.tracker.shared.get()
     }
 
     fn release_of_node(&self) -> Release {
@@ -360,8 +413,9 @@ impl HeldLock {
     /// Deletes the node and waits for the server to confirm.
     pub(crate) fn release(mut self) -> Result<()> {
         self.released = true;
-        let lost = self.state() == LockState::Lost;
-        let result = match self.client.release_now(&self.release_of_node()) {
+        let lost = self.known_state() == LockState::Lost;
+        let client = &self.tracker.client;
+        let result = match client.release_now(&self.release_of_node()) {
             // Already lost: whatever the delete says (NoNode, or the
             // session's own end: SessionExpired, Closed...), the lock was
             // not held up to this release.
@@ -372,28 +426,29 @@ impl HeldLock {
             Err(e) => {
                 // Still guarantee the release if the session lives on.
                 if e.is_retryable() {
-                    let _ = self.client.delete_in_background(self.server_node.clone());
+                    let _ = client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)
             }
         };
-        self.shared.set(LockState::Lost);
+        self.tracker.shared.set(LockState::Lost);
         result
     }
 }
 
 impl Drop for HeldLock {
     fn drop(&mut self) {
-        self.client.shared().remove_state_callback(self.callback);
+        let client = &self.tracker.client;
+        client.shared().remove_state_callback(self.callback);
         // A lost lock's node is gone already (deleted, or with its session).
-        if !self.released && self.state() != LockState::Lost {
+        if !self.released && self.known_state() != LockState::Lost {
             // Sent without waiting (after the release linger, or with this
             // client's next request), retried through reconnects while the
             // session lives, and ordered before this client's next request.
-            if let Err(e) = self.client.release_in_background(self.release_of_node()) {
+            if let Err(e) = client.release_in_background(self.release_of_node()) {
                 log::debug!("release of {} not needed: {e}", self.server_node);
             }
-            self.shared.set(LockState::Lost);
+            self.tracker.shared.set(LockState::Lost);
         }
     }
 }

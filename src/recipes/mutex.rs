@@ -1,14 +1,14 @@
 //! `Mutex` and `ReentrantMutex`: fair, exclusive, across processes.
 
 use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
 use super::acquire::{exclusive, Attempt, LockSpec, Waiters};
-use super::held::{HeldLock, Hold, Holders, LockState};
+use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
 use super::naming::{KAZOO_MARKER, MUTEX_MARKER};
 use crate::client::core::lock;
 use crate::error::{Error, Result};
@@ -264,16 +264,14 @@ impl ReentrantMutex {
             return Ok(Some(ReentrantMutexGuard {
                 mutex: self,
                 hold: reentry.held.id(),
-                token: reentry.held.fencing_token_cell(),
-                node: reentry.held.node().to_owned(),
+                tracker: reentry.held.tracker(),
                 _not_send: PhantomData,
             }));
         }
         let Some(held) = attempt(&self.spec, &self.waiters, deadline)? else {
             return Ok(None);
         };
-        let (hold, token) = (held.id(), held.fencing_token_cell());
-        let node = held.node().to_owned();
+        let (hold, tracker) = (held.id(), held.tracker());
         *lock(&self.holder) = Some(Reentry {
             thread: me,
             count: 1,
@@ -282,8 +280,7 @@ impl ReentrantMutex {
         Ok(Some(ReentrantMutexGuard {
             mutex: self,
             hold,
-            token,
-            node,
+            tracker,
             _not_send: PhantomData,
         }))
     }
@@ -325,62 +322,58 @@ pub struct ReentrantMutexGuard<'a> {
     mutex: &'a ReentrantMutex,
     /// The id of the lock this hold belongs to.
     hold: u64,
-    /// That lock's fencing token, once learnt.
-    token: Arc<OnceLock<i64>>,
-    /// That lock's node.
-    node: String,
+    /// That lock's state, token and node, used outside the mutex's lock:
+    /// learning them may wait for a reply, and other threads' calls on the
+    /// mutex must not wait with it.
+    tracker: Arc<Tracker>,
     _not_send: PhantomData<*const ()>,
 }
 
 impl ReentrantMutexGuard<'_> {
-    /// Applies `f` to this hold's lock; `None` if that lock was lost and
-    /// the mutex has been acquired again since.
-    fn with_held<R>(&self, f: impl FnOnce(&HeldLock) -> R) -> Option<R> {
+    /// This hold's tracker; `None` if its lock was lost and the mutex has
+    /// been acquired again since.
+    fn current(&self) -> Option<&Arc<Tracker>> {
         let holder = lock(&self.mutex.holder);
-        holder
-            .as_ref()
-            .filter(|r| r.held.id() == self.hold)
-            .map(|r| f(&r.held))
+        let current = holder.as_ref().is_some_and(|r| r.held.id() == self.hold);
+        current.then_some(&self.tracker)
     }
 
     /// The lock node's creation zxid (see [`MutexGuard::fencing_token`]).
     pub fn fencing_token(&self) -> i64 {
-        if let Some(token) = self.token.get() {
-            return *token;
-        }
-        // Learnt outside the mutex's lock: learning may wait for a reply,
-        // and other threads' calls on the mutex must not wait with it.
-        self.with_held(HeldLock::fencing_token_source)
-            .map_or(0, |token| token.get())
+        self.tracker.fencing_token()
     }
 
     /// The lock node's path.
     pub fn node(&self) -> &str {
-        &self.node
+        self.tracker.node()
     }
 
     /// `Held`, `Suspended` or `Lost`.
     pub fn state(&self) -> LockState {
-        self.with_held(HeldLock::state).unwrap_or(LockState::Lost)
+        match self.current() {
+            Some(tracker) => tracker.state(),
+            None => LockState::Lost,
+        }
     }
 
     /// Blocks until the state is no longer `Held` (or `timeout` passes)
-    /// and returns it. Waits outside the mutex's lock, so other threads'
-    /// calls on the mutex go on meanwhile.
+    /// and returns it.
     pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
-        match self.with_held(HeldLock::state_handle) {
-            Some(state) => state.wait_while_held(timeout),
+        match self.current() {
+            Some(tracker) => tracker.wait_while_held(timeout),
             None => LockState::Lost,
         }
     }
 
     /// A channel that receives every later state change.
     pub fn state_changes(&self) -> Receiver<LockState> {
-        self.with_held(HeldLock::state_changes).unwrap_or_else(|| {
-            let (tx, rx) = crossbeam_channel::unbounded();
-            let _ = tx.send(LockState::Lost);
-            rx
-        })
+        self.current()
+            .map(|t| t.state_changes())
+            .unwrap_or_else(|| {
+                let (tx, rx) = crossbeam_channel::unbounded();
+                let _ = tx.send(LockState::Lost);
+                rx
+            })
     }
 
     /// Drops this hold; if it was the last, releases the lock and waits for
