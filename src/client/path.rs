@@ -77,6 +77,11 @@ pub(crate) fn sequential_path(prefix: &str, sequence: u32) -> String {
     format!("{prefix}{:010}", sequence as i32)
 }
 
+/// The last segment of a node path: the node's name.
+pub(crate) fn last_segment(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or_default()
+}
+
 /// The parent of `path`, or `None` for the root.
 pub(crate) fn parent(path: &str) -> Option<&str> {
     match path.rfind('/') {

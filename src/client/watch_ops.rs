@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::core::{lock, unexpected, NotifyFn, ReplyCallback, ReplySlot, Shared, Watcher};
 use super::ops::Created;
+use super::path::last_segment;
 use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{
@@ -55,11 +56,6 @@ fn children_of(reply: &Result<Response>) -> Result<Vec<String>> {
         Ok(_) => Err(unexpected("getChildren reply")),
         Err(e) => Err(e.clone()),
     }
-}
-
-/// The last segment of a node path: the node's name.
-fn last_segment(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or_default()
 }
 
 /// The callback of [`Client::start_create_then_list`], with the release the

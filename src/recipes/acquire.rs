@@ -9,7 +9,7 @@ use super::naming::{
     announces_release, contenders, next_sequence, node_prefix, release_note, Contender,
 };
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
-use crate::client::path::{join, parent, validate};
+use crate::client::path::{join, last_segment, parent, validate};
 use crate::client::{CreatedListed, DataWatch, NewLockNode};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
@@ -673,11 +673,6 @@ fn decide_for(
     let sorted = contenders(children, markers);
     let ours = sorted.iter().position(|c| c.name == name)?;
     Some(decide(&sorted, ours))
-}
-
-/// The last segment of a node path: the lock node's name.
-fn last_segment(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or_default()
 }
 
 /// Watches our own node while it waits (and then holds): its deletion

@@ -142,10 +142,10 @@ macro_rules! guard_accessors {
         ///
         /// A node created together with this client's previous release of
         /// the lock (see [`Config::release_linger`](crate::Config::release_linger))
-        /// learns its zxid from a reply that follows the acquisition: the
-        /// first call may wait for it (one read round trip at most, longer
-        /// only through a reconnect). 0, which no resource checking tokens
-        /// accepts, if the lock is lost before its token is known.
+        /// learns its zxid from the server when first asked: the first call
+        /// may wait for it (one read round trip, longer only through a
+        /// reconnect). 0, which no resource checking tokens accepts, if the
+        /// lock is lost before its token is known.
         pub fn fencing_token(&self) -> i64 {
             self.held().fencing_token()
         }
@@ -157,17 +157,25 @@ macro_rules! guard_accessors {
 
         /// `Held`, `Suspended` (connection lost: stop touching the resource)
         /// or `Lost` (final).
+        ///
+        /// A lock granted without waiting starts watching its node when its
+        /// state (or token) is first asked for, so a lock/unlock loop that
+        /// never asks sends nothing for it. The first call waits for that
+        /// watch's reply (one read round trip), so a node deleted before it
+        /// already shows as `Lost`; later calls answer at once.
         pub fn state(&self) -> LockState {
             self.held().state()
         }
 
         /// Blocks until the state is no longer `Held` (or `timeout` passes)
-        /// and returns it.
+        /// and returns it. Starts watching the node if nothing asked yet
+        /// (see [`Self::state`]).
         pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
             self.held().wait_while_held(timeout)
         }
 
         /// A channel that receives every later change of [`Self::state`].
+        /// Starts watching the node if nothing asked yet.
         pub fn state_changes(&self) -> Receiver<LockState> {
             self.held().state_changes()
         }
