@@ -104,11 +104,12 @@ impl Client {
             shared.flush();
             let created =
                 self.finish_create_replacing(shared.wait(&started.slot), started.replaced);
-            let name = match &created {
-                Some(Ok((path, _))) => last_segment(path),
-                _ => "",
+            let listed = match &created {
+                Some(Ok((path, _))) if last_segment(path) == last_segment(&successor) => {
+                    Some(Ok(vec![last_segment(path).to_owned()]))
+                }
+                _ => None,
             };
-            let listed = (name == last_segment(&successor)).then(|| Ok(vec![name.to_owned()]));
             return on_done(CreatedListed { created, listed });
         }
         let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));

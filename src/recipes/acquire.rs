@@ -459,10 +459,10 @@ impl Attempt<'_> {
     fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
         let client = &self.spec.client;
         let node = client.server_path(&join(&self.spec.path, name))?;
-        let queued = watch.is_some();
-        let announce = self.exclusive && queued;
+        let announce = self.exclusive && watch.is_some();
+        // Passed on by a plain release only (see `HeldLock::new`).
         let successor = next_sequence(name, self.marker)
-            .filter(|_| self.exclusive && !queued)
+            .filter(|_| self.exclusive)
             .map(|sequence| Successor {
                 kind: self.marker,
                 sequence,

@@ -123,16 +123,45 @@ pub(crate) struct NodeWatch {
     reply: Option<Arc<ReplySlot>>,
 }
 
-/// Marks `shared` lost, and runs `on_lost`, when the node it watches is
-/// deleted or the session ends.
-fn node_watcher(shared: &Arc<Shared>, on_lost: impl Fn() + Send + Sync + 'static) -> Watcher {
-    let shared = shared.clone();
-    Watcher::Notify(Arc::new(move |event| {
+/// Queues an exists watch on `node` (a user path), sent with the client's
+/// next write. It marks `shared` lost, and runs `on_lost` (on the I/O
+/// thread), when the node is deleted, the session ends, or the reply says
+/// the node is gone already (another session may delete it before the watch
+/// reaches the server). `on_unset` runs if the reply is lost with a
+/// connection, and the watch with it. `None` if it cannot be queued (and
+/// `shared` lost if the session is over).
+fn start_node_watch(
+    client: &Client,
+    node: &str,
+    shared: &Arc<Shared>,
+    on_lost: Arc<dyn Fn() + Send + Sync>,
+    on_unset: impl Fn() + Send + Sync + 'static,
+) -> Option<Arc<ReplySlot>> {
+    let (on_event, lost_event) = (shared.clone(), on_lost.clone());
+    let watcher = Watcher::Notify(Arc::new(move |event| {
         if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
-            shared.set(LockState::Lost);
+            on_event.set(LockState::Lost);
+            lost_event();
+        }
+    }));
+    let on_missing = shared.clone();
+    let queued = client.start_watch_exists(node, watcher, move |reply| match reply {
+        Err(Error::NoNode) => {
+            on_missing.set(LockState::Lost);
             on_lost();
         }
-    }))
+        Err(e) if e.is_retryable() => on_unset(),
+        _ => {}
+    });
+    match queued {
+        Ok(slot) => Some(slot),
+        Err(e) => {
+            if e.is_session_lost() {
+                shared.set(LockState::Lost);
+            }
+            None
+        }
+    }
 }
 
 impl NodeWatch {
@@ -145,27 +174,7 @@ impl NodeWatch {
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
         let shared = Arc::new(Shared::new());
-        let on_lost = Arc::new(on_lost);
-        let lost_event = on_lost.clone();
-        let watcher = node_watcher(&shared, move || lost_event());
-        // The node was there when we listed it, but another session may
-        // delete it before this watch reaches the server; the reply says so.
-        let on_missing = shared.clone();
-        let queued = client.start_watch_exists(node, watcher, move |reply| {
-            if matches!(reply, Err(Error::NoNode)) {
-                on_missing.set(LockState::Lost);
-                on_lost();
-            }
-        });
-        let reply = match queued {
-            Ok(slot) => Some(slot),
-            Err(e) => {
-                if e.is_session_lost() {
-                    shared.set(LockState::Lost);
-                }
-                None
-            }
-        };
+        let reply = start_node_watch(client, node, &shared, Arc::new(on_lost), || {});
         NodeWatch { shared, reply }
     }
 
@@ -216,35 +225,23 @@ impl Tracker {
         if !self.client.state().is_connected() {
             return None;
         }
-        let (shared, tracker) = (self.shared.clone(), Arc::downgrade(self));
-        let queued = self.client.start_watch_exists(
+        let tracker = Arc::downgrade(self);
+        let slot = start_node_watch(
+            &self.client,
             &self.node,
-            node_watcher(&self.shared, || {}),
-            move |reply| match reply {
-                Err(Error::NoNode) => shared.set(LockState::Lost),
-                // Not set after all: set it again when next asked.
-                Err(e) if e.is_retryable() => {
-                    if let Some(tracker) = tracker.upgrade() {
-                        *lock(&tracker.watch) = Watching::Unset;
-                    }
+            &self.shared,
+            Arc::new(|| {}),
+            // Not set after all: set it again when next asked.
+            move || {
+                if let Some(tracker) = tracker.upgrade() {
+                    *lock(&tracker.watch) = Watching::Unset;
                 }
-                _ => {}
             },
-        );
-        match queued {
-            Ok(slot) => {
-                *watching = Watching::Set((!take_reply).then(|| slot.clone()));
-                drop(watching);
-                self.client.shared().flush();
-                take_reply.then_some(slot)
-            }
-            Err(e) => {
-                if e.is_session_lost() {
-                    self.shared.set(LockState::Lost);
-                }
-                None
-            }
-        }
+        )?;
+        *watching = Watching::Set((!take_reply).then(|| slot.clone()));
+        drop(watching);
+        self.client.shared().flush();
+        take_reply.then_some(slot)
     }
 
     /// Waits for an exists reply on the node, and keeps the token it brings.
@@ -318,8 +315,9 @@ impl HeldLock {
     /// and watched by `watch` if the attempt had to wait for it;
     /// `fencing_token` is the node's czxid if known. `announce`: announce
     /// the release with a note, which only a hold of the lowest contender
-    /// node (an exclusive lock) may do. `successor`: the same kind of hold,
-    /// released plainly, passes this on.
+    /// node (an exclusive lock) may do. `successor`: what the release
+    /// passes on to the same kind of hold, if it is plain (not announced,
+    /// as a note's create counts too).
     pub(crate) fn new(
         client: &Client,
         node: String,

@@ -62,9 +62,7 @@ pub(crate) fn contenders(children: &[String], markers: &[&'static str]) -> Vec<C
         .iter()
         .filter_map(|name| {
             markers.iter().find_map(|marker| {
-                let at = name.rfind(marker)?;
-                let suffix = name.get(at + marker.len()..)?;
-                let sequence = parse_sequence(suffix)?;
+                let sequence = sequence_after(name, marker)?;
                 Some(Contender {
                     name: name.clone(),
                     sequence,
@@ -85,8 +83,13 @@ pub(crate) fn contenders(children: &[String], markers: &[&'static str]) -> Vec<C
 /// the node `name` (of kind `marker`) if no other create comes between;
 /// `None` past the last number, where the order breaks anyway.
 pub(crate) fn next_sequence(name: &str, marker: &str) -> Option<u32> {
+    sequence_after(name, marker)?.checked_add(1)
+}
+
+/// The sequence number of the node `name` with `marker`, if it has both.
+fn sequence_after(name: &str, marker: &str) -> Option<u32> {
     let at = name.rfind(marker)?;
-    parse_sequence(name.get(at + marker.len()..)?)?.checked_add(1)
+    parse_sequence(name.get(at + marker.len()..)?)
 }
 
 /// A server sequence suffix: ten digits, or a minus sign and digits to a
