@@ -704,8 +704,8 @@ fn bad_usage_is_one_line_with_status_2() {
     assert!(out.stdout.contains("76"), "{}", out.stdout);
 }
 
-/// Runs `zklock bench` and returns its `violations`.
-fn bench_violations(extra: &[&str], path: &str) -> u64 {
+/// Runs `zklock bench` for `ops` acquisitions and returns its `violations`.
+fn bench_violations(extra: &[&str], ops: &str, path: &str) -> u64 {
     let connect = connect_string();
     let mut args = vec![
         "bench",
@@ -715,10 +715,19 @@ fn bench_violations(extra: &[&str], path: &str) -> u64 {
         "contended",
         "--path",
         path,
+        "--ops",
+        ops,
     ];
     args.extend_from_slice(extra);
     let out = Run::spawn(&mut zklock(&args)).finish(Duration::from_secs(60));
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let counted = json_values(out.stdout.trim(), "ops");
+    assert_eq!(
+        counted.iter().map(|v| v.trim()).collect::<Vec<_>>(),
+        [ops],
+        "every acquisition is counted: {}",
+        out.stdout
+    );
     json_values(out.stdout.trim(), "violations")
         .first()
         .and_then(|v| v.trim().parse().ok())
@@ -728,11 +737,12 @@ fn bench_violations(extra: &[&str], path: &str) -> u64 {
 #[test]
 fn bench_catches_overlaps_without_the_lock_and_sees_none_with_it() {
     let without = bench_violations(
-        &["--without-lock", "--clients", "4", "--ops", "400"],
+        &["--without-lock", "--clients", "4"],
+        "400",
         "/cli/bench-unlocked",
     );
     eprintln!("violations without the lock: {without}");
     assert!(without > 0, "no overlap detected without the lock");
-    let with = bench_violations(&["--clients", "4", "--ops", "100"], "/cli/bench-locked");
+    let with = bench_violations(&["--clients", "4"], "100", "/cli/bench-locked");
     assert_eq!(with, 0);
 }

@@ -10,6 +10,9 @@
 //! - `get` / `set`: C threads share one client; N calls in all on a 100-byte node.
 //!
 //! Latency is measured from the `lock()` call to acquisition (or per call).
+//! As in the peers' benches, the clock covers the workload alone: sessions
+//! are connected and the path's parents exist before it starts, and the
+//! sessions are closed after it stops.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
@@ -73,16 +76,19 @@ pub fn run(mut args: Args) -> Outcome {
         Err(e) => return e.into(),
     };
     let cpu_before = cpu_seconds();
-    let started = Instant::now();
     let result = match options.mode.as_str() {
         "uncontended" => uncontended(&options),
         "contended" => contended(&options),
         _ => raw(&options),
     };
-    let secs = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
     match result {
-        Ok((mut latencies, violations)) => {
+        Ok(Measured {
+            mut latencies,
+            violations,
+            elapsed,
+        }) => {
+            let secs = elapsed.as_secs_f64();
             latencies.sort_unstable();
             let ops = latencies.len();
             println!(
@@ -99,7 +105,13 @@ pub fn run(mut args: Args) -> Outcome {
     }
 }
 
-type Measured = Result<(Vec<u64>, usize), Error>;
+/// What a workload measured: its latencies, its overlaps, and its time on
+/// the clock.
+struct Measured {
+    latencies: Vec<u64>,
+    violations: usize,
+    elapsed: Duration,
+}
 
 fn client(options: &Options) -> Result<Client, Error> {
     Client::builder()
@@ -107,21 +119,28 @@ fn client(options: &Options) -> Result<Client, Error> {
         .connect(&options.common.connect)
 }
 
-fn uncontended(options: &Options) -> Measured {
+fn uncontended(options: &Options) -> Result<Measured, Error> {
     let client = client(options)?;
+    create_parents(&client, &options.path)?;
     let lock = client.mutex(&options.path)?;
     let mut latencies = Vec::with_capacity(options.ops);
+    let started = Instant::now();
     for _ in 0..options.ops {
         let start = Instant::now();
         let guard = lock.lock()?;
         latencies.push(micros(start.elapsed()));
         drop(guard);
     }
+    let elapsed = started.elapsed();
     client.close()?;
-    Ok((latencies, 0))
+    Ok(Measured {
+        latencies,
+        violations: 0,
+        elapsed,
+    })
 }
 
-fn contended(options: &Options) -> Measured {
+fn contended(options: &Options) -> Result<Measured, Error> {
     let remaining = AtomicUsize::new(options.ops);
     // Clients inside the critical section now.
     let inside = AtomicUsize::new(0);
@@ -129,17 +148,23 @@ fn contended(options: &Options) -> Measured {
     let clients = (0..options.clients)
         .map(|_| client(options))
         .collect::<Result<Vec<_>, _>>()?;
-    // Every client starts at once.
-    let start = Barrier::new(options.clients);
-    let results = std::thread::scope(|scope| {
-        let handles: Vec<_> = clients
+    if let Some(first) = clients.first() {
+        create_parents(first, &options.path)?;
+    }
+    let locks = clients
+        .iter()
+        .map(|client| client.mutex(&options.path))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Every client starts at once, and the clock with them.
+    let start = Barrier::new(options.clients + 1);
+    let (results, elapsed) = std::thread::scope(|scope| {
+        let handles: Vec<_> = locks
             .iter()
-            .map(|client| {
+            .map(|lock| {
                 let (remaining, inside, violations) = (&remaining, &inside, &violations);
                 let start = &start;
                 scope.spawn(move || {
                     start.wait();
-                    let lock = client.mutex(&options.path)?;
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
                         let start = Instant::now();
@@ -166,18 +191,24 @@ fn contended(options: &Options) -> Measured {
                 })
             })
             .collect();
-        merge(handles, options.ops)
+        timed(&start, || merge(handles, options.ops))
     });
     let latencies = results?;
+    drop(locks);
     for client in clients {
         client.close()?;
     }
-    Ok((latencies, violations.load(Ordering::SeqCst)))
+    Ok(Measured {
+        latencies,
+        violations: violations.load(Ordering::SeqCst),
+        elapsed,
+    })
 }
 
-fn raw(options: &Options) -> Measured {
+fn raw(options: &Options) -> Result<Measured, Error> {
     let client = client(options)?;
     let data = vec![b'x'; 100];
+    create_parents(&client, &options.path)?;
     match client.create(
         &options.path,
         &data,
@@ -185,27 +216,18 @@ fn raw(options: &Options) -> Measured {
         CreateMode::Persistent,
     ) {
         Ok(_) | Err(Error::NodeExists) => {}
-        Err(Error::NoNode) => {
-            create_parents(&client, &options.path)?;
-            match client.create(
-                &options.path,
-                &data,
-                &Acl::open_unsafe(),
-                CreateMode::Persistent,
-            ) {
-                Ok(_) | Err(Error::NodeExists) => {}
-                Err(e) => return Err(e),
-            }
-        }
         Err(e) => return Err(e),
     }
     let remaining = AtomicUsize::new(options.ops);
     let set = options.mode == "set";
-    let results = std::thread::scope(|scope| {
+    let start = Barrier::new(options.clients + 1);
+    let (results, elapsed) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.clients)
             .map(|_| {
                 let (client, remaining, data) = (&client, &remaining, &data);
+                let start = &start;
                 scope.spawn(move || {
+                    start.wait();
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
                         let start = Instant::now();
@@ -220,11 +242,23 @@ fn raw(options: &Options) -> Measured {
                 })
             })
             .collect();
-        merge(handles, options.ops)
+        timed(&start, || merge(handles, options.ops))
     });
     let latencies = results?;
     client.close()?;
-    Ok((latencies, 0))
+    Ok(Measured {
+        latencies,
+        violations: 0,
+        elapsed,
+    })
+}
+
+/// Releases the workers waiting at `start` and times `work` from that moment.
+fn timed<T>(start: &Barrier, work: impl FnOnce() -> T) -> (T, Duration) {
+    start.wait();
+    let started = Instant::now();
+    let result = work();
+    (result, started.elapsed())
 }
 
 /// Joins the workers and merges their latencies; the first error wins, and
