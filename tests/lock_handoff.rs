@@ -6,7 +6,6 @@
 
 mod lock_common;
 
-use std::sync::mpsc;
 use std::sync::Arc;
 
 use lock_common::*;
@@ -49,55 +48,6 @@ fn watched_by(server: &TestServer, path: &str, session: i64) -> bool {
 
 fn lists(gate: &zklock::testing::FaultProxy) -> usize {
     gate.requests_seen(OpCode::GetChildren.code())
-}
-
-/// A contender on its own thread, which reports when it holds and releases
-/// when told to.
-struct Contender {
-    name: String,
-    held: mpsc::Receiver<()>,
-    release: mpsc::Sender<()>,
-}
-
-impl Contender {
-    /// Starts `run`, which acquires, then calls its argument (which reports
-    /// the hold and returns when told to release), then drops its guard.
-    fn start(name: &str, run: impl FnOnce(&dyn Fn()) + Send + 'static) -> Contender {
-        let (held_tx, held) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel::<()>();
-        spawn(name, move || {
-            run(&|| {
-                let _ = held_tx.send(());
-                let _ = release_rx.recv_timeout(WAIT);
-            })
-        });
-        Contender {
-            name: name.to_owned(),
-            held,
-            release,
-        }
-    }
-
-    /// A mutex contender on `client`.
-    fn mutex(client: &Client, dir: &str, name: &str) -> Contender {
-        let mutex = Mutex::new(client, dir).unwrap();
-        Contender::start(name, move |hold| {
-            let _guard = mutex.lock().expect("lock");
-            hold();
-        })
-    }
-
-    fn wait_held(&self) {
-        recv(&self.held, WAIT, &format!("the {} to hold", self.name));
-    }
-
-    fn expect_waiting(&self) {
-        expect_nothing(&self.held, &format!("the {} (still waiting)", self.name));
-    }
-
-    fn release(&self) {
-        self.release.send(()).unwrap();
-    }
 }
 
 /// Hands the lock down a queue: `unlock_first` releases the holder, then
@@ -167,8 +117,8 @@ fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
     let second_client = connect(&server.connect_string());
     let second_rw = RwLock::new(&second_client, DIR).unwrap();
     let second = Contender::start("second writer", move |hold| {
-        let _guard = second_rw.write().expect("write");
-        hold();
+        let guard = second_rw.write().expect("write");
+        hold(guard.node());
     });
     let nodes = wait_lock_nodes(&first, DIR, 2);
 

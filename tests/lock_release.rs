@@ -234,16 +234,8 @@ fn a_node_created_while_the_release_lingers_makes_the_next_acquisition_list() {
     let mutex = Mutex::new(&holder, DIR).unwrap();
     let released = mutex.lock().unwrap().node().to_owned();
     let listings = sent(&gate, OpCode::GetChildren);
-    let rival = connect(&server.connect_string());
-    let (release_rival, release_rx) = std::sync::mpsc::channel::<()>();
-    let (held_tx, rival_held) = std::sync::mpsc::channel();
-    let (_, rival_thread) = spawn("rival", move || {
-        let mutex = Mutex::new(&rival, DIR).unwrap();
-        let guard = mutex.lock().unwrap();
-        held_tx.send(guard.node().to_owned()).unwrap();
-        release_rx.recv_timeout(WAIT).unwrap();
-        guard.unlock().unwrap();
-    });
+    let rival_client = connect(&server.connect_string());
+    let rival = Contender::mutex(&rival_client, DIR, "rival");
     let observer = connect(&server.connect_string());
     wait_children(&observer, DIR, 2);
     let (holder_held, holder_thread) = spawn("holder", move || {
@@ -252,16 +244,15 @@ fn a_node_created_while_the_release_lingers_makes_the_next_acquisition_list() {
         drop(guard);
         held
     });
-    let rival_node = recv(&rival_held, WAIT, "the rival to hold");
+    let rival_node = rival.wait_held();
     assert_eq!(sequence(&rival_node), sequence(&released) + 1);
     expect_nothing(&holder_held, "the holder, queued behind the rival");
-    release_rival.send(()).unwrap();
+    rival.release();
     let node = recv(&holder_held, WAIT, "the holder to hold");
     assert_eq!(sequence(&node), sequence(&released) + 2);
     // The second acquisition took the release along, and listed.
     assert_eq!(sent(&gate, OpCode::Multi), 1);
     assert_eq!(sent(&gate, OpCode::GetChildren), listings + 1);
-    rival_thread.join().unwrap();
     holder_thread.join().unwrap();
 }
 

@@ -117,6 +117,57 @@ pub fn expect_nothing<T: Debug>(rx: &Receiver<T>, what: &str) {
     }
 }
 
+/// A contender on its own thread, which reports the node it holds and
+/// releases when told to.
+pub struct Contender {
+    name: String,
+    held: Receiver<String>,
+    release: mpsc::Sender<()>,
+}
+
+impl Contender {
+    /// Starts `run`, which acquires, then calls its argument with the held
+    /// node (which reports the hold and returns when told to release), then
+    /// drops its guard.
+    pub fn start(name: &str, run: impl FnOnce(&dyn Fn(&str)) + Send + 'static) -> Contender {
+        let (held_tx, held) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        spawn(name, move || {
+            run(&|node: &str| {
+                let _ = held_tx.send(node.to_owned());
+                let _ = release_rx.recv_timeout(WAIT);
+            })
+        });
+        Contender {
+            name: name.to_owned(),
+            held,
+            release,
+        }
+    }
+
+    /// A mutex contender on `client`.
+    pub fn mutex(client: &Client, dir: &str, name: &str) -> Contender {
+        let mutex = zklock::Mutex::new(client, dir).unwrap();
+        Contender::start(name, move |hold| {
+            let guard = mutex.lock().expect("lock");
+            hold(guard.node());
+        })
+    }
+
+    /// Waits until the contender holds, and returns its node.
+    pub fn wait_held(&self) -> String {
+        recv(&self.held, WAIT, &format!("the {} to hold", self.name))
+    }
+
+    pub fn expect_waiting(&self) {
+        expect_nothing(&self.held, &format!("the {} (still waiting)", self.name));
+    }
+
+    pub fn release(&self) {
+        self.release.send(()).unwrap();
+    }
+}
+
 /// Sessions watching each path, from the server's `wchp` four-letter word.
 ///
 /// The reply lists each watched path on a line of its own, followed by one
