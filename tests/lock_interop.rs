@@ -542,6 +542,15 @@ fn open() -> Vec<Acl> {
     Acl::open_unsafe()
 }
 
+/// A server of the test's own, and an admin session on it with the shared
+/// state set up.
+fn server_with_state() -> (TestServer, Client) {
+    let server = server();
+    let admin = connect(&server);
+    setup(&admin);
+    (server, admin)
+}
+
 /// Creates the shared state: counter 0, empty readers and log.
 fn setup(client: &Client) {
     for (path, data) in [(BASE, ""), (COUNTER, "0"), (READERS, ""), (LOG, "")] {
@@ -750,6 +759,40 @@ fn switches(log: &[(String, String)]) -> usize {
         .count()
 }
 
+/// Runs `contender` on a thread of its own while `peer` holds the lock: its
+/// node (`name`'s) queues, it stays out while the peer holds, and it gets in
+/// once the peer releases. `contender` acquires, calls its argument once
+/// inside, then leaves and releases.
+fn wait_behind_peer(
+    admin: &Client,
+    client: &Client,
+    peer: &mut Peer,
+    name: &str,
+    contender: impl FnOnce(&dyn Fn()) + Send,
+) {
+    settle(client);
+    let mut seen = lock_children(admin);
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waiter = s.spawn(move || contender(&|| tx.send(()).expect("report")));
+        next_node(admin, &mut seen, name);
+        assert!(
+            rx.recv_timeout(QUIET).is_err(),
+            "the queued {name} got in while the peer holds"
+        );
+        peer.go();
+        peer.expect("REL");
+        rx.recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("{name} gets in after the peer releases"));
+        waiter.join().expect(name);
+    });
+}
+
+/// The names in the acquisition log, in order.
+fn logged_names(client: &Client) -> Vec<String> {
+    read_log(client).into_iter().map(|(name, _)| name).collect()
+}
+
 /// Blocks until a zklock `Mutex` is held by this thread, within [`WAIT`].
 fn lock_within<'a>(mutex: &'a Mutex, what: &str) -> zklock::MutexGuard<'a> {
     mutex
@@ -767,9 +810,7 @@ fn lock_within<'a>(mutex: &'a Mutex, what: &str) -> zklock::MutexGuard<'a> {
 #[test]
 fn curator_mutex_and_zklock_mutex_exclude_each_other() {
     curator_classpath();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let peers: Vec<Peer> = (1..=2)
         .map(|i| {
             Peer::curator(
@@ -913,9 +954,7 @@ fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl 
 #[test]
 fn curator_writer_excludes_zklock_readers_and_writers() {
     curator_classpath();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let mut writer = Peer::curator(&server, "write", 1, Behaviour::Hold, "curator-w");
     let acq = writer.expect("ACQ");
     let writer_node = acq[2].clone();
@@ -931,36 +970,18 @@ fn curator_writer_excludes_zklock_readers_and_writers() {
         lock.try_write_for(QUIET).expect("try_write").is_none(),
         "zklock wrote the lock while Curator writes"
     );
-    settle(&client);
-    let mut seen = lock_children(&admin);
-    std::thread::scope(|s| {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let lock = &lock;
-        let client = &client;
-        let reader = s.spawn(move || {
-            let guard = lock
-                .try_read_for(WAIT)
-                .expect("read")
-                .expect("read lock after the writer left");
-            let mark = enter_reader(client, "zklock-r", guard.node());
-            tx.send(()).expect("report");
-            exit_reader(client, &mark);
-            guard.unlock().expect("unlock");
-        });
-        next_node(&admin, &mut seen, "zklock-r");
-        assert!(
-            rx.recv_timeout(QUIET).is_err(),
-            "the queued zklock reader got in while Curator writes"
-        );
-        writer.go();
-        writer.expect("REL");
-        rx.recv_timeout(WAIT)
-            .expect("the zklock reader gets in after the writer");
-        reader.join().expect("reader");
+    wait_behind_peer(&admin, &client, &mut writer, "zklock-r", |inside| {
+        let guard = lock
+            .try_read_for(WAIT)
+            .expect("read")
+            .expect("read lock after the writer left");
+        let mark = enter_reader(&client, "zklock-r", guard.node());
+        inside();
+        exit_reader(&client, &mark);
+        guard.unlock().expect("unlock");
     });
     writer.finish();
-    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["curator-w", "zklock-r"]);
+    assert_eq!(logged_names(&admin), ["curator-w", "zklock-r"]);
     assert_clean(&admin);
 }
 
@@ -969,9 +990,7 @@ fn curator_writer_excludes_zklock_readers_and_writers() {
 #[test]
 fn zklock_writer_excludes_curator_readers_and_vice_versa() {
     curator_classpath();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let client = connect(&server);
     let lock = RwLock::new(&client, LOCK).expect("rwlock");
     let guard = lock
@@ -1004,8 +1023,7 @@ fn zklock_writer_excludes_curator_readers_and_vice_versa() {
     enter_exclusive(&client, "zklock-w2", leaf(guard.node()));
     exit_exclusive(&client);
     guard.unlock().expect("unlock");
-    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["zklock-w", "curator-r", "zklock-w2"]);
+    assert_eq!(logged_names(&admin), ["zklock-w", "curator-r", "zklock-w2"]);
     assert_clean(&admin);
 }
 
@@ -1014,9 +1032,7 @@ fn zklock_writer_excludes_curator_readers_and_vice_versa() {
 #[test]
 fn curator_and_zklock_readers_share_and_queue_behind_writers() {
     curator_classpath();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let mut r1 = Peer::curator(&server, "read", 1, Behaviour::Hold, "curator-r1");
     let r1_node = r1.expect("ACQ")[2].clone();
     let mut seen = vec![r1_node];
@@ -1069,8 +1085,10 @@ fn curator_and_zklock_readers_share_and_queue_behind_writers() {
         .expect("read")
         .expect("read lock after the writer left");
     guard.unlock().expect("unlock");
-    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["curator-r1", "zklock-r", "curator-r2", "curator-w"]);
+    assert_eq!(
+        logged_names(&admin),
+        ["curator-r1", "zklock-r", "curator-r2", "curator-w"]
+    );
     assert_clean(&admin);
 }
 
@@ -1079,9 +1097,7 @@ fn curator_and_zklock_readers_share_and_queue_behind_writers() {
 #[test]
 fn curator_and_zklock_rwlock_mixed_contention() {
     curator_classpath();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let mut peers = vec![
         Peer::curator(&server, "write", ITERATIONS, Behaviour::Rmw, "curator-w"),
         Peer::curator(&server, "read", ITERATIONS, Behaviour::Rmw, "curator-r"),
@@ -1118,9 +1134,7 @@ fn curator_and_zklock_rwlock_mixed_contention() {
 #[test]
 fn kazoo_lock_and_zklock_mutex_block_each_other() {
     kazoo_python();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let client = connect(&server);
     let mutex = Mutex::new(&client, LOCK).expect("mutex");
     let guard = lock_within(&mutex, "zklock-1");
@@ -1142,32 +1156,15 @@ fn kazoo_lock_and_zklock_mutex_block_each_other() {
         mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
         "zklock locked while kazoo holds"
     );
-    settle(&client);
-    let mut seen = lock_children(&admin);
-    std::thread::scope(|s| {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let (mutex, client) = (&mutex, &client);
-        let waiter = s.spawn(move || {
-            let guard = lock_within(mutex, "zklock-2");
-            enter_exclusive(client, "zklock-2", leaf(guard.node()));
-            tx.send(()).expect("report");
-            exit_exclusive(client);
-            guard.unlock().expect("unlock");
-        });
-        next_node(&admin, &mut seen, "zklock-2");
-        assert!(
-            rx.recv_timeout(QUIET).is_err(),
-            "a queued zklock contender got in while kazoo holds"
-        );
-        kazoo.go();
-        kazoo.expect("REL");
-        rx.recv_timeout(WAIT)
-            .expect("zklock gets in after kazoo releases");
-        waiter.join().expect("zklock waiter");
+    wait_behind_peer(&admin, &client, &mut kazoo, "zklock-2", |inside| {
+        let guard = lock_within(&mutex, "zklock-2");
+        enter_exclusive(&client, "zklock-2", leaf(guard.node()));
+        inside();
+        exit_exclusive(&client);
+        guard.unlock().expect("unlock");
     });
     kazoo.finish();
-    let names: Vec<String> = read_log(&admin).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["zklock-1", "kazoo-1", "zklock-2"]);
+    assert_eq!(logged_names(&admin), ["zklock-1", "kazoo-1", "zklock-2"]);
     assert_clean(&admin);
 }
 
@@ -1176,9 +1173,7 @@ fn kazoo_lock_and_zklock_mutex_block_each_other() {
 #[test]
 fn kazoo_lock_and_zklock_mutex_mixed_contention() {
     kazoo_python();
-    let server = server();
-    let admin = connect(&server);
-    setup(&admin);
+    let (server, admin) = server_with_state();
     let peers: Vec<Peer> = (1..=2)
         .map(|i| Peer::kazoo(&server, ITERATIONS, Behaviour::Rmw, &format!("kazoo-{i}")))
         .collect();
