@@ -15,7 +15,6 @@
 //! sessions are closed after it stops.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use zklock::{Acl, Client, CreateMode, Error};
@@ -155,16 +154,15 @@ fn contended(options: &Options) -> Result<Measured, Error> {
         .iter()
         .map(|client| client.mutex(&options.path))
         .collect::<Result<Vec<_>, _>>()?;
-    // Every client starts at once, and the clock with them.
-    let start = Barrier::new(options.clients + 1);
+    let (go, gate) = crossbeam_channel::bounded::<()>(0);
     let (results, elapsed) = std::thread::scope(|scope| {
         let handles: Vec<_> = locks
             .iter()
             .map(|lock| {
                 let (remaining, inside, violations) = (&remaining, &inside, &violations);
-                let start = &start;
+                let gate = gate.clone();
                 scope.spawn(move || {
-                    start.wait();
+                    let _ = gate.recv();
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
                         let start = Instant::now();
@@ -191,7 +189,7 @@ fn contended(options: &Options) -> Result<Measured, Error> {
                 })
             })
             .collect();
-        timed(&start, || merge(handles, options.ops))
+        timed(go, || merge(handles, options.ops))
     });
     let latencies = results?;
     drop(locks);
@@ -220,14 +218,14 @@ fn raw(options: &Options) -> Result<Measured, Error> {
     }
     let remaining = AtomicUsize::new(options.ops);
     let set = options.mode == "set";
-    let start = Barrier::new(options.clients + 1);
+    let (go, gate) = crossbeam_channel::bounded::<()>(0);
     let (results, elapsed) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.clients)
             .map(|_| {
                 let (client, remaining, data) = (&client, &remaining, &data);
-                let start = &start;
+                let gate = gate.clone();
                 scope.spawn(move || {
-                    start.wait();
+                    let _ = gate.recv();
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
                         let start = Instant::now();
@@ -242,7 +240,7 @@ fn raw(options: &Options) -> Result<Measured, Error> {
                 })
             })
             .collect();
-        timed(&start, || merge(handles, options.ops))
+        timed(go, || merge(handles, options.ops))
     });
     let latencies = results?;
     client.close()?;
@@ -253,9 +251,11 @@ fn raw(options: &Options) -> Result<Measured, Error> {
     })
 }
 
-/// Releases the workers waiting at `start` and times `work` from that moment.
-fn timed<T>(start: &Barrier, work: impl FnOnce() -> T) -> (T, Duration) {
-    start.wait();
+/// Starts every worker at once, and the clock with them: the workers wait
+/// on the gate until its sender `go` is dropped. A sender dropped early (a
+/// worker failed to spawn) starts them too, so none waits forever.
+fn timed<T>(go: crossbeam_channel::Sender<()>, work: impl FnOnce() -> T) -> (T, Duration) {
+    drop(go);
     let started = Instant::now();
     let result = work();
     (result, started.elapsed())
