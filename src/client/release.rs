@@ -16,7 +16,7 @@ use super::path::sequential_path;
 use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{CreateRequest, MultiOp, MultiRequest, OpCode, OpResult, Response};
-use crate::session::Release;
+use crate::session::{Release, ReleaseOutcome};
 
 /// How often an idle release timer checks that its session still lives.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
@@ -77,16 +77,14 @@ impl Client {
         let Response::Multi(reply) = self.shared().call(OpCode::Multi, &request, None)? else {
             return Err(unexpected("multi reply of another kind"));
         };
-        let Some(first_failed) = reply.results.iter().find(|r| r.err() != 0) else {
-            return Ok(());
-        };
-        match reply.results.last().map(|r| Error::from_code(r.err())) {
-            Some(Error::NoNode) => Err(Error::NoNode),
-            _ => {
+        match ReleaseOutcome::of(&reply.results) {
+            ReleaseOutcome::Done => Ok(()),
+            ReleaseOutcome::NodeGone => Err(Error::NoNode),
+            ReleaseOutcome::Refused(code) => {
                 log::debug!(
                     "release note of {} refused: {}",
                     release.path,
-                    Error::from_code(first_failed.err())
+                    Error::from_code(code)
                 );
                 self.delete_server_path(&release.path, -1)
             }

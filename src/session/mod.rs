@@ -29,6 +29,7 @@ use crate::rand::Rng;
 
 pub(crate) use hosts::HostList;
 pub(crate) use receive::strip_chroot;
+pub(crate) use release::ReleaseOutcome;
 pub use release::{Release, Successor};
 pub(crate) use watches::WatchRegistry;
 pub use watches::{WatchKind, WatchedEvent};

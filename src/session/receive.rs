@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    reregister, Conn, Error, Event, Pending, Purpose, Release, Result, Session, State, WatchKind,
-    WatchedEvent,
+    reregister, Conn, Error, Event, Pending, Purpose, Release, ReleaseOutcome, Result, Session,
+    State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
     read_notification, read_reply_header, write_request, ConnectResponse, OpCode, Record, Response,
@@ -235,17 +235,9 @@ pub(crate) fn strip_chroot(chroot: Option<&str>, path: String) -> String {
     }
 }
 
-/// True if a noted release's transaction failed for a reason other than its
-/// node being gone already (its delete is the last op), so that the node
-/// must still be deleted.
+/// True if a noted release's transaction failed with its node still there,
+/// so that the node must still be deleted.
 fn note_refused(result: &Result<Response>) -> bool {
-    let Ok(Response::Multi(reply)) = result else {
-        return false;
-    };
-    let failed = reply.results.iter().any(|r| r.err() != 0);
-    let node_gone = reply
-        .results
-        .last()
-        .is_some_and(|r| matches!(Error::from_code(r.err()), Error::NoNode));
-    failed && !node_gone
+    matches!(result, Ok(Response::Multi(reply))
+        if matches!(ReleaseOutcome::of(&reply.results), ReleaseOutcome::Refused(_)))
 }

@@ -5,8 +5,10 @@
 
 use std::time::Instant;
 
-use super::{Conn, Purpose, Result, Session};
-use crate::proto::{Acl, CreateMode, CreateRequest, DeleteRequest, MultiOp, MultiRequest, OpCode};
+use super::{Conn, Error, Purpose, Result, Session};
+use crate::proto::{
+    Acl, CreateMode, CreateRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, OpResult,
+};
 
 /// The delete of a released lock node, as the session sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +71,36 @@ impl Release {
         }
         ops.push(delete(&self.path));
         ops
+    }
+}
+
+/// How a release's transaction (its [`Release::ops`]) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReleaseOutcome {
+    /// Applied: the node is deleted.
+    Done,
+    /// Nothing was applied, as the node was gone already.
+    NodeGone,
+    /// Nothing was applied, and the node is still there: an op before its
+    /// delete (the note's) failed, with this error code.
+    Refused(i32),
+}
+
+impl ReleaseOutcome {
+    /// The outcome told by the transaction's results, the node's delete
+    /// last.
+    pub(crate) fn of(results: &[OpResult]) -> ReleaseOutcome {
+        let Some(first_failed) = results.iter().find(|r| r.err() != 0) else {
+            return ReleaseOutcome::Done;
+        };
+        let node_gone = results
+            .last()
+            .is_some_and(|r| matches!(Error::from_code(r.err()), Error::NoNode));
+        if node_gone {
+            ReleaseOutcome::NodeGone
+        } else {
+            ReleaseOutcome::Refused(first_failed.err())
+        }
     }
 }
 
