@@ -46,10 +46,6 @@ fn watched_by(server: &TestServer, path: &str, session: i64) -> bool {
         .is_some_and(|sessions| sessions.contains(&session))
 }
 
-fn lists(gate: &zklock::testing::FaultProxy) -> usize {
-    gate.requests_seen(OpCode::GetChildren.code())
-}
-
 /// Hands the lock down a queue: `unlock_first` releases the holder, then
 /// `middle` holds while `last` waits, then `last` holds.
 fn hand_down(unlock_first: impl FnOnce(), middle: &Contender, last: &Contender) {
@@ -89,10 +85,14 @@ fn a_released_mutex_reaches_the_waiter_behind_it_without_a_listing() {
     wait_lock_nodes(&first, DIR, 3);
     let second_note = note(DIR, &nodes[1]);
     wait_watched(&server, &second_note, &third_client);
-    let listed = lists(&gate);
+    let listed = sent(&gate, OpCode::GetChildren);
 
     hand_down(|| first_guard.unlock().unwrap(), &second, &third);
-    assert_eq!(lists(&gate), listed, "the third listed the lock again");
+    assert_eq!(
+        sent(&gate, OpCode::GetChildren),
+        listed,
+        "the third listed the lock again"
+    );
     assert!(
         !watches_by_path(&server)
             .keys()
@@ -132,7 +132,7 @@ fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
     wait_lock_nodes(&first, DIR, 3);
     let second_note = note(DIR, &nodes[1]);
     wait_watched(&server, &second_note, &reader);
-    let listed = lists(&gate);
+    let listed = sent(&gate, OpCode::GetChildren);
 
     first_guard.unlock().unwrap();
     second.wait_held();
@@ -140,7 +140,11 @@ fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
     second.release();
     let node = recv(&read, WAIT, "the reader to hold").unwrap();
     assert!(node.contains("__READ__"), "{node}");
-    assert_eq!(lists(&gate), listed, "the reader listed the lock again");
+    assert_eq!(
+        sent(&gate, OpCode::GetChildren),
+        listed,
+        "the reader listed the lock again"
+    );
     wait_lock_nodes(&first, DIR, 0);
 }
 
@@ -173,7 +177,7 @@ fn a_waiter_whose_predecessor_gives_up_lists_again_and_keeps_waiting() {
     let waiting = wait_lock_nodes(&holder, DIR, 3);
     let quitter_note = note(DIR, &nodes[1]);
     wait_watched(&server, &quitter_note, &waiter_client);
-    let listed = lists(&gate);
+    let listed = sent(&gate, OpCode::GetChildren);
 
     quitter_mutex.cancel();
     assert_eq!(
@@ -181,7 +185,7 @@ fn a_waiter_whose_predecessor_gives_up_lists_again_and_keeps_waiting() {
         Err(Error::Cancelled)
     );
     wait_until("the waiter to list again", WAIT, || {
-        lists(&gate) == listed + 1
+        sent(&gate, OpCode::GetChildren) == listed + 1
     });
     expect_nothing(&acquired, "the waiter while the holder holds");
     wait_until("the note's watch to go from the server", WAIT, || {
@@ -218,11 +222,11 @@ fn a_write_to_the_predecessor_is_no_release() {
     wait_lock_nodes(&holder, DIR, 3);
     let middle_node = format!("{DIR}/{}", nodes[1]);
     wait_watched(&server, &middle_node, &waiter_client);
-    let listed = lists(&gate);
+    let listed = sent(&gate, OpCode::GetChildren);
 
     holder.set_data(&middle_node, b"__REVOKE__", None).unwrap();
     wait_until("the waiter to list again", WAIT, || {
-        lists(&gate) == listed + 1
+        sent(&gate, OpCode::GetChildren) == listed + 1
     });
     waiter.expect_waiting();
     middle.expect_waiting();
@@ -283,12 +287,11 @@ fn only_an_exclusive_hold_that_waited_announces_its_release() {
     let gate = proxy(&server);
     let client = connect(&gate.connect_string());
     let other = connect(&server.connect_string());
-    let sent = |op: OpCode| gate.requests_seen(op.code());
 
     let mutex = Arc::new(Mutex::new(&client, DIR).unwrap());
     mutex.lock().unwrap().unlock().unwrap();
     assert_eq!(
-        (sent(OpCode::Delete), sent(OpCode::Multi)),
+        (sent(&gate, OpCode::Delete), sent(&gate, OpCode::Multi)),
         (1, 0),
         "at once"
     );
@@ -303,7 +306,7 @@ fn only_an_exclusive_hold_that_waited_announces_its_release() {
     other_guard.unlock().unwrap();
     assert_eq!(recv(&held, WAIT, "the waiter"), Ok(Ok(())));
     assert_eq!(
-        (sent(OpCode::Delete), sent(OpCode::Multi)),
+        (sent(&gate, OpCode::Delete), sent(&gate, OpCode::Multi)),
         (1, 1),
         "waited"
     );
@@ -319,5 +322,9 @@ fn only_an_exclusive_hold_that_waited_announces_its_release() {
     wait_lock_nodes(&other, RW, 2);
     writer.unlock().unwrap();
     assert_eq!(recv(&read, WAIT, "the reader"), Ok(Ok(())));
-    assert_eq!((sent(OpCode::Delete), sent(OpCode::Multi)), (2, 1), "read");
+    assert_eq!(
+        (sent(&gate, OpCode::Delete), sent(&gate, OpCode::Multi)),
+        (2, 1),
+        "read"
+    );
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use lock_common::*;
 use zklock::proto::OpCode;
-use zklock::testing::FaultProxy;
 use zklock::{Client, Error, LockState, Mutex, RwLock};
 
 /// The longest linger: long enough that nothing in these tests outlasts it
@@ -177,11 +176,6 @@ fn a_holder_that_acquires_again_queues_behind_the_waiters() {
         again.fencing_token()
     );
     handle.join().unwrap();
-}
-
-/// How many requests of kind `op` the client behind `gate` has sent.
-fn sent(gate: &FaultProxy, op: OpCode) -> usize {
-    gate.requests_seen(op.code())
 }
 
 /// A lone holder's next acquisition is one transaction and nothing else:

@@ -4,9 +4,9 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::proto::{
-    ConnectResponse, CreateMode, CreateResponse, ErrorResponse, EventType, GetDataRequest,
-    GetDataResponse, MultiOp, MultiRequest, MultiResponse, OpResult, ReplyHeader, RequestHeader,
-    SetWatches, Stat, WatcherEvent, NOTIFICATION_XID,
+    ConnectResponse, CreateMode, CreateResponse, ErrorCode, ErrorResponse, EventType,
+    GetDataRequest, GetDataResponse, MultiOp, MultiRequest, MultiResponse, OpResult, ReplyHeader,
+    RequestHeader, SetWatches, Stat, WatcherEvent, NOTIFICATION_XID,
 };
 
 type TestSession = Session<u32, u32>;
@@ -642,7 +642,7 @@ fn failed_at(index: usize, err: i32, len: usize) -> MultiResponse {
     let code = |i: usize| match i.cmp(&index) {
         std::cmp::Ordering::Less => 0,
         std::cmp::Ordering::Equal => err,
-        std::cmp::Ordering::Greater => -2,
+        std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
     };
     MultiResponse {
         results: (0..len)
@@ -707,7 +707,7 @@ fn a_noted_release_whose_note_is_refused_is_deleted_plainly() {
     let frames = sent(&mut s);
     assert_eq!(multi_ops(&frames[0]).len(), 3);
     // Someone made a node of the note's name: nothing was applied.
-    let node_exists = -110;
+    let node_exists = ErrorCode::NodeExists.code();
     s.handle_bytes(
         now,
         &reply(header(&frames[0]).xid, 30, 0, &failed_at(0, node_exists, 3)),
@@ -730,7 +730,7 @@ fn a_noted_release_of_a_node_already_gone_is_done() {
     s.defer_background_delete(now, noted("/app/lock/n1"), now)
         .unwrap();
     let frames = sent(&mut s);
-    let no_node = -101;
+    let no_node = ErrorCode::NoNode.code();
     s.handle_bytes(
         now,
         &reply(header(&frames[0]).xid, 30, 0, &failed_at(2, no_node, 3)),

@@ -168,6 +168,11 @@ impl Contender {
     }
 }
 
+/// How many requests of kind `op` went through `gate`.
+pub fn sent(gate: &zklock::testing::FaultProxy, op: zklock::proto::OpCode) -> usize {
+    gate.requests_seen(op.code())
+}
+
 /// Sessions watching each path, from the server's `wchp` four-letter word.
 ///
 /// The reply lists each watched path on a line of its own, followed by one
