@@ -27,7 +27,7 @@ use zklock::proto::{
     NOTIFICATION_XID, PING_XID,
 };
 use zklock::session::{
-    Event as SessionEvent, Session, SessionConfig, State, WatchKind, WatchRequest,
+    BatchRead, Event as SessionEvent, Session, SessionConfig, State, WatchKind, WatchRequest,
 };
 
 /// The signature of every target.
@@ -950,6 +950,7 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         max_request: zklock::proto::JUTE_MAX_BUFFER,
         chroot: (!root.is_empty()).then(|| root.to_owned()),
         request_timeout: None,
+        batch_reads: true,
     };
     let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);
     if flags & SESSION_RESUME != 0 {
@@ -984,6 +985,32 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         .expect("a guaranteed delete");
     session.handle_connected(now);
     (session, ops)
+}
+
+/// Submits reads that share one `multiRead` (see [`BatchRead`]) once the
+/// session is connected, so that the stream may also answer a batch.
+fn submit_batched_reads(session: &mut FuzzSession, flags: u8, now: Instant) -> Vec<(u32, OpCode)> {
+    let root = if flags & SESSION_CHROOT != 0 {
+        "/app"
+    } else {
+        ""
+    };
+    let reads = [
+        (2000, OpCode::GetData),
+        (2001, OpCode::GetChildren),
+        (2002, OpCode::GetData),
+    ];
+    for (token, op) in reads {
+        let path = format!("{root}/b");
+        let read = match op {
+            OpCode::GetChildren => BatchRead::Children(GetChildrenRequest { path, watch: false }),
+            _ => BatchRead::Data(GetDataRequest { path, watch: false }),
+        };
+        session
+            .submit_read(now, read, token)
+            .expect("submitting reads while connected");
+    }
+    reads.to_vec()
 }
 
 /// What the `session` target tracks about a session while it runs.
@@ -1085,7 +1112,8 @@ impl Xorshift {
 ///
 /// Input: `[flags, chunk_seed, time_seed, stream...]`. The session first
 /// submits a batch of requests (see [`session_new`]) and connects; the stream
-/// is what the server sends. After each delivery the clock may advance
+/// is what the server sends. Once connected, it also submits three reads
+/// that go out as one `multiRead`. After each delivery the clock may advance
 /// (`time_seed` non-zero) and timers run; a connection the session drops is
 /// replaced by a new one, which the rest of the stream then answers.
 ///
@@ -1115,6 +1143,7 @@ pub fn session(data: &[u8]) {
     let mut clock = Xorshift(u32::from(*time_seed) | 0x100);
     let mut rest = stream;
     let mut closed = false;
+    let mut batched = false;
     let mut connections = 1;
     while !rest.is_empty() && !session.state().is_terminal() {
         // The next delivery: one frame (or what is left) or a raw chunk.
@@ -1144,6 +1173,12 @@ pub fn session(data: &[u8]) {
             session.handle_bytes(now, now_piece);
         }
         check.drain(&mut session);
+        if !batched && session.state().is_connected() {
+            batched = true;
+            let reads = submit_batched_reads(&mut session, *flags, now);
+            check.ops.extend(reads);
+            check.drain(&mut session);
+        }
 
         if *time_seed != 0 {
             let step = match clock.next() % 8 {

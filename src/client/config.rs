@@ -27,6 +27,7 @@ pub struct Config {
     pub(crate) session: Option<(i64, Vec<u8>)>,
     pub(crate) release_linger: Duration,
     pub(crate) request_timeout: Option<Duration>,
+    pub(crate) batch_reads: bool,
 }
 
 impl Default for Config {
@@ -42,6 +43,7 @@ impl Default for Config {
             session: None,
             release_linger: DEFAULT_RELEASE_LINGER,
             request_timeout: None,
+            batch_reads: true,
         }
     }
 }
@@ -61,6 +63,7 @@ impl fmt::Debug for Config {
             .field("state_handler", &self.state_handler.is_some())
             .field("release_linger", &self.release_linger)
             .field("request_timeout", &self.request_timeout)
+            .field("batch_reads", &self.batch_reads)
             .field(
                 "session_id",
                 &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
@@ -132,6 +135,24 @@ impl Config {
     /// and resumes the session. The Java client's `zookeeper.request.timeout`.
     pub fn request_timeout(&self) -> Option<Duration> {
         self.request_timeout
+    }
+
+    /// Whether concurrent reads share a request (default true). A
+    /// [`get_data`](crate::Client::get_data) or
+    /// [`get_children`](crate::Client::get_children) (without a watch) that
+    /// finds the read before it still waiting to be written joins it, and
+    /// they go out as one `multiRead`, which the server handles as one
+    /// request: with many threads reading through one client this multiplies
+    /// read throughput. Nothing waits for company, order is kept, and each
+    /// read keeps its own outcome. A batch's reply may be up to
+    /// [`max_frame`](Config::max_frame) per read, for at most
+    /// [`MAX_BATCHED_READS`](crate::session::MAX_BATCHED_READS) reads. Needs
+    /// ZooKeeper 3.6+: a server before it answers the first batch with an
+    /// error and drops the connection, its reads fail with `ConnectionLoss`,
+    /// and the client sends reads one by one from then on. Set it to false
+    /// for such servers.
+    pub fn batch_reads(&self) -> bool {
+        self.batch_reads
     }
 }
 
@@ -223,6 +244,13 @@ impl ClientBuilder {
     /// as the connection lives).
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.request_timeout = timeout;
+        self
+    }
+
+    /// Sets whether concurrent reads share a request (see
+    /// [`Config::batch_reads`]).
+    pub fn batch_reads(mut self, enabled: bool) -> Self {
+        self.config.batch_reads = enabled;
         self
     }
 

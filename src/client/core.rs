@@ -10,7 +10,7 @@ use crossbeam_channel::Sender;
 
 use crate::error::{Error, Result};
 use crate::proto::{OpCode, Record, Response};
-use crate::session::{Event, Session, State, WatchRequest, WatchedEvent};
+use crate::session::{BatchRead, Event, Session, State, WatchRequest, WatchedEvent};
 
 /// An internal watch callback.
 pub(crate) type NotifyFn = Arc<dyn Fn(&WatchedEvent) + Send + Sync>;
@@ -219,6 +219,17 @@ impl Shared {
         watch: Option<WatchRequest<Watcher>>,
     ) -> Result<Response> {
         let slot = self.start(op, body, watch)?;
+        self.flush();
+        self.wait(&slot)
+    }
+
+    /// Sends a read that may share a request with others (see
+    /// [`Session::submit_read`]) and waits for its reply.
+    pub(crate) fn call_read(&self, read: BatchRead) -> Result<Response> {
+        let slot = Arc::new(ReplySlot::default());
+        self.core()
+            .session
+            .submit_read(Instant::now(), read, slot.clone())?;
         self.flush();
         self.wait(&slot)
     }

@@ -154,6 +154,7 @@ impl Client {
                 max_request: config.max_request,
                 chroot: parsed.chroot.clone(),
                 request_timeout: config.request_timeout,
+                batch_reads: config.batch_reads,
             },
             parsed.hosts.clone(),
             now,

@@ -14,7 +14,7 @@ use crate::proto::{
     GetDataRequest, OpCode, PathRecord, RemoveWatchesRequest, Response, SetAclRequest,
     SetDataRequest, Stat, WatcherType,
 };
-use crate::session::{WatchKind, WatchRequest, WatchedEvent};
+use crate::session::{BatchRead, WatchKind, WatchRequest, WatchedEvent};
 
 /// A created node's path and, when the reply carried it, its Stat.
 pub(crate) type Created = (String, Option<Stat>);
@@ -203,6 +203,35 @@ impl Client {
         self.get_data_inner(path, None)
     }
 
+    /// Reads the data of each of `paths`, with every read submitted before
+    /// any is written, as the reads of many callers at once may be: they
+    /// share requests (see [`Config::batch_reads`](crate::Config::batch_reads)).
+    #[cfg(feature = "testing")]
+    pub(crate) fn get_data_together(&self, paths: &[&str]) -> Vec<Result<(Vec<u8>, Stat)>> {
+        let slots: Vec<Result<_>> = {
+            let mut core = self.shared().core();
+            paths
+                .iter()
+                .map(|path| {
+                    let path = self.server_path(path)?;
+                    let slot = std::sync::Arc::new(super::core::ReplySlot::default());
+                    let read = BatchRead::Data(GetDataRequest { path, watch: false });
+                    core.session
+                        .submit_read(std::time::Instant::now(), read, slot.clone())?;
+                    Ok(slot)
+                })
+                .collect()
+        };
+        self.shared().flush();
+        slots
+            .into_iter()
+            .map(|slot| match self.shared().wait(&*slot?)? {
+                Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
+                _ => Err(unexpected("getData reply")),
+            })
+            .collect()
+    }
+
     /// Like [`Client::get_data`], and leaves a one-shot data watch
     /// (NodeDataChanged or NodeDeleted).
     pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, WatchReceiver)> {
@@ -217,11 +246,18 @@ impl Client {
         watcher: Option<Watcher>,
     ) -> Result<(Vec<u8>, Stat)> {
         let path = self.server_path(path)?;
+        let Some(watcher) = watcher else {
+            let read = BatchRead::Data(GetDataRequest { path, watch: false });
+            return match self.shared().call_read(read)? {
+                Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
+                _ => Err(unexpected("getData reply")),
+            };
+        };
         let request = GetDataRequest {
             path: path.clone(),
-            watch: watcher.is_some(),
+            watch: true,
         };
-        let watch = watcher.map(|watcher| WatchRequest {
+        let watch = Some(WatchRequest {
             kind: WatchKind::Data,
             path,
             watcher,
@@ -260,11 +296,18 @@ impl Client {
 
     fn get_children_inner(&self, path: &str, watcher: Option<Watcher>) -> Result<Vec<String>> {
         let path = self.server_path(path)?;
+        let Some(watcher) = watcher else {
+            let read = BatchRead::Children(GetChildrenRequest { path, watch: false });
+            return match self.shared().call_read(read)? {
+                Response::GetChildren(r) => Ok(r.children),
+                _ => Err(unexpected("getChildren reply")),
+            };
+        };
         let request = GetChildrenRequest {
             path: path.clone(),
-            watch: watcher.is_some(),
+            watch: true,
         };
-        let watch = watcher.map(|watcher| WatchRequest {
+        let watch = Some(WatchRequest {
             kind: WatchKind::Child,
             path,
             watcher,

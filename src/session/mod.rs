@@ -8,12 +8,15 @@
 //! connect). The client's I/O thread is a thin loop around it, and tests drive
 //! it with bytes and a hand-advanced clock.
 
+mod batch;
 mod hosts;
 mod receive;
 mod release;
 mod reregister;
 mod watches;
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +30,7 @@ use crate::proto::{
 };
 use crate::rand::Rng;
 
+pub use batch::{BatchRead, MAX_BATCHED_READS};
 pub(crate) use hosts::HostList;
 pub(crate) use receive::strip_chroot;
 pub(crate) use release::ReleaseOutcome;
@@ -55,6 +59,9 @@ pub struct SessionConfig {
     /// order, so none can be skipped); `None`: as long as the connection
     /// lives.
     pub request_timeout: Option<Duration>,
+    /// Whether reads submitted with [`Session::submit_read`] may share a
+    /// `multiRead` (ZooKeeper 3.6+).
+    pub batch_reads: bool,
 }
 
 /// The state of the session, as user code sees it.
@@ -137,6 +144,10 @@ enum Purpose<T, W> {
         token: T,
         watch: Option<WatchRequest<W>>,
     },
+    /// The reads of a batch, in order, with their ops (see `batch.rs`).
+    Reads {
+        reads: Vec<(T, OpCode)>,
+    },
     SetWatches,
     Background {
         path: String,
@@ -198,6 +209,10 @@ pub struct Session<T, W> {
     last_send: Instant,
 
     pending: VecDeque<Pending<T, W>>,
+    /// The reads at the tail of the outbox that a read may still join.
+    open_batch: Option<batch::OpenBatch>,
+    /// Set once a server refused a multiRead: reads then go one by one.
+    batch_refused: bool,
     queued: VecDeque<Queued<T, W>>,
     background: Vec<(String, i32)>,
     /// Background deletes not sent yet, with when they are due.
@@ -233,6 +248,8 @@ impl<T, W: Clone> Session<T, W> {
             last_heard: now,
             last_send: now,
             pending: VecDeque::new(),
+            open_batch: None,
+            batch_refused: false,
             queued: VecDeque::new(),
             background: Vec::new(),
             deferred: Vec::new(),
@@ -315,6 +332,7 @@ impl<T, W: Clone> Session<T, W> {
         self.conn = Conn::Handshaking { since: now };
         self.inbox.clear();
         self.outbox.clear();
+        self.close_batch();
         self.disconnect = None;
         self.last_recv = now;
         self.last_send = now;
@@ -351,7 +369,7 @@ impl<T, W: Clone> Session<T, W> {
         let mut consumed = 0;
         while self.disconnect.is_none() {
             let rest = inbox.get(consumed..).unwrap_or_default();
-            match split_frame(rest, self.config.max_frame) {
+            match split_frame(rest, self.reply_frame_limit()) {
                 Ok(Some((payload, len))) => {
                     consumed += len;
                     if let Err(e) = self.handle_frame(now, payload) {
@@ -374,6 +392,7 @@ impl<T, W: Clone> Session<T, W> {
         self.disconnect = None;
         self.inbox.clear();
         self.outbox.clear();
+        self.close_batch();
         // Still background deletes: the reconnect sends them.
         self.deferred.clear();
         if was == Conn::None {
@@ -583,6 +602,7 @@ impl<T, W: Clone> Session<T, W> {
 
     /// Moves the bytes waiting to be sent into `buf` (appending).
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) {
+        self.close_batch();
         if buf.is_empty() {
             std::mem::swap(buf, &mut self.outbox);
         } else {
@@ -806,11 +826,13 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     fn fail(&mut self, purpose: Purpose<T, W>, error: Error) {
-        if let Purpose::User { token, .. } = purpose {
-            self.events.push_back(Event::Reply {
+        match purpose {
+            Purpose::User { token, .. } => self.events.push_back(Event::Reply {
                 token,
                 result: Err(error),
-            });
+            }),
+            Purpose::Reads { reads } => self.fail_reads(reads, error),
+            Purpose::SetWatches | Purpose::Background { .. } | Purpose::Close => {}
         }
     }
 }

@@ -192,6 +192,7 @@ impl<T, W: Clone> Session<T, W> {
                 }
                 self.events.push_back(Event::Reply { token, result });
             }
+            Purpose::Reads { reads } => self.complete_reads(reads, result),
             Purpose::SetWatches => {
                 if let Err(e) = result {
                     log::warn!("re-registering watches failed: {e}");

@@ -13,7 +13,7 @@ type TestSession = Session<u32, u32>;
 
 const TIMEOUT: Duration = Duration::from_millis(3000);
 
-fn config() -> SessionConfig {
+pub(super) fn config() -> SessionConfig {
     SessionConfig {
         session_timeout: TIMEOUT,
         connect_timeout: Duration::from_millis(1000),
@@ -22,16 +22,17 @@ fn config() -> SessionConfig {
         max_request: crate::proto::JUTE_MAX_BUFFER,
         chroot: Some("/app".into()),
         request_timeout: None,
+        batch_reads: true,
     }
 }
 
-fn frame(record: &impl Record) -> Vec<u8> {
+pub(super) fn frame(record: &impl Record) -> Vec<u8> {
     let mut buf = Vec::new();
     write_frame(&mut buf, record);
     buf
 }
 
-fn reply(xid: i32, zxid: i64, err: i32, body: &impl Record) -> Vec<u8> {
+pub(super) fn reply(xid: i32, zxid: i64, err: i32, body: &impl Record) -> Vec<u8> {
     let mut payload = Vec::new();
     let mut w = crate::proto::Writer::new(&mut payload);
     ReplyHeader { xid, zxid, err }.write(&mut w);
@@ -52,7 +53,7 @@ fn accepted(session_id: i64, timeout_ms: i32) -> Vec<u8> {
 }
 
 /// Splits the transmitted bytes into frames.
-fn sent(session: &mut TestSession) -> Vec<Vec<u8>> {
+pub(super) fn sent(session: &mut TestSession) -> Vec<Vec<u8>> {
     let mut buf = Vec::new();
     session.poll_transmit(&mut buf);
     let mut frames = Vec::new();
@@ -65,7 +66,7 @@ fn sent(session: &mut TestSession) -> Vec<Vec<u8>> {
     frames
 }
 
-fn header(frame: &[u8]) -> RequestHeader {
+pub(super) fn header(frame: &[u8]) -> RequestHeader {
     RequestHeader::read(&mut crate::proto::Reader::new(frame)).unwrap()
 }
 
@@ -73,7 +74,7 @@ fn events(session: &mut TestSession) -> Vec<Event<u32, u32>> {
     std::iter::from_fn(|| session.poll_event()).collect()
 }
 
-fn replies(session: &mut TestSession) -> Vec<(u32, Result<Response>)> {
+pub(super) fn replies(session: &mut TestSession) -> Vec<(u32, Result<Response>)> {
     events(session)
         .into_iter()
         .filter_map(|e| match e {
@@ -83,11 +84,11 @@ fn replies(session: &mut TestSession) -> Vec<(u32, Result<Response>)> {
         .collect()
 }
 
-fn connected(now: Instant) -> TestSession {
+pub(super) fn connected(now: Instant) -> TestSession {
     connected_with(config(), now)
 }
 
-fn connected_with(config: SessionConfig, now: Instant) -> TestSession {
+pub(super) fn connected_with(config: SessionConfig, now: Instant) -> TestSession {
     let mut s = Session::new(config, vec!["127.0.0.1:1".into()], now);
     s.handle_connected(now);
     let frames = sent(&mut s);
@@ -106,14 +107,14 @@ fn connected_with(config: SessionConfig, now: Instant) -> TestSession {
 }
 
 /// A getData reply body: data `v`.
-fn data_v() -> GetDataResponse {
+pub(super) fn data_v() -> GetDataResponse {
     GetDataResponse {
         data: Some(b"v".to_vec()),
         stat: Stat::default(),
     }
 }
 
-fn get_data(path: &str) -> GetDataRequest {
+pub(super) fn get_data(path: &str) -> GetDataRequest {
     GetDataRequest {
         path: path.into(),
         watch: false,
@@ -489,7 +490,7 @@ fn deleted_path(frame: &[u8]) -> String {
 }
 
 /// Reconnects, resuming the session, and returns what the handshake sends.
-fn reconnect(s: &mut TestSession, now: Instant) -> Vec<Vec<u8>> {
+pub(super) fn reconnect(s: &mut TestSession, now: Instant) -> Vec<Vec<u8>> {
     s.handle_disconnected(now);
     s.handle_connected(now);
     sent(s);

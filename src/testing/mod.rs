@@ -70,6 +70,17 @@ pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{TestServer, TestServerBuilder};
 pub use util::{four_letter_word, ServerMode};
 
+/// Reads the data of each of `paths` through `client`, with every read
+/// submitted before any is written, as the reads of many threads at once
+/// may be: they share requests as such reads do (see
+/// [`Config::batch_reads`](crate::Config::batch_reads)), but every time.
+pub fn get_data_together(
+    client: &crate::Client,
+    paths: &[&str],
+) -> Vec<crate::Result<(Vec<u8>, crate::Stat)>> {
+    client.get_data_together(paths)
+}
+
 /// The default `tickTime`, in ms.
 pub const DEFAULT_TICK_TIME_MS: u32 = 200;
 /// The default `minSessionTimeout`, in ms (two ticks).

@@ -1,0 +1,240 @@
+//! Reads sent together. A getData or getChildren without a watch that finds
+//! the read submitted just before it still waiting in the outbox, with
+//! nothing after it, joins it: both go out as one `multiRead` (ZooKeeper
+//! 3.6+). The server then handles one request instead of several, which on
+//! a busy client is most of what a read costs it. Nothing waits for company:
+//! a batch grows only while the bytes before it are being written, and
+//! leaves with the next write.
+//!
+//! Order is kept: a batch holds a run of reads that were adjacent anyway,
+//! and the server answers them in order at one point of its history. Each
+//! read keeps its own outcome (multiRead ops fail one by one).
+
+use std::time::Instant;
+
+use super::{Conn, Error, Event, Pending, Purpose, Result, Session};
+use crate::proto::{
+    write_request, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, OpCode, OpResult,
+    Response,
+};
+
+/// The most reads in one batch. A batch's reply may be this many times
+/// `max_frame`, so this also bounds what a batch can make the client buffer.
+pub const MAX_BATCHED_READS: usize = 16;
+
+/// What one read of a batch adds to its frame at most: its op's header
+/// (9 bytes), the path's length (4) and the watch flag (1), plus, when a
+/// lone read becomes a multiRead, the terminator (9).
+const READ_OVERHEAD: usize = 32;
+
+/// A read that may share a `multiRead` with others. Its watch flag is
+/// cleared: a batched read leaves no watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchRead {
+    /// getData.
+    Data(GetDataRequest),
+    /// getChildren.
+    Children(GetChildrenRequest),
+}
+
+impl BatchRead {
+    fn op(&self) -> OpCode {
+        match self {
+            BatchRead::Data(_) => OpCode::GetData,
+            BatchRead::Children(_) => OpCode::GetChildren,
+        }
+    }
+
+    fn path_len(&self) -> usize {
+        match self {
+            BatchRead::Data(r) => r.path.len(),
+            BatchRead::Children(r) => r.path.len(),
+        }
+    }
+
+    fn into_op(self) -> MultiOp {
+        match self {
+            BatchRead::Data(r) => MultiOp::GetData(r),
+            BatchRead::Children(r) => MultiOp::GetChildren(r),
+        }
+    }
+}
+
+/// The batch at the tail of the outbox, which another read may still join.
+#[derive(Debug, Default)]
+pub(super) struct OpenBatch {
+    /// The xid of its frame (that of its first read).
+    xid: i32,
+    /// Where its frame starts in the outbox, and where it ends.
+    start: usize,
+    end: usize,
+    /// Its reads, in order: one is sent as itself, several as a multiRead.
+    reads: MultiRequest,
+}
+
+impl<T, W: Clone> Session<T, W> {
+    /// Queues a read like [`Session::submit`], joining it to the read just
+    /// before it when that one has not been sent yet (see the module docs).
+    pub fn submit_read(&mut self, now: Instant, mut read: BatchRead, token: T) -> Result<()> {
+        self.check_open()?;
+        match &mut read {
+            BatchRead::Data(r) => r.watch = false,
+            BatchRead::Children(r) => r.watch = false,
+        }
+        if self.can_join_batch(&read) {
+            self.join_batch(now, read, token);
+            return Ok(());
+        }
+        let purpose = Purpose::User { token, watch: None };
+        let batchable =
+            self.config.batch_reads && !self.batch_refused && self.conn == Conn::Established;
+        if !batchable {
+            return match &read {
+                BatchRead::Data(r) => self.enqueue(now, OpCode::GetData, r, purpose),
+                BatchRead::Children(r) => self.enqueue(now, OpCode::GetChildren, r, purpose),
+            };
+        }
+        // Deferred deletes go first, so that the batch starts at the tail.
+        if !self.deferred.is_empty() {
+            self.send_deferred_deletes(now);
+        }
+        let start = self.outbox.len();
+        match &read {
+            BatchRead::Data(r) => self.send(now, OpCode::GetData, r, purpose)?,
+            BatchRead::Children(r) => self.send(now, OpCode::GetChildren, r, purpose)?,
+        }
+        let mut batch = self.open_batch.take().unwrap_or_default();
+        batch.reads.ops.clear();
+        batch.reads.ops.push(read.into_op());
+        batch.xid = self.pending.back().map_or(0, |p| p.xid);
+        batch.start = start;
+        batch.end = self.outbox.len();
+        self.open_batch = Some(batch);
+        Ok(())
+    }
+
+    /// True if `read` may join the open batch: the batch's frame is still
+    /// the last thing in the outbox and its request the last one sent, no
+    /// deferred delete must go before `read`, and the batch has room.
+    fn can_join_batch(&self, read: &BatchRead) -> bool {
+        let Some(batch) = &self.open_batch else {
+            return false;
+        };
+        self.deferred.is_empty()
+            && batch.end == self.outbox.len()
+            && batch.reads.ops.len() < MAX_BATCHED_READS
+            && self.pending.back().is_some_and(|p| {
+                p.xid == batch.xid
+                    && matches!(
+                        p.purpose,
+                        Purpose::User { watch: None, .. } | Purpose::Reads { .. }
+                    )
+            })
+            && (batch.end - batch.start)
+                .saturating_add(read.path_len())
+                .saturating_add(READ_OVERHEAD)
+                <= self.config.max_request
+    }
+
+    /// Adds `read` to the open batch (see [`Session::can_join_batch`]): its
+    /// frame is written again as a multiRead of all its reads.
+    fn join_batch(&mut self, now: Instant, read: BatchRead, token: T) {
+        let Some(batch) = &mut self.open_batch else {
+            return;
+        };
+        let op = read.op();
+        batch.reads.ops.push(read.into_op());
+        self.outbox.truncate(batch.start);
+        write_request(&mut self.outbox, batch.xid, OpCode::MultiRead, &batch.reads);
+        batch.end = self.outbox.len();
+        if let Some(pending) = self.pending.back_mut() {
+            let first_op = pending.op;
+            pending.op = OpCode::MultiRead;
+            let purpose = std::mem::replace(&mut pending.purpose, Purpose::SetWatches);
+            pending.purpose = match purpose {
+                Purpose::User { token: first, .. } => Purpose::Reads {
+                    reads: vec![(first, first_op), (token, op)],
+                },
+                Purpose::Reads { mut reads } => {
+                    reads.push((token, op));
+                    Purpose::Reads { reads }
+                }
+                // Ruled out by `can_join_batch`; the read fails rather than
+                // wait for a reply that would never reach it.
+                other => {
+                    self.events.push_back(Event::Reply {
+                        token,
+                        result: Err(Error::ConnectionLoss),
+                    });
+                    other
+                }
+            };
+        }
+        self.last_send = now;
+    }
+
+    /// The batch's frame is leaving (or being dropped): nothing may join it.
+    pub(super) fn close_batch(&mut self) {
+        if let Some(batch) = &mut self.open_batch {
+            batch.end = usize::MAX;
+        }
+    }
+
+    /// The largest frame the next reply may be: `max_frame` per read of a
+    /// batch due first.
+    pub(super) fn reply_frame_limit(&self) -> usize {
+        let reads = match self.pending.front() {
+            Some(Pending {
+                purpose: Purpose::Reads { reads },
+                ..
+            }) => reads.len(),
+            _ => 1,
+        };
+        self.config.max_frame.saturating_mul(reads.max(1))
+    }
+
+    /// Hands each read of a batch its own outcome. A reply unlike the
+    /// request (another count of results, or a result of another kind than
+    /// its read) fails the reads it cannot answer and drops the connection.
+    pub(super) fn complete_reads(&mut self, reads: Vec<(T, OpCode)>, result: Result<Response>) {
+        let malformed = |what| Error::Protocol(crate::proto::DecodeError::Malformed(what));
+        let results = match result {
+            Ok(Response::Multi(reply)) if reply.results.len() == reads.len() => reply.results,
+            Ok(_) => {
+                let error = malformed("multiRead reply with a result count unlike the request's");
+                self.request_disconnect(error.clone());
+                return self.fail_reads(reads, error);
+            }
+            Err(Error::Unimplemented) => {
+                // A server before 3.6; it also closes the connection.
+                log::warn!("the server does not know multiRead (before 3.6): reads go one by one");
+                self.batch_refused = true;
+                self.close_batch();
+                return self.fail_reads(reads, Error::ConnectionLoss);
+            }
+            Err(e) => return self.fail_reads(reads, e),
+        };
+        for ((token, op), result) in reads.into_iter().zip(results) {
+            let result = match (op, result) {
+                (OpCode::GetData, OpResult::GetData(r)) => Ok(Response::GetData(r)),
+                (OpCode::GetChildren, OpResult::GetChildren(r)) => Ok(Response::GetChildren(r)),
+                (_, OpResult::Error(e)) if e.err != 0 => Err(Error::from_code(e.err)),
+                _ => {
+                    let error = malformed("multiRead result unlike its read");
+                    self.request_disconnect(error.clone());
+                    Err(error)
+                }
+            };
+            self.events.push_back(Event::Reply { token, result });
+        }
+    }
+
+    pub(super) fn fail_reads(&mut self, reads: Vec<(T, OpCode)>, error: Error) {
+        for (token, _) in reads {
+            self.events.push_back(Event::Reply {
+                token,
+                result: Err(error.clone()),
+            });
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! Reads sent together (see `batch.rs`), driven by bytes: no sockets.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{
+    config, connected, connected_with, data_v, get_data, header, reconnect, replies, reply, sent,
+};
+use super::*;
+use crate::proto::{
+    ErrorCode, ErrorResponse, GetChildrenRequest, GetChildrenResponse, GetDataResponse, MultiOp,
+    MultiRequest, MultiResponse, OpResult, RequestHeader, Stat,
+};
+
+fn read(path: &str) -> BatchRead {
+    BatchRead::Data(get_data(path))
+}
+
+/// The header and, for a multiRead, the paths its ops read.
+fn read_frame(frame: &[u8]) -> (RequestHeader, Vec<String>) {
+    let mut r = crate::proto::Reader::new(frame);
+    let header = RequestHeader::read(&mut r).unwrap();
+    let paths = if header.op == OpCode::MultiRead.code() {
+        let ops = MultiRequest::read(&mut r).unwrap().ops;
+        ops.iter().map(|op| op.path().to_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    (header, paths)
+}
+
+fn data(bytes: &[u8]) -> GetDataResponse {
+    GetDataResponse {
+        data: Some(bytes.to_vec()),
+        stat: Stat::default(),
+    }
+}
+
+#[test]
+fn reads_waiting_together_go_as_one_multi_read_and_each_gets_its_own_outcome() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    let children = GetChildrenRequest {
+        path: "/app/dir".into(),
+        watch: true,
+    };
+    s.submit_read(now, BatchRead::Children(children), 2)
+        .unwrap();
+    s.submit_read(now, read("/app/gone"), 3).unwrap();
+    assert_eq!(s.in_flight(), 1);
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    let (h, paths) = read_frame(&frames[0]);
+    assert_eq!((h.xid, h.op), (1, OpCode::MultiRead.code()));
+    assert_eq!(paths, ["/app/a", "/app/dir", "/app/gone"]);
+    // The watch flag was cleared: a batched read leaves no watch.
+    let mut r = crate::proto::Reader::new(&frames[0]);
+    RequestHeader::read(&mut r).unwrap();
+    let ops = MultiRequest::read(&mut r).unwrap().ops;
+    assert!(matches!(&ops[1], MultiOp::GetChildren(c) if !c.watch));
+
+    let results = vec![
+        OpResult::GetData(data(b"A")),
+        OpResult::GetChildren(GetChildrenResponse {
+            children: vec!["x".into()],
+        }),
+        OpResult::Error(ErrorResponse {
+            err: ErrorCode::NoNode.code(),
+        }),
+    ];
+    s.handle_bytes(now, &reply(1, 20, 0, &MultiResponse { results }));
+    let got = replies(&mut s);
+    assert_eq!(got.len(), 3);
+    assert!(
+        matches!(&got[0], (1, Ok(Response::GetData(d))) if d.data.as_deref() == Some(&b"A"[..]))
+    );
+    assert!(matches!(&got[1], (2, Ok(Response::GetChildren(c))) if c.children == ["x"]));
+    assert!(matches!(&got[2], (3, Err(Error::NoNode))));
+    assert_eq!(s.last_zxid(), 20);
+    assert_eq!(s.in_flight(), 0);
+}
+
+#[test]
+fn a_lone_read_goes_as_itself() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::GetData.code());
+    s.handle_bytes(now, &reply(1, 5, 0, &data_v()));
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(1, Ok(Response::GetData(_)))]
+    ));
+}
+
+#[test]
+fn a_batch_closes_when_its_bytes_leave_or_another_request_follows() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    let first = sent(&mut s);
+    // Sent: a read now starts a batch of its own.
+    s.submit_read(now, read("/app/c"), 3).unwrap();
+    // Another request after it: the next read may not jump ahead of it.
+    s.submit(now, OpCode::Exists, &get_data("/app/e"), 4, None)
+        .unwrap();
+    s.submit_read(now, read("/app/d"), 5).unwrap();
+    s.submit_read(now, read("/app/f"), 6).unwrap();
+    let frames: Vec<_> = first
+        .iter()
+        .chain(&sent(&mut s))
+        .map(|f| read_frame(f))
+        .collect();
+    let shape: Vec<(i32, i32, Vec<String>)> = frames
+        .into_iter()
+        .map(|(h, paths)| (h.xid, h.op, paths))
+        .collect();
+    let multi_read = OpCode::MultiRead.code();
+    assert_eq!(
+        shape,
+        [
+            (1, multi_read, vec!["/app/a".into(), "/app/b".into()]),
+            (2, OpCode::GetData.code(), vec![]),
+            (3, OpCode::Exists.code(), vec![]),
+            (4, multi_read, vec!["/app/d".into(), "/app/f".into()]),
+        ]
+    );
+}
+
+#[test]
+fn a_deferred_delete_goes_before_a_later_read_and_splits_the_batch() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
+        .unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
+    assert_eq!(
+        ops,
+        [
+            OpCode::GetData.code(),
+            OpCode::Delete.code(),
+            OpCode::GetData.code()
+        ]
+    );
+}
+
+#[test]
+fn a_batch_holds_at_most_max_batched_reads() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let count = MAX_BATCHED_READS as u32 + 1;
+    for token in 0..count {
+        s.submit_read(now, read("/app/a"), token).unwrap();
+    }
+    let frames: Vec<_> = sent(&mut s).iter().map(|f| read_frame(f)).collect();
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[0].1.len(), MAX_BATCHED_READS);
+    assert_eq!(frames[1].0.op, OpCode::GetData.code());
+}
+
+#[test]
+fn with_batching_off_reads_go_one_by_one() {
+    let now = Instant::now();
+    let mut s = connected_with(
+        SessionConfig {
+            batch_reads: false,
+            ..config()
+        },
+        now,
+    );
+    for token in 0..3 {
+        s.submit_read(now, read("/app/a"), token).unwrap();
+    }
+    let xids: Vec<(i32, i32)> = sent(&mut s)
+        .iter()
+        .map(|f| (header(f).xid, header(f).op))
+        .collect();
+    let get = OpCode::GetData.code();
+    assert_eq!(xids, [(1, get), (2, get), (3, get)]);
+}
+
+#[test]
+fn a_server_without_multi_read_fails_the_batch_with_connection_loss_and_ends_batching() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    sent(&mut s);
+    let unimplemented = ErrorCode::Unimplemented.code();
+    s.handle_bytes(now, &reply(1, 0, unimplemented, &()));
+    assert!(matches!(
+        replies(&mut s)[..],
+        [
+            (1, Err(Error::ConnectionLoss)),
+            (2, Err(Error::ConnectionLoss))
+        ]
+    ));
+    // Such a server closes the connection; after the reconnect reads go
+    // one by one.
+    reconnect(&mut s, now);
+    s.submit_read(now, read("/app/a"), 3).unwrap();
+    s.submit_read(now, read("/app/b"), 4).unwrap();
+    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::GetData.code(), OpCode::GetData.code()]);
+}
+
+#[test]
+fn a_multi_read_reply_with_the_wrong_count_fails_every_read_and_drops_the_connection() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    sent(&mut s);
+    let short = MultiResponse {
+        results: vec![OpResult::GetData(data_v())],
+    };
+    s.handle_bytes(now, &reply(1, 3, 0, &short));
+    assert!(matches!(s.poll_disconnect(), Some(Error::Protocol(_))));
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(1, Err(Error::Protocol(_))), (2, Err(Error::Protocol(_)))]
+    ));
+}
+
+#[test]
+fn a_disconnect_fails_every_read_of_a_batch() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    sent(&mut s);
+    s.handle_disconnected(now);
+    assert!(matches!(
+        replies(&mut s)[..],
+        [
+            (1, Err(Error::ConnectionLoss)),
+            (2, Err(Error::ConnectionLoss))
+        ]
+    ));
+}
+
+#[test]
+fn reads_made_while_disconnected_wait_for_the_reconnect_one_by_one() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    let ops: Vec<i32> = reconnect(&mut s, now)
+        .iter()
+        .map(|f| header(f).op)
+        .collect();
+    assert_eq!(ops, [OpCode::GetData.code(), OpCode::GetData.code()]);
+}
+
+#[test]
+fn a_batch_reply_may_be_max_frame_per_read_and_no_more() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        max_frame: 256,
+        ..config()
+    };
+    let big = MultiResponse {
+        results: vec![
+            OpResult::GetData(data(&[b'x'; 150])),
+            OpResult::GetData(data(&[b'y'; 150])),
+        ],
+    };
+    // Over one read's max_frame, within two reads'.
+    let mut s = connected_with(config.clone(), now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &reply(1, 3, 0, &big));
+    assert!(s.poll_disconnect().is_none());
+    assert_eq!(replies(&mut s).len(), 2);
+    // A lone read's reply of that size is refused.
+    let mut s = connected_with(config, now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &reply(1, 3, 0, &big));
+    assert!(matches!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(
+            crate::proto::DecodeError::FrameTooLarge { .. }
+        ))
+    ));
+}
+
+#[test]
+fn a_read_too_long_to_join_goes_as_its_own_request() {
+    let now = Instant::now();
+    let mut s = connected_with(
+        SessionConfig {
+            max_request: 200,
+            ..config()
+        },
+        now,
+    );
+    let long = format!("/app/{}", "x".repeat(150));
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read(&long), 2).unwrap();
+    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::GetData.code(), OpCode::GetData.code()]);
+}
+
+#[test]
+fn a_multi_read_result_unlike_its_read_fails_that_read_and_drops_the_connection() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    sent(&mut s);
+    let mixed = MultiResponse {
+        results: vec![
+            OpResult::GetData(data_v()),
+            OpResult::GetChildren(GetChildrenResponse { children: vec![] }),
+        ],
+    };
+    s.handle_bytes(now, &reply(1, 3, 0, &mixed));
+    assert!(matches!(s.poll_disconnect(), Some(Error::Protocol(_))));
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(1, Ok(Response::GetData(_))), (2, Err(Error::Protocol(_)))]
+    ));
+}
