@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::tests::{
     config, connected, connected_with, data_v, get_data, header, reconnect, replies, reply, sent,
+    TestSession,
 };
 use super::*;
 use crate::proto::{
@@ -33,6 +34,23 @@ fn data(bytes: &[u8]) -> GetDataResponse {
         data: Some(bytes.to_vec()),
         stat: Stat::default(),
     }
+}
+
+/// Reads `/app/a` (token 1) and `/app/b` (token 2), submitted together
+/// and sent as one multiRead with xid 1.
+fn two_reads_sent(config: SessionConfig, now: Instant) -> TestSession {
+    let mut s = connected_with(config, now);
+    s.submit_read(now, read("/app/a"), 1).unwrap();
+    s.submit_read(now, read("/app/b"), 2).unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(read_frame(&frames[0]).1, ["/app/a", "/app/b"]);
+    s
+}
+
+/// The opcodes of the frames sent.
+fn sent_ops(s: &mut TestSession) -> Vec<i32> {
+    sent(s).iter().map(|f| header(f).op).collect()
 }
 
 #[test]
@@ -139,9 +157,8 @@ fn a_deferred_delete_goes_before_a_later_read_and_splits_the_batch() {
     s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
         .unwrap();
     s.submit_read(now, read("/app/b"), 2).unwrap();
-    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
     assert_eq!(
-        ops,
+        sent_ops(&mut s),
         [
             OpCode::GetData.code(),
             OpCode::Delete.code(),
@@ -188,10 +205,7 @@ fn with_batching_off_reads_go_one_by_one() {
 #[test]
 fn a_server_without_multi_read_fails_the_batch_with_connection_loss_and_ends_batching() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_read(now, read("/app/a"), 1).unwrap();
-    s.submit_read(now, read("/app/b"), 2).unwrap();
-    sent(&mut s);
+    let mut s = two_reads_sent(config(), now);
     let unimplemented = ErrorCode::Unimplemented.code();
     s.handle_bytes(now, &reply(1, 0, unimplemented, &()));
     assert!(matches!(
@@ -206,17 +220,16 @@ fn a_server_without_multi_read_fails_the_batch_with_connection_loss_and_ends_bat
     reconnect(&mut s, now);
     s.submit_read(now, read("/app/a"), 3).unwrap();
     s.submit_read(now, read("/app/b"), 4).unwrap();
-    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
-    assert_eq!(ops, [OpCode::GetData.code(), OpCode::GetData.code()]);
+    assert_eq!(
+        sent_ops(&mut s),
+        [OpCode::GetData.code(), OpCode::GetData.code()]
+    );
 }
 
 #[test]
 fn a_multi_read_reply_with_the_wrong_count_fails_every_read_and_drops_the_connection() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_read(now, read("/app/a"), 1).unwrap();
-    s.submit_read(now, read("/app/b"), 2).unwrap();
-    sent(&mut s);
+    let mut s = two_reads_sent(config(), now);
     let short = MultiResponse {
         results: vec![OpResult::GetData(data_v())],
     };
@@ -231,10 +244,7 @@ fn a_multi_read_reply_with_the_wrong_count_fails_every_read_and_drops_the_connec
 #[test]
 fn a_disconnect_fails_every_read_of_a_batch() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_read(now, read("/app/a"), 1).unwrap();
-    s.submit_read(now, read("/app/b"), 2).unwrap();
-    sent(&mut s);
+    let mut s = two_reads_sent(config(), now);
     s.handle_disconnected(now);
     assert!(matches!(
         replies(&mut s)[..],
@@ -273,10 +283,7 @@ fn a_batch_reply_may_be_max_frame_per_read_and_no_more() {
         ],
     };
     // Over one read's max_frame, within two reads'.
-    let mut s = connected_with(config.clone(), now);
-    s.submit_read(now, read("/app/a"), 1).unwrap();
-    s.submit_read(now, read("/app/b"), 2).unwrap();
-    sent(&mut s);
+    let mut s = two_reads_sent(config.clone(), now);
     s.handle_bytes(now, &reply(1, 3, 0, &big));
     assert!(s.poll_disconnect().is_none());
     assert_eq!(replies(&mut s).len(), 2);
@@ -306,17 +313,16 @@ fn a_read_too_long_to_join_goes_as_its_own_request() {
     let long = format!("/app/{}", "x".repeat(150));
     s.submit_read(now, read("/app/a"), 1).unwrap();
     s.submit_read(now, read(&long), 2).unwrap();
-    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
-    assert_eq!(ops, [OpCode::GetData.code(), OpCode::GetData.code()]);
+    assert_eq!(
+        sent_ops(&mut s),
+        [OpCode::GetData.code(), OpCode::GetData.code()]
+    );
 }
 
 #[test]
 fn a_multi_read_result_unlike_its_read_fails_that_read_and_drops_the_connection() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_read(now, read("/app/a"), 1).unwrap();
-    s.submit_read(now, read("/app/b"), 2).unwrap();
-    sent(&mut s);
+    let mut s = two_reads_sent(config(), now);
     let mixed = MultiResponse {
         results: vec![
             OpResult::GetData(data_v()),

@@ -9,7 +9,7 @@ use crate::proto::{
     RequestHeader, SetWatches, Stat, WatcherEvent, NOTIFICATION_XID,
 };
 
-type TestSession = Session<u32, u32>;
+pub(super) type TestSession = Session<u32, u32>;
 
 const TIMEOUT: Duration = Duration::from_millis(3000);
 
