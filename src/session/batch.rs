@@ -81,10 +81,9 @@ impl<T, W: Clone> Session<T, W> {
             BatchRead::Data(r) => r.watch = false,
             BatchRead::Children(r) => r.watch = false,
         }
-        if self.can_join_batch(&read) {
-            self.join_batch(now, read, token);
+        let Some((read, token)) = self.join_batch(now, read, token) else {
             return Ok(());
-        }
+        };
         let purpose = Purpose::User { token, watch: None };
         let batchable =
             self.config.batch_reads && !self.batch_refused && self.conn == Conn::Established;
@@ -123,54 +122,48 @@ impl<T, W: Clone> Session<T, W> {
         self.deferred.is_empty()
             && batch.end == self.outbox.len()
             && batch.reads.ops.len() < MAX_BATCHED_READS
-            && self.pending.back().is_some_and(|p| {
-                p.xid == batch.xid
-                    && matches!(
-                        p.purpose,
-                        Purpose::User { watch: None, .. } | Purpose::Reads { .. }
-                    )
-            })
+            && self.pending.back().is_some_and(|p| p.xid == batch.xid)
             && (batch.end - batch.start)
                 .saturating_add(read.path_len())
                 .saturating_add(READ_OVERHEAD)
                 <= self.config.max_request
     }
 
-    /// Adds `read` to the open batch (see [`Session::can_join_batch`]): its
-    /// frame is written again as a multiRead of all its reads.
-    fn join_batch(&mut self, now: Instant, read: BatchRead, token: T) {
-        let Some(batch) = &mut self.open_batch else {
-            return;
+    /// Adds `read` to the open batch, if it may join it (see
+    /// [`Session::can_join_batch`]): the batch's frame is written again as a
+    /// multiRead of all its reads. Otherwise hands `read` back.
+    fn join_batch(&mut self, now: Instant, read: BatchRead, token: T) -> Option<(BatchRead, T)> {
+        if !self.can_join_batch(&read) {
+            return Some((read, token));
+        }
+        let (Some(batch), Some(pending)) = (self.open_batch.as_mut(), self.pending.back_mut())
+        else {
+            return Some((read, token));
         };
         let op = read.op();
+        pending.purpose = match std::mem::replace(&mut pending.purpose, Purpose::SetWatches) {
+            Purpose::User {
+                token: first,
+                watch: None,
+            } => Purpose::Reads {
+                reads: vec![(first, pending.op), (token, op)],
+            },
+            Purpose::Reads { mut reads } => {
+                reads.push((token, op));
+                Purpose::Reads { reads }
+            }
+            other => {
+                pending.purpose = other;
+                return Some((read, token));
+            }
+        };
+        pending.op = OpCode::MultiRead;
         batch.reads.ops.push(read.into_op());
         self.outbox.truncate(batch.start);
         write_request(&mut self.outbox, batch.xid, OpCode::MultiRead, &batch.reads);
         batch.end = self.outbox.len();
-        if let Some(pending) = self.pending.back_mut() {
-            let first_op = pending.op;
-            pending.op = OpCode::MultiRead;
-            let purpose = std::mem::replace(&mut pending.purpose, Purpose::SetWatches);
-            pending.purpose = match purpose {
-                Purpose::User { token: first, .. } => Purpose::Reads {
-                    reads: vec![(first, first_op), (token, op)],
-                },
-                Purpose::Reads { mut reads } => {
-                    reads.push((token, op));
-                    Purpose::Reads { reads }
-                }
-                // Ruled out by `can_join_batch`; the read fails rather than
-                // wait for a reply that would never reach it.
-                other => {
-                    self.events.push_back(Event::Reply {
-                        token,
-                        result: Err(Error::ConnectionLoss),
-                    });
-                    other
-                }
-            };
-        }
         self.last_send = now;
+        None
     }
 
     /// The batch's frame is leaving (or being dropped): nothing may join it.
