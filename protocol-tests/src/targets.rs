@@ -987,9 +987,14 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
     (session, ops)
 }
 
-/// Submits reads that share one `multiRead` (see [`BatchRead`]) once the
-/// session is connected, so that the stream may also answer a batch.
-fn submit_batched_reads(session: &mut FuzzSession, flags: u8, now: Instant) -> Vec<(u32, OpCode)> {
+/// Submits reads that share one `multiRead` (see [`BatchRead`]), as the
+/// `session` target does once the session is connected, so that the stream
+/// may also answer a batch. Returns the reads submitted, as (token, op).
+pub fn submit_batched_reads(
+    session: &mut FuzzSession,
+    flags: u8,
+    now: Instant,
+) -> Vec<(u32, OpCode)> {
     let root = if flags & SESSION_CHROOT != 0 {
         "/app"
     } else {
@@ -1000,17 +1005,19 @@ fn submit_batched_reads(session: &mut FuzzSession, flags: u8, now: Instant) -> V
         (2001, OpCode::GetChildren),
         (2002, OpCode::GetData),
     ];
-    for (token, op) in reads {
-        let path = format!("{root}/b");
-        let read = match op {
-            OpCode::GetChildren => BatchRead::Children(GetChildrenRequest { path, watch: false }),
-            _ => BatchRead::Data(GetDataRequest { path, watch: false }),
-        };
-        session
-            .submit_read(now, read, token)
-            .expect("submitting reads while connected");
-    }
-    reads.to_vec()
+    reads
+        .into_iter()
+        .filter(|&(token, op)| {
+            let path = format!("{root}/b");
+            let read = match op {
+                OpCode::GetChildren => {
+                    BatchRead::Children(GetChildrenRequest { path, watch: false })
+                }
+                _ => BatchRead::Data(GetDataRequest { path, watch: false }),
+            };
+            session.submit_read(now, read, token).is_ok()
+        })
+        .collect()
 }
 
 /// What the `session` target tracks about a session while it runs.

@@ -21,17 +21,18 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use protocol_tests::targets::{
-    self, session_new, FuzzSession, MAX_FRAMES, REPLY_OPS, SESSION_CAN_BE_READ_ONLY,
-    SESSION_CHROOT, SESSION_CLOSE, SESSION_RAW_CHUNKS, SESSION_RESUME, TARGETS,
+    self, session_new, submit_batched_reads, FuzzSession, MAX_FRAMES, REPLY_OPS,
+    SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE, SESSION_RAW_CHUNKS, SESSION_RESUME,
+    TARGETS,
 };
 use zklock::proto::{
     perms, read_notification, read_reply_header, split_frame, write_frame, Acl, ClientInfo,
     ConnectResponse, Create2Response, CreateResponse, ErrorResponse, EventType, ExistsResponse,
     GetAclResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
-    GetDataResponse, GetEphemeralsResponse, Id, KeeperState, MultiHeader, MultiResponse, OpCode,
-    OpResult, Record, ReplyHeader, RequestHeader, Response, SetAclResponse, SetDataResponse, Stat,
-    SyncResponse, WatcherEvent, WhoAmIResponse, Writer, AUTH_XID, DEFAULT_MAX_FRAME,
-    NOTIFICATION_XID, PING_XID,
+    GetDataResponse, GetEphemeralsResponse, Id, KeeperState, MultiHeader, MultiOp, MultiRequest,
+    MultiResponse, OpCode, OpResult, Record, ReplyHeader, RequestHeader, Response, SetAclResponse,
+    SetDataResponse, Stat, SyncResponse, WatcherEvent, WhoAmIResponse, Writer, AUTH_XID,
+    DEFAULT_MAX_FRAME, NOTIFICATION_XID, PING_XID,
 };
 
 /// One corpus file.
@@ -959,7 +960,10 @@ struct Driver {
     session: FuzzSession,
     stream: Vec<u8>,
     closed: bool,
+    batched: bool,
     zxid: i64,
+    /// The ops of each multiRead sent, by xid, to answer it in kind.
+    read_ops: Vec<(i32, Vec<OpCode>)>,
 }
 
 impl Driver {
@@ -974,7 +978,9 @@ impl Driver {
             session,
             stream: Vec::new(),
             closed: false,
+            batched: false,
             zxid: 0x1_0000_0000,
+            read_ops: Vec::new(),
         }
     }
 
@@ -984,6 +990,11 @@ impl Driver {
         self.stream.extend_from_slice(&framed);
         self.session.handle_bytes(self.now, &framed);
         self.session.handle_timeout(self.now);
+        // As the target does: reads batched once, after the first handshake.
+        if !self.batched && self.session.state().is_connected() {
+            self.batched = true;
+            submit_batched_reads(&mut self.session, self.flags, self.now);
+        }
         if self.flags & SESSION_CLOSE != 0 && !self.closed && self.session.state().is_connected() {
             self.closed = true;
             self.session.close(self.now);
@@ -1011,8 +1022,15 @@ impl Driver {
         let mut requests = Vec::new();
         while let Ok(Some((payload, used))) = split_frame(rest, usize::MAX) {
             rest = &rest[used..];
-            let h = RequestHeader::read(&mut zklock::proto::Reader::new(payload)).unwrap();
-            requests.push((h.xid, OpCode::try_from(h.op).unwrap()));
+            let mut r = zklock::proto::Reader::new(payload);
+            let h = RequestHeader::read(&mut r).unwrap();
+            let op = OpCode::try_from(h.op).unwrap();
+            if op == OpCode::MultiRead {
+                let ops = MultiRequest::read(&mut r).unwrap().ops;
+                self.read_ops
+                    .push((h.xid, ops.iter().map(MultiOp::op_code).collect()));
+            }
+            requests.push((h.xid, op));
         }
         requests
     }
@@ -1027,6 +1045,8 @@ impl Driver {
                 header(AUTH_XID, 0, err)
             } else if err != 0 {
                 header(xid, self.zxid, err)
+            } else if let Some((_, ops)) = self.read_ops.iter().find(|(x, _)| *x == xid) {
+                [header(xid, self.zxid, 0), read_results(ops)].concat()
             } else {
                 [header(xid, self.zxid, 0), sample_body(op)].concat()
             };
@@ -1043,6 +1063,23 @@ impl Driver {
     fn input(&self, chunk_seed: u8, time_seed: u8) -> Vec<u8> {
         [&[self.flags, chunk_seed, time_seed][..], &self.stream].concat()
     }
+}
+
+/// A multiRead reply with one sample result per read op.
+fn read_results(ops: &[OpCode]) -> Vec<u8> {
+    let results = ops
+        .iter()
+        .map(|op| match op {
+            OpCode::GetChildren => OpResult::GetChildren(GetChildrenResponse {
+                children: vec!["a".into()],
+            }),
+            _ => OpResult::GetData(GetDataResponse {
+                data: Some(b"read".to_vec()),
+                stat: stat(),
+            }),
+        })
+        .collect();
+    MultiResponse { results }.to_bytes()
 }
 
 fn session_seeds() -> Vec<Seed> {
