@@ -105,6 +105,15 @@ fn connect(read_only: bool) -> ConnectResponse {
     }
 }
 
+/// The handshake of the session `session_new` resumes with
+/// `SESSION_RESUME`: a resume must be granted for that very session.
+fn resumed(read_only: bool) -> ConnectResponse {
+    ConnectResponse {
+        passwd: (1..=16).collect(),
+        ..connect(read_only)
+    }
+}
+
 fn header(xid: i32, zxid: i64, err: i32) -> Vec<u8> {
     ReplyHeader { xid, zxid, err }.to_bytes()
 }
@@ -1039,18 +1048,22 @@ impl Driver {
     /// sample body otherwise.
     fn answer_all(&mut self, fail: impl Fn(OpCode) -> i32) {
         for (xid, op) in self.requests() {
-            self.zxid += 1;
-            let err = fail(op);
-            let reply = if xid == AUTH_XID {
-                header(AUTH_XID, 0, err)
-            } else if err != 0 {
-                header(xid, self.zxid, err)
-            } else if let Some((_, ops)) = self.read_ops.iter().find(|(x, _)| *x == xid) {
-                [header(xid, self.zxid, 0), read_results(ops)].concat()
-            } else {
-                [header(xid, self.zxid, 0), sample_body(op)].concat()
-            };
+            let reply = self.reply(xid, op, fail(op));
             self.send(&reply);
+        }
+    }
+
+    /// The reply to request `xid`: `err`, or a sample body of its kind.
+    fn reply(&mut self, xid: i32, op: OpCode, err: i32) -> Vec<u8> {
+        self.zxid += 1;
+        if xid == AUTH_XID {
+            header(AUTH_XID, 0, err)
+        } else if err != 0 {
+            header(xid, self.zxid, err)
+        } else if let Some((_, ops)) = self.read_ops.iter().find(|(x, _)| *x == xid) {
+            [header(xid, self.zxid, 0), read_results(ops)].concat()
+        } else {
+            [header(xid, self.zxid, 0), sample_body(op)].concat()
         }
     }
 
@@ -1124,18 +1137,14 @@ fn session_seeds() -> Vec<Seed> {
     // next connection re-registers the watches.
     let flags = SESSION_CAN_BE_READ_ONLY | SESSION_RESUME;
     let mut d = Driver::new(flags);
-    d.send(&connect(true).to_bytes());
+    d.send(&resumed(true).to_bytes());
     let first = d.requests();
     for &(xid, op) in first.iter().take(8) {
-        let reply = if xid == AUTH_XID {
-            header(AUTH_XID, 0, 0)
-        } else {
-            [header(xid, ZXID, 0), sample_body(op)].concat()
-        };
+        let reply = d.reply(xid, op, 0);
         d.send(&reply);
     }
     d.send(&header(9999, ZXID, 0));
-    d.send(&connect(false).to_bytes());
+    d.send(&resumed(false).to_bytes());
     d.answer_all(ok);
     d.notify(EventType::NodeDataChanged, "/a");
     seeds.push(seed(t, "read-only-then-reconnect", d.input(0, 0), true));
