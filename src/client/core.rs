@@ -226,10 +226,7 @@ impl Shared {
     /// Sends a read that may share a request with others (see
     /// [`Session::submit_read`]) and waits for its reply.
     pub(crate) fn call_read(&self, read: BatchRead) -> Result<Response> {
-        let slot = Arc::new(ReplySlot::default());
-        self.core()
-            .session
-            .submit_read(Instant::now(), read, slot.clone())?;
+        let slot = Shared::start_read_locked(&mut self.core(), read)?;
         self.flush();
         self.wait(&slot)
     }
@@ -293,6 +290,15 @@ impl Shared {
         let slot = Arc::new(ReplySlot::default());
         core.session
             .submit(Instant::now(), op, body, slot.clone(), None)?;
+        Ok(slot)
+    }
+
+    /// Like `start_locked`, for a read that may share a request with others
+    /// (see [`Session::submit_read`]).
+    pub(crate) fn start_read_locked(core: &mut Core, read: BatchRead) -> Result<Arc<ReplySlot>> {
+        let slot = Arc::new(ReplySlot::default());
+        core.session
+            .submit_read(Instant::now(), read, slot.clone())?;
         Ok(slot)
     }
 

@@ -214,21 +214,15 @@ impl Client {
                 .iter()
                 .map(|path| {
                     let path = self.server_path(path)?;
-                    let slot = std::sync::Arc::new(super::core::ReplySlot::default());
                     let read = BatchRead::Data(GetDataRequest { path, watch: false });
-                    core.session
-                        .submit_read(std::time::Instant::now(), read, slot.clone())?;
-                    Ok(slot)
+                    super::core::Shared::start_read_locked(&mut core, read)
                 })
                 .collect()
         };
         self.shared().flush();
         slots
             .into_iter()
-            .map(|slot| match self.shared().wait(&*slot?)? {
-                Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
-                _ => Err(unexpected("getData reply")),
-            })
+            .map(|slot| data_reply(self.shared().wait(&*slot?)?))
             .collect()
     }
 
@@ -248,10 +242,7 @@ impl Client {
         let path = self.server_path(path)?;
         let Some(watcher) = watcher else {
             let read = BatchRead::Data(GetDataRequest { path, watch: false });
-            return match self.shared().call_read(read)? {
-                Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
-                _ => Err(unexpected("getData reply")),
-            };
+            return data_reply(self.shared().call_read(read)?);
         };
         let request = GetDataRequest {
             path: path.clone(),
@@ -262,10 +253,7 @@ impl Client {
             path,
             watcher,
         });
-        match self.shared().call(OpCode::GetData, &request, watch)? {
-            Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
-            _ => Err(unexpected("getData reply")),
-        }
+        data_reply(self.shared().call(OpCode::GetData, &request, watch)?)
     }
 
     /// Sets the node's data. `version` is the expected data version; `None` matches any.
@@ -298,10 +286,7 @@ impl Client {
         let path = self.server_path(path)?;
         let Some(watcher) = watcher else {
             let read = BatchRead::Children(GetChildrenRequest { path, watch: false });
-            return match self.shared().call_read(read)? {
-                Response::GetChildren(r) => Ok(r.children),
-                _ => Err(unexpected("getChildren reply")),
-            };
+            return children_reply(self.shared().call_read(read)?);
         };
         let request = GetChildrenRequest {
             path: path.clone(),
@@ -312,10 +297,7 @@ impl Client {
             path,
             watcher,
         });
-        match self.shared().call(OpCode::GetChildren, &request, watch)? {
-            Response::GetChildren(r) => Ok(r.children),
-            _ => Err(unexpected("getChildren reply")),
-        }
+        children_reply(self.shared().call(OpCode::GetChildren, &request, watch)?)
     }
 
     /// The children's names and the node's Stat (`getChildren2`).
@@ -512,4 +494,20 @@ fn reject_ttl(mode: CreateMode) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A node's data and Stat from a getData reply.
+fn data_reply(response: Response) -> Result<(Vec<u8>, Stat)> {
+    match response {
+        Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
+        _ => Err(unexpected("getData reply")),
+    }
+}
+
+/// The children's names from a getChildren reply.
+fn children_reply(response: Response) -> Result<Vec<String>> {
+    match response {
+        Response::GetChildren(r) => Ok(r.children),
+        _ => Err(unexpected("getChildren reply")),
+    }
 }

@@ -87,20 +87,17 @@ impl<T, W: Clone> Session<T, W> {
         let purpose = Purpose::User { token, watch: None };
         let batchable =
             self.config.batch_reads && !self.batch_refused && self.conn == Conn::Established;
-        if !batchable {
-            return match &read {
-                BatchRead::Data(r) => self.enqueue(now, OpCode::GetData, r, purpose),
-                BatchRead::Children(r) => self.enqueue(now, OpCode::GetChildren, r, purpose),
-            };
-        }
-        // Deferred deletes go first, so that the batch starts at the tail.
-        if !self.deferred.is_empty() {
+        // Deferred deletes go first, so that a batch starts at the tail.
+        if batchable && !self.deferred.is_empty() {
             self.send_deferred_deletes(now);
         }
         let start = self.outbox.len();
         match &read {
-            BatchRead::Data(r) => self.send(now, OpCode::GetData, r, purpose)?,
-            BatchRead::Children(r) => self.send(now, OpCode::GetChildren, r, purpose)?,
+            BatchRead::Data(r) => self.enqueue(now, OpCode::GetData, r, purpose)?,
+            BatchRead::Children(r) => self.enqueue(now, OpCode::GetChildren, r, purpose)?,
+        }
+        if !batchable {
+            return Ok(());
         }
         let mut batch = self.open_batch.take().unwrap_or_default();
         batch.reads.ops.clear();
