@@ -937,11 +937,7 @@ fn submissions() -> Vec<Submission> {
 /// and then connected: its ConnectRequest is waiting in the outbox. Returns
 /// the session and the op of each token.
 pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>) {
-    let root = if flags & SESSION_CHROOT != 0 {
-        "/app"
-    } else {
-        ""
-    };
+    let root = session_root(flags);
     let config = SessionConfig {
         session_timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(10),
@@ -987,6 +983,15 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
     (session, ops)
 }
 
+/// The chroot the `session` target's session runs under (`""`: none).
+fn session_root(flags: u8) -> &'static str {
+    if flags & SESSION_CHROOT != 0 {
+        "/app"
+    } else {
+        ""
+    }
+}
+
 /// Submits reads that share one `multiRead` (see [`BatchRead`]), as the
 /// `session` target does once the session is connected, so that the stream
 /// may also answer a batch. Returns the reads submitted, as (token, op).
@@ -995,11 +1000,7 @@ pub fn submit_batched_reads(
     flags: u8,
     now: Instant,
 ) -> Vec<(u32, OpCode)> {
-    let root = if flags & SESSION_CHROOT != 0 {
-        "/app"
-    } else {
-        ""
-    };
+    let root = session_root(flags);
     let reads = [
         (2000, OpCode::GetData),
         (2001, OpCode::GetChildren),
