@@ -537,7 +537,9 @@ fn a_malformed_reply_fails_its_call_with_the_decode_error() {
 
 #[test]
 fn replies_with_wrong_xids_fail_the_calls_in_flight_with_connection_loss() {
-    let d = detour("xids", |b| b);
+    // Two reads in flight at once must stay two requests, each with its own
+    // xid: batched, they could share one multiRead.
+    let d = detour("xids", |b| b.batch_reads(false));
 
     // An xid nobody asked for.
     let (tx, xids) = crossbeam_channel::unbounded();
