@@ -1,11 +1,16 @@
 //! The checks run on the logs of a finished run.
 //!
-//! 1. Mutual exclusion: no two contenders hold at once. A contender holds
-//!    from the moment its lock call returned to the earliest of: calling
-//!    `unlock()`, its guard first leaving `Held`, its death. A write it sent
-//!    after checking `state() == Held` extends that to the write.
-//! 2. Fencing: tokens strictly increase in acquisition order, and no holder
-//!    reads, from the counter, a token newer than its own.
+//! 1. Mutual exclusion: no two contenders hold at once, except two readers
+//!    of a read-write lock. A contender holds from the moment its lock call
+//!    returned to the earliest of: calling `unlock()`, its guard first
+//!    leaving `Held`, its death. A write it sent after checking
+//!    `state() == Held` extends that to the write. And no write lands
+//!    inside a read hold: the counter's two reads of a reader that still
+//!    held after both agree.
+//! 2. Fencing: tokens strictly increase in acquisition order (a reader's
+//!    only exceeds the writers' before it: readers created in one order may
+//!    acquire in the other), and no holder reads, from the counter, a token
+//!    newer than its own.
 //! 3. Bounded: every lock attempt and connect returns within its bound
 //!    (wait + 3 session timeouts + the fault time it overlaps), every
 //!    contender exits by itself when told to stop, none panics or exits
@@ -25,6 +30,9 @@ use std::time::Duration;
 use crate::events::{Event, LoggedError, Outcome};
 use crate::faults::Fault;
 use crate::report::Figures;
+
+/// What names the node of a read lock (the library's and Curator's naming).
+const READ_MARKER: &str = "__READ__";
 
 /// The error kinds a contender may see under faults.
 const EXPECTED_ERRORS: &[&str] = &[
@@ -85,10 +93,13 @@ pub(crate) struct Section<'a> {
     pub acq: u64,
     pub token: i64,
     pub node: String,
+    /// A read lock's (its node is a `__READ__` one): shared with readers.
+    pub reader: bool,
     pub first_left: Option<(u64, String)>,
     pub release: Option<u64>,
     pub write: Option<(u64, Option<Outcome>)>,
-    pub read_token: Option<i64>,
+    /// The counter as read: (time, value, token of its writer).
+    pub reads: Vec<(u64, u64, i64)>,
     /// When it stopped holding (see the module docs).
     pub end: u64,
 }
@@ -186,10 +197,11 @@ impl<'a> Checker<'a> {
                             acq: *t,
                             token: *token,
                             node: node.clone(),
+                            reader: node.contains(READ_MARKER),
                             first_left: None,
                             release: None,
                             write: None,
-                            read_token: None,
+                            reads: Vec::new(),
                             end: *t,
                         });
                     }
@@ -203,9 +215,11 @@ impl<'a> Checker<'a> {
                             }
                         }
                     }
-                    Event::Read { token, .. } => {
+                    Event::Read {
+                        t, value, token, ..
+                    } => {
                         if let Some(s) = open.as_mut() {
-                            s.read_token = Some(*token);
+                            s.reads.push((*t, *value, *token));
                         }
                     }
                     Event::ReadErr { t, err, .. } => self.error_seen("read", err, &p.name, *t),
@@ -258,10 +272,23 @@ impl<'a> Checker<'a> {
 
     fn mutual_exclusion(&mut self, sections: &[Section<'_>]) {
         // Sweep in acquisition order, remembering the section that holds
-        // the longest so far.
+        // the longest so far, and the writer that does: a writer may
+        // overlap no earlier section, a reader no earlier writer.
         let mut longest: Option<&Section<'_>> = None;
+        let mut longest_writer: Option<&Section<'_>> = None;
+        let mut longest_reader: Option<&Section<'_>> = None;
         for s in sections {
-            if let Some(l) = longest {
+            if s.reader {
+                self.figures.read_holds += 1;
+                if longest_reader.is_some_and(|l| s.acq < l.end && s.proc != l.proc) {
+                    self.figures.read_holds_shared += 1;
+                }
+                if longest_reader.map_or(true, |l| l.end < s.end) {
+                    longest_reader = Some(s);
+                }
+            }
+            let witness = if s.reader { longest_writer } else { longest };
+            if let Some(l) = witness {
                 if s.acq < l.end && s.proc != l.proc {
                     let text = format!(
                         "{} held (token {}, {}) from {} to {} while {} acquired (token {}, {}) at {}; \
@@ -285,13 +312,40 @@ impl<'a> Checker<'a> {
                 Some(l) if l.end >= s.end => {}
                 _ => longest = Some(s),
             }
+            if !s.reader && longest_writer.map_or(true, |l| l.end < s.end) {
+                longest_writer = Some(s);
+            }
+        }
+        for s in sections.iter().filter(|s| s.reader) {
+            let held: Vec<_> = s.reads.iter().filter(|r| r.0 <= s.end).collect();
+            if let [first, .., last] = held.as_slice() {
+                self.figures.read_holds_compared += 1;
+                if first.1 != last.1 {
+                    let text = format!(
+                        "{} holding a read lock (token {}, {}) read the counter as {} at {}, \
+                         then as {} at {}: a write landed inside the read hold",
+                        s.proc,
+                        s.token,
+                        s.node,
+                        first.1,
+                        self.at(first.0),
+                        last.1,
+                        self.at(last.0)
+                    );
+                    self.violate(1, text);
+                }
+            }
         }
     }
 
     fn fencing(&mut self, sections: &[Section<'_>]) {
-        for pair in sections.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            if b.token <= a.token {
+        // The earlier section with the highest token, and the earlier
+        // writer with the highest token.
+        let mut highest: Option<&Section<'_>> = None;
+        let mut highest_writer: Option<&Section<'_>> = None;
+        for b in sections {
+            let above = if b.reader { highest_writer } else { highest };
+            if let Some(a) = above.filter(|a| b.token <= a.token) {
                 let text = format!(
                     "token {} of {} (acquired at {}) does not exceed token {} of {} (acquired at {})",
                     b.token,
@@ -303,9 +357,16 @@ impl<'a> Checker<'a> {
                 );
                 self.violate(2, text);
             }
+            if highest.map_or(true, |h| h.token < b.token) {
+                highest = Some(b);
+            }
+            if !b.reader && highest_writer.map_or(true, |h| h.token < b.token) {
+                highest_writer = Some(b);
+            }
         }
         for s in sections {
-            if let Some(read) = s.read_token.filter(|&r| r > s.token) {
+            let newest = s.reads.iter().map(|r| r.2).max();
+            if let Some(read) = newest.filter(|&r| r > s.token) {
                 let text = format!(
                     "{} holding token {} (acquired at {}) read a counter written under the newer token {read}",
                     s.proc,

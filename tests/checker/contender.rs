@@ -1,5 +1,7 @@
 //! A contender process: its own session, one lock path, a counter to
 //! increment in each critical section, and a log of everything it saw.
+//! On a read-write lock, half its attempts are reads, whose sections read
+//! the counter twice instead of writing it.
 //!
 //! It stops when its stdin reaches end of file (the orchestrator closes it,
 //! or dies), finishing the attempt or section in progress first. Every wait
@@ -13,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::select;
-use zklock::{Client, Error, LockState, MutexGuard};
+use crossbeam_channel::{select, Receiver};
+use zklock::{
+    Client, Error, LockState, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 
 use crate::events::{now_ns, Event, EventLog, LoggedError, Outcome};
 use crate::rng::Rng;
@@ -22,10 +26,33 @@ use crate::rng::Rng;
 /// The per-host connect timeout of contender clients.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// The lock the contenders of a run share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    Mutex,
+    RwLock,
+}
+
+impl LockKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::RwLock => "rwlock",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<LockKind> {
+        [LockKind::Mutex, LockKind::RwLock]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+}
+
 /// What the orchestrator passes on the command line.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub name: String,
+    pub kind: LockKind,
     pub connect: String,
     pub lock: String,
     pub counter: String,
@@ -40,6 +67,7 @@ impl Settings {
     pub fn to_args(&self) -> Vec<String> {
         let pairs = [
             ("--name", self.name.clone()),
+            ("--kind", self.kind.name().to_owned()),
             ("--connect", self.connect.clone()),
             ("--lock", self.lock.clone()),
             ("--counter", self.counter.clone()),
@@ -67,8 +95,10 @@ impl Settings {
                 .parse()
                 .map_err(|e| format!("contender: bad {key}: {e}"))
         };
+        let kind = get("--kind")?;
         Ok(Settings {
             name: get("--name")?,
+            kind: LockKind::parse(&kind).ok_or_else(|| format!("contender: bad --kind {kind}"))?,
             connect: get("--connect")?,
             lock: get("--lock")?,
             counter: get("--counter")?,
@@ -178,8 +208,16 @@ impl Contender {
             self.settings.name,
             std::process::id()
         );
-        let mutex = match client.mutex(&self.settings.lock) {
-            Ok(m) => m.with_data(data),
+        let lock = match self.settings.kind {
+            LockKind::Mutex => client
+                .mutex(&self.settings.lock)
+                .map(|m| Lock::Mutex(m.with_data(data))),
+            LockKind::RwLock => {
+                RwLock::new(client, &self.settings.lock).map(|l| Lock::Rw(l.with_data(data)))
+            }
+        };
+        let lock = match lock {
+            Ok(lock) => lock,
             Err(e) => {
                 let err = LoggedError::of(&e);
                 let (t, n) = (now_ns(), self.attempts);
@@ -190,8 +228,9 @@ impl Contender {
         while !self.stopping() && !client.state().is_terminal() {
             self.attempts += 1;
             let n = self.attempts;
+            let read = matches!(lock, Lock::Rw(_)) && self.rng.chance(1, 2);
             self.log.put(&Event::Begin { t: now_ns(), n });
-            match mutex.try_lock_for(self.settings.wait) {
+            match lock.try_acquire_for(read, self.settings.wait) {
                 Ok(Some(guard)) => self.section(client, guard, n),
                 Ok(None) => {
                     self.log.put(&Event::NoLock { t: now_ns(), n });
@@ -241,8 +280,8 @@ impl Contender {
     }
 
     /// The critical section: read the counter, write it plus one if the
-    /// guard is still Held, release.
-    fn section(&mut self, client: &Client, guard: MutexGuard<'_>, n: u64) {
+    /// guard is still Held (or read it again, holding a read lock), release.
+    fn section(&mut self, client: &Client, guard: Guard<'_>, n: u64) {
         let token = guard.fencing_token();
         let node = guard.node().to_owned();
         self.log.put(&Event::Acq {
@@ -316,35 +355,79 @@ impl Contender {
     }
 }
 
-/// What a section does while holding: read, work, write if still Held.
+/// The lock of a contender's session.
+enum Lock {
+    Mutex(Mutex),
+    Rw(RwLock),
+}
+
+impl Lock {
+    /// `try_lock_for`, or on a read-write lock `try_read_for` if `read`
+    /// and `try_write_for` if not.
+    fn try_acquire_for(&self, read: bool, wait: Duration) -> Result<Option<Guard<'_>>, Error> {
+        Ok(match self {
+            Lock::Mutex(m) => m.try_lock_for(wait)?.map(Guard::Mutex),
+            Lock::Rw(l) if read => l.try_read_for(wait)?.map(Guard::Read),
+            Lock::Rw(l) => l.try_write_for(wait)?.map(Guard::Write),
+        })
+    }
+}
+
+/// A held lock of any kind.
+enum Guard<'a> {
+    Mutex(MutexGuard<'a>),
+    Read(RwLockReadGuard<'a>),
+    Write(RwLockWriteGuard<'a>),
+}
+
+/// `$body`, with `$g` bound to the guard inside whichever kind `$guard` is.
+macro_rules! on_guard {
+    ($guard:expr, $g:ident => $body:expr) => {
+        match $guard {
+            Guard::Mutex($g) => $body,
+            Guard::Read($g) => $body,
+            Guard::Write($g) => $body,
+        }
+    };
+}
+
+impl Guard<'_> {
+    fn fencing_token(&self) -> i64 {
+        on_guard!(self, g => g.fencing_token())
+    }
+
+    fn node(&self) -> &str {
+        on_guard!(self, g => g.node())
+    }
+
+    fn state(&self) -> LockState {
+        on_guard!(self, g => g.state())
+    }
+
+    fn state_changes(&self) -> Receiver<LockState> {
+        on_guard!(self, g => g.state_changes())
+    }
+
+    fn unlock(self) -> Result<(), Error> {
+        on_guard!(self, g => g.unlock())
+    }
+}
+
+/// What a section does while holding: read, work, then write if still
+/// Held, or holding a read lock, read again.
 fn body(
     log: &EventLog,
     rng: &mut Rng,
     settings: &Settings,
     client: &Client,
-    guard: &MutexGuard<'_>,
+    guard: &Guard<'_>,
     (n, token): (u64, i64),
     left_held: &AtomicBool,
 ) {
     std::thread::sleep(rng.ms(1, 4));
-    let (value, last_token) = match client.get_data(&settings.counter) {
-        Ok((data, _)) => parse_counter(&data),
-        Err(e) => {
-            let err = LoggedError::of(&e);
-            log.put(&Event::ReadErr {
-                t: now_ns(),
-                n,
-                err,
-            });
-            return;
-        }
+    let Some(value) = read_counter(log, settings, client, n) else {
+        return;
     };
-    log.put(&Event::Read {
-        t: now_ns(),
-        n,
-        value,
-        token: last_token,
-    });
     // "Work" on the protected resource; now and then a longer piece, so
     // that more faults land in the middle of a section.
     let work = if rng.chance(1, 10) {
@@ -353,6 +436,12 @@ fn body(
         rng.ms(1, 5)
     };
     std::thread::sleep(work);
+    if matches!(guard, Guard::Read(_)) {
+        // No write may land between the two reads while this holds.
+        read_counter(log, settings, client, n);
+        std::thread::sleep(rng.ms(0, 3));
+        return;
+    }
     let state = guard.state();
     if state != LockState::Held || left_held.load(Ordering::SeqCst) {
         let state = format!("{state:?}");
@@ -382,6 +471,31 @@ fn body(
         err,
     });
     std::thread::sleep(rng.ms(0, 3));
+}
+
+/// Reads the counter and logs what it read (or the error): its value.
+fn read_counter(log: &EventLog, settings: &Settings, client: &Client, n: u64) -> Option<u64> {
+    match client.get_data(&settings.counter) {
+        Ok((data, _)) => {
+            let (value, token) = parse_counter(&data);
+            log.put(&Event::Read {
+                t: now_ns(),
+                n,
+                value,
+                token,
+            });
+            Some(value)
+        }
+        Err(e) => {
+            let err = LoggedError::of(&e);
+            log.put(&Event::ReadErr {
+                t: now_ns(),
+                n,
+                err,
+            });
+            None
+        }
+    }
 }
 
 /// `"<value> <token of its writer> <writer>"`; a bad value reads as 0.

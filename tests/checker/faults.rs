@@ -361,9 +361,13 @@ fn holder_pid(admin: &Client, lock: &str) -> Option<u32> {
         .and_then(|pid| pid.parse().ok())
 }
 
-/// The sequence number of a lock node (`..-lock-0000000042`).
+/// The sequence number of a lock node (`..-lock-0000000042`,
+/// `..-__READ__0000000042`): the digits it ends with.
 pub fn lock_sequence(name: &str) -> Option<u32> {
-    name.rsplit('-').next()?.parse().ok()
+    name.rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Counts the faults that match `which`, per kind.

@@ -1,20 +1,24 @@
-//! A Jepsen-style fault-injection checker for the zklock `Mutex`: a lock is
-//! never held by two contenders at once while both believe they hold it, and
-//! every failure ends as a clear error, never a hang, a panic or an orphaned
-//! node.
+//! A Jepsen-style fault-injection checker for the zklock `Mutex` and
+//! `RwLock`: a lock is never held by two contenders at once while both
+//! believe they hold it (for a read-write lock: a writer never holds with
+//! anyone, and no write lands inside a read hold), and every failure ends as
+//! a clear error, never a hang, a panic or an orphaned node.
 //!
 //! ```text
-//! cargo test --test checker          # short: seed 1, 30 s of faults on a standalone
-//!                                    # server, then 30 s on a 3-node ensemble (~80 s)
+//! cargo test --test checker          # short: seed 1, 30 s of faults each on a mutex on
+//!                                    # a standalone server, then on a 3-node ensemble,
+//!                                    # then on a read-write lock on a standalone server
 //! cargo test --release --test checker -- --duration 3600 --seed 7    # long
 //! ```
 //!
 //! The long version does runs of `--run-secs` (default 300) until
-//! `--duration` is used up, alternating the two topologies, with 5
-//! contenders. Run `i` uses seed `N + i`, so `--duration <its length>
-//! --seed <N + i> --topology <its topology>` replays its fault schedule
-//! (not its interleavings: the processes race for real). Other options:
-//! `--topology standalone|cluster|both`, `--contenders K`, `--session-ms MS`
+//! `--duration` is used up, going round the topologies and, after each
+//! round, to the next lock kind, with 5 contenders. Run `i` uses seed
+//! `N + i`, so `--duration <its length> --seed <N + i> --topology <its
+//! topology> --lock <its lock>` replays its fault schedule (not its
+//! interleavings: the processes race for real). Other options:
+//! `--topology standalone|cluster|both`, `--lock mutex|rwlock|both`
+//! (default both), `--contenders K`, `--session-ms MS`
 //! (default 2000), `--wait-ms MS` (the `try_lock_for` bound, default 1500),
 //! `--without KIND,...` (leave fault kinds out, named as in `faults.rs`),
 //! `--keep` (keep the logs of clean runs too), `--self-test` (only run the
@@ -51,6 +55,7 @@ mod topology;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use contender::LockKind;
 use report::Figures;
 use run::{run, RunSpec};
 use topology::Kind;
@@ -67,6 +72,7 @@ struct Options {
     duration: Option<Duration>,
     seed: u64,
     topologies: Vec<Kind>,
+    locks: Vec<LockKind>,
     contenders: usize,
     session: Duration,
     wait: Duration,
@@ -86,6 +92,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         duration: None,
         seed: SHORT_SEED,
         topologies: vec![Kind::Standalone, Kind::Cluster],
+        locks: vec![LockKind::Mutex, LockKind::RwLock],
         contenders: 4,
         session: Duration::from_millis(2000),
         wait: Duration::from_millis(1500),
@@ -130,6 +137,13 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                     }
                 }
             }
+            "--lock" => {
+                o.locks = match value(flag)?.as_str() {
+                    "both" => vec![LockKind::Mutex, LockKind::RwLock],
+                    other => vec![LockKind::parse(other)
+                        .ok_or_else(|| format!("--lock {other:?}: mutex, rwlock or both"))?],
+                }
+            }
             "--keep" => o.keep = true,
             "--without" => {
                 for name in value(flag)?.split(',') {
@@ -171,18 +185,30 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
     Ok(Some(o))
 }
 
-/// The runs to do: (topology, length).
-fn plan(o: &Options) -> Vec<(Kind, Duration)> {
+/// The runs to do: (topology, lock, length). The short version runs the
+/// first lock on every topology, and any other lock on the first topology.
+fn plan(o: &Options) -> Vec<(Kind, LockKind, Duration)> {
     let Some(total) = o.duration else {
-        return o.topologies.iter().map(|&k| (k, SHORT_RUN)).collect();
+        let (first, others) = o.locks.split_first().unwrap_or((&LockKind::Mutex, &[]));
+        let mut runs: Vec<_> = o
+            .topologies
+            .iter()
+            .map(|&k| (k, *first, SHORT_RUN))
+            .collect();
+        if let Some(&topology) = o.topologies.first() {
+            runs.extend(others.iter().map(|&lock| (topology, lock, SHORT_RUN)));
+        }
+        return runs;
     };
     let mut runs = Vec::new();
     let mut left = total;
     let each = Duration::from_secs(o.run_secs);
     while left >= MIN_RUN || runs.is_empty() {
-        let kind = o.topologies[runs.len() % o.topologies.len()];
+        let i = runs.len();
+        let kind = o.topologies[i % o.topologies.len()];
+        let lock = o.locks[(i / o.topologies.len()) % o.locks.len()];
         let len = each.min(left).max(MIN_RUN);
-        runs.push((kind, len));
+        runs.push((kind, lock, len));
         left = left.saturating_sub(len);
     }
     runs
@@ -236,10 +262,11 @@ fn main() -> ExitCode {
     );
     let mut total = Figures::default();
     let mut failed = 0;
-    for (i, (kind, duration)) in runs.into_iter().enumerate() {
+    for (i, (kind, lock, duration)) in runs.into_iter().enumerate() {
         let spec = RunSpec {
             index: i,
             kind,
+            lock,
             seed: options.seed.wrapping_add(i as u64),
             duration,
             contenders: options.contenders,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use zklock::testing::{FaultProxy, ProxyMode};
 
-use crate::contender::Settings;
+use crate::contender::{LockKind, Settings};
 use crate::events::now_ns;
 use crate::rng::Rng;
 
@@ -119,6 +119,7 @@ pub struct Slot {
 pub struct Spawner {
     pub exe: PathBuf,
     pub dir: PathBuf,
+    pub kind: LockKind,
     pub lock: String,
     pub counter: String,
     pub session: Duration,
@@ -181,6 +182,7 @@ impl Contenders {
         let connect: Vec<String> = slot.proxies.iter().map(|p| p.connect_string()).collect();
         let settings = Settings {
             name: name.clone(),
+            kind: s.kind,
             connect: connect.join(","),
             lock: s.lock.clone(),
             counter: s.counter.clone(),

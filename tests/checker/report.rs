@@ -24,6 +24,11 @@ pub struct Figures {
     pub writes_ok: usize,
     pub writes_maybe: usize,
     pub writes_failed: usize,
+    /// Read-lock sections; those that overlapped another reader's; those
+    /// whose two reads of the counter both fell inside the hold.
+    pub read_holds: usize,
+    pub read_holds_shared: usize,
+    pub read_holds_compared: usize,
     /// How sections ended: released, lost, error.
     pub ends: BTreeMap<String, usize>,
     /// Errors by where and kind, e.g. `lock: SessionExpired`.
@@ -62,6 +67,9 @@ impl Figures {
         self.writes_ok += o.writes_ok;
         self.writes_maybe += o.writes_maybe;
         self.writes_failed += o.writes_failed;
+        self.read_holds += o.read_holds;
+        self.read_holds_shared += o.read_holds_shared;
+        self.read_holds_compared += o.read_holds_compared;
         add_map(&mut self.ends, &o.ends);
         add_map(&mut self.errors, &o.errors);
         self.max_attempt_ms = self.max_attempt_ms.max(o.max_attempt_ms);
@@ -107,6 +115,12 @@ impl Figures {
              ambiguous {}, rejected {}",
             self.left_held, self.skipped, self.writes_ok, self.writes_maybe, self.writes_failed
         );
+        if self.read_holds > 0 {
+            println!(
+                "read holds: {} ({} overlapping another reader's, {} with both reads inside the hold)",
+                self.read_holds, self.read_holds_shared, self.read_holds_compared
+            );
+        }
         println!("sections ended: {}", counts_text(&self.ends));
         println!("errors: {}", counts_text(&self.errors));
         println!(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use zklock::{Acl, Client, CreateMode, Error};
 
 use crate::checks::{self, ProcData, RunData};
-use crate::contender::parse_counter;
+use crate::contender::{parse_counter, LockKind};
 use crate::events::{now_ns, read_log};
 use crate::faults::{count_by_kind, inject, lock_sequence, Fault, FaultKind, Schedule, Target};
 use crate::procs::{Contenders, Spawner};
@@ -28,6 +28,8 @@ const ADMIN_SESSION: Duration = Duration::from_secs(15);
 pub struct RunSpec {
     pub index: usize,
     pub kind: Kind,
+    /// The lock the contenders share.
+    pub lock: LockKind,
     pub seed: u64,
     pub duration: Duration,
     pub contenders: usize,
@@ -126,9 +128,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     std::fs::create_dir_all(&spec.dir)
         .map_err(|e| format!("create {}: {e}", spec.dir.display()))?;
     println!(
-        "--- run {}: {}, seed {}, {} s of faults, {} contenders, session timeout {} ms, logs in {}",
+        "--- run {}: {}, {}, seed {}, {} s of faults, {} contenders, session timeout {} ms, logs in {}",
         spec.index,
         spec.kind.name(),
+        spec.lock.name(),
         spec.seed,
         spec.duration.as_secs(),
         spec.contenders,
@@ -157,6 +160,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let spawner = Spawner {
         exe: spec.exe.clone(),
         dir: spec.dir.clone(),
+        kind: spec.lock,
         lock: LOCK.into(),
         counter: COUNTER.into(),
         session: spec.session,

@@ -77,6 +77,40 @@ impl Log {
         self
     }
 
+    /// A whole read-lock section: acquired at `acq`, released at `rel`,
+    /// reading the counter as `first` then as `second`, both times
+    /// written under token 10.
+    fn read_section(mut self, acq: u64, rel: u64, token: i64, (first, second): (u64, u64)) -> Log {
+        self.n += 1;
+        let n = self.n;
+        let read = |t: u64, value: u64| Event::Read {
+            t: at(t),
+            n,
+            value,
+            token: 10,
+        };
+        self.events.extend([
+            Event::Begin { t: at(acq), n },
+            Event::Acq {
+                t: at(acq),
+                n,
+                token,
+                node: format!("/l/_c_u-__READ__{token:010}"),
+            },
+            read(acq + 1, first),
+            read(rel - 1, second),
+            Event::Release { t: at(rel), n },
+            Event::End {
+                t: at(rel),
+                n,
+                release_start: at(rel),
+                how: "released".into(),
+                err: None,
+            },
+        ]);
+        self
+    }
+
     fn push(mut self, e: Event) -> Log {
         self.events.push(e);
         self
@@ -122,6 +156,18 @@ fn clean() -> RunData {
         }
     }
     data(vec![a.done(4100), b.done(4100)], 8)
+}
+
+/// A writer, two readers sharing the lock (the one created second
+/// acquiring first), then the writer again.
+fn readers() -> RunData {
+    let a = Log::new("a")
+        .section(0, 100, 10, 0, Outcome::Ok)
+        .section(500, 600, 30, 10, Outcome::Ok)
+        .done(4100);
+    let b = Log::new("b").read_section(200, 400, 20, (1, 1)).done(4100);
+    let c = Log::new("c").read_section(250, 450, 15, (1, 1)).done(4100);
+    data(vec![a, b, c], 2)
 }
 
 /// Runs the checks on `run` and returns the numbers of the failing checks.
@@ -300,6 +346,36 @@ pub fn run() -> Result<(), String> {
     );
     r.counter = Ok(8);
     cases.push(("a write after Suspended", r, vec![1]));
+
+    cases.push(("readers sharing a read-write lock", readers(), vec![]));
+
+    let mut r = readers();
+    r.procs[0] = Log::new("a")
+        .section(0, 100, 10, 0, Outcome::Ok)
+        .section(300, 350, 30, 10, Outcome::Ok)
+        .done(4100);
+    cases.push(("a writer inside a read hold", r, vec![1]));
+
+    let mut r = readers();
+    r.procs[1] = Log::new("b").read_section(200, 400, 20, (1, 2)).done(4100);
+    cases.push(("a write landing inside a read hold", r, vec![1]));
+
+    // b turned Suspended at 300: its second read, at 399, is not covered.
+    let mut r = readers();
+    r.procs[1] = Log::new("b").read_section(200, 400, 20, (1, 2)).done(4100);
+    r.procs[1].events.insert(
+        4,
+        Event::State {
+            t: at(300),
+            n: 1,
+            state: "Suspended".into(),
+        },
+    );
+    cases.push(("a changed read after the read hold ended", r, vec![]));
+
+    let mut r = readers();
+    r.procs[2] = Log::new("c").read_section(250, 450, 5, (1, 1)).done(4100);
+    cases.push(("a reader's token below an earlier writer's", r, vec![2]));
 
     let mut failures = Vec::new();
     for (name, run, expected) in &cases {
