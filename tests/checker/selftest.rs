@@ -36,69 +36,70 @@ impl Log {
 
     /// A whole section: acquired at `acq`, released at `rel`, writing
     /// `value` with `outcome` in between, after reading `read_token`.
-    fn section(mut self, acq: u64, rel: u64, token: i64, read_token: i64, outcome: Outcome) -> Log {
-        self.n += 1;
-        let n = self.n;
+    fn section(self, acq: u64, rel: u64, token: i64, read_token: i64, outcome: Outcome) -> Log {
         let mid = (acq + rel) / 2;
-        self.events.extend([
-            Event::Begin { t: at(acq), n },
-            Event::Acq {
-                t: at(acq),
-                n,
-                token,
-                node: format!("/l/n{token}"),
-            },
-            Event::Read {
-                t: at(acq),
-                n,
-                value: 0,
-                token: read_token,
-            },
-            Event::Write {
-                t: at(mid),
-                n,
-                value: 1,
-            },
-            Event::Wrote {
-                t: at(mid),
-                n,
-                outcome,
-                err: None,
-            },
-            Event::Release { t: at(rel), n },
-            Event::End {
-                t: at(rel),
-                n,
-                release_start: at(rel),
-                how: "released".into(),
-                err: None,
-            },
-        ]);
-        self
+        self.hold(acq, rel, token, format!("/l/n{token}"), |n| {
+            vec![
+                Event::Read {
+                    t: at(acq),
+                    n,
+                    value: 0,
+                    token: read_token,
+                },
+                Event::Write {
+                    t: at(mid),
+                    n,
+                    value: 1,
+                },
+                Event::Wrote {
+                    t: at(mid),
+                    n,
+                    outcome,
+                    err: None,
+                },
+            ]
+        })
     }
 
     /// A whole read-lock section: acquired at `acq`, released at `rel`,
     /// reading the counter as `first` then as `second`, both times
     /// written under token 10.
-    fn read_section(mut self, acq: u64, rel: u64, token: i64, (first, second): (u64, u64)) -> Log {
+    fn read_section(self, acq: u64, rel: u64, token: i64, (first, second): (u64, u64)) -> Log {
+        let node = format!("/l/_c_u-__READ__{token:010}");
+        self.hold(acq, rel, token, node, |n| {
+            let read = |t: u64, value: u64| Event::Read {
+                t: at(t),
+                n,
+                value,
+                token: 10,
+            };
+            vec![read(acq + 1, first), read(rel - 1, second)]
+        })
+    }
+
+    /// Attempt `n` acquiring `node` at `acq`, doing what `inside(n)` lists,
+    /// and releasing at `rel`.
+    fn hold(
+        mut self,
+        acq: u64,
+        rel: u64,
+        token: i64,
+        node: String,
+        inside: impl FnOnce(u64) -> Vec<Event>,
+    ) -> Log {
         self.n += 1;
         let n = self.n;
-        let read = |t: u64, value: u64| Event::Read {
-            t: at(t),
-            n,
-            value,
-            token: 10,
-        };
         self.events.extend([
             Event::Begin { t: at(acq), n },
             Event::Acq {
                 t: at(acq),
                 n,
                 token,
-                node: format!("/l/_c_u-__READ__{token:010}"),
+                node,
             },
-            read(acq + 1, first),
-            read(rel - 1, second),
+        ]);
+        self.events.extend(inside(n));
+        self.events.extend([
             Event::Release { t: at(rel), n },
             Event::End {
                 t: at(rel),
