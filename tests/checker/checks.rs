@@ -283,9 +283,7 @@ impl<'a> Checker<'a> {
                 if longest_reader.is_some_and(|l| s.acq < l.end && s.proc != l.proc) {
                     self.figures.read_holds_shared += 1;
                 }
-                if longest_reader.map_or(true, |l| l.end < s.end) {
-                    longest_reader = Some(s);
-                }
+                keep_greatest(&mut longest_reader, s, |s| s.end);
             }
             let witness = if s.reader { longest_writer } else { longest };
             if let Some(l) = witness {
@@ -308,12 +306,9 @@ impl<'a> Checker<'a> {
                     self.violate(1, text);
                 }
             }
-            match longest {
-                Some(l) if l.end >= s.end => {}
-                _ => longest = Some(s),
-            }
-            if !s.reader && longest_writer.map_or(true, |l| l.end < s.end) {
-                longest_writer = Some(s);
+            keep_greatest(&mut longest, s, |s| s.end);
+            if !s.reader {
+                keep_greatest(&mut longest_writer, s, |s| s.end);
             }
         }
         for s in sections.iter().filter(|s| s.reader) {
@@ -357,11 +352,9 @@ impl<'a> Checker<'a> {
                 );
                 self.violate(2, text);
             }
-            if highest.map_or(true, |h| h.token < b.token) {
-                highest = Some(b);
-            }
-            if !b.reader && highest_writer.map_or(true, |h| h.token < b.token) {
-                highest_writer = Some(b);
+            keep_greatest(&mut highest, b, |s| s.token);
+            if !b.reader {
+                keep_greatest(&mut highest_writer, b, |s| s.token);
             }
         }
         for s in sections {
@@ -403,6 +396,18 @@ impl<'a> Checker<'a> {
             }
             Err(e) => self.violate(5, format!("could not read the counter at the end: {e}")),
         }
+    }
+}
+
+/// Keeps in `best` whichever of it and `s` is greater by `key`; the one
+/// already kept on a tie.
+fn keep_greatest<'s, 'a, K: Ord>(
+    best: &mut Option<&'s Section<'a>>,
+    s: &'s Section<'a>,
+    key: impl Fn(&Section<'a>) -> K,
+) {
+    if best.map_or(true, |b| key(b) < key(s)) {
+        *best = Some(s);
     }
 }
 
