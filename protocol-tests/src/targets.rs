@@ -947,6 +947,7 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         chroot: (!root.is_empty()).then(|| root.to_owned()),
         request_timeout: None,
         batch_reads: true,
+        batch_writes: true,
     };
     let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);
     if flags & SESSION_RESUME != 0 {

@@ -28,6 +28,7 @@ pub struct Config {
     pub(crate) release_linger: Duration,
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) batch_reads: bool,
+    pub(crate) batch_writes: bool,
 }
 
 impl Default for Config {
@@ -44,6 +45,7 @@ impl Default for Config {
             release_linger: DEFAULT_RELEASE_LINGER,
             request_timeout: None,
             batch_reads: true,
+            batch_writes: true,
         }
     }
 }
@@ -64,6 +66,7 @@ impl fmt::Debug for Config {
             .field("release_linger", &self.release_linger)
             .field("request_timeout", &self.request_timeout)
             .field("batch_reads", &self.batch_reads)
+            .field("batch_writes", &self.batch_writes)
             .field(
                 "session_id",
                 &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
@@ -153,6 +156,24 @@ impl Config {
     /// for such servers.
     pub fn batch_reads(&self) -> bool {
         self.batch_reads
+    }
+
+    /// Whether concurrent [`set_data`](crate::Client::set_data) calls share
+    /// a request (default true). A setData that finds the one before it
+    /// still waiting to be written joins it, and they go out as one `multi`:
+    /// the server handles one request and logs one transaction, which with
+    /// many threads writing through one client multiplies write throughput.
+    /// Nothing waits for company, and each call keeps its own outcome. What
+    /// changes: the calls of a batch take effect together, at one zxid (the
+    /// nodes they write share an `mzxid`). A `multi` is all or nothing, so
+    /// when one call of a batch fails, its caller gets its error and the
+    /// others are sent again; a call with an expected version never joins a
+    /// batch that writes its node, so each failure is the one the call would
+    /// have met alone. At most
+    /// [`MAX_BATCHED_WRITES`](crate::session::MAX_BATCHED_WRITES) calls
+    /// share a batch.
+    pub fn batch_writes(&self) -> bool {
+        self.batch_writes
     }
 }
 
@@ -251,6 +272,13 @@ impl ClientBuilder {
     /// [`Config::batch_reads`]).
     pub fn batch_reads(mut self, enabled: bool) -> Self {
         self.config.batch_reads = enabled;
+        self
+    }
+
+    /// Sets whether concurrent setData calls share a request (see
+    /// [`Config::batch_writes`]).
+    pub fn batch_writes(mut self, enabled: bool) -> Self {
+        self.config.batch_writes = enabled;
         self
     }
 

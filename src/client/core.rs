@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use crate::error::{Error, Result};
-use crate::proto::{OpCode, Record, Response};
+use crate::proto::{OpCode, Record, Response, SetDataRequest};
 use crate::session::{BatchRead, Event, Session, State, WatchRequest, WatchedEvent};
 
 /// An internal watch callback.
@@ -231,6 +231,14 @@ impl Shared {
         self.wait(&slot)
     }
 
+    /// Sends a setData that may share a request with others (see
+    /// [`Session::submit_write`]) and waits for its reply.
+    pub(crate) fn call_write(&self, write: SetDataRequest) -> Result<Response> {
+        let slot = Shared::start_write_locked(&mut self.core(), write)?;
+        self.flush();
+        self.wait(&slot)
+    }
+
     /// Waits for a started request's reply.
     pub(crate) fn wait(&self, slot: &ReplySlot) -> Result<Response> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -299,6 +307,18 @@ impl Shared {
         let slot = Arc::new(ReplySlot::default());
         core.session
             .submit_read(Instant::now(), read, slot.clone())?;
+        Ok(slot)
+    }
+
+    /// Like `start_locked`, for a setData that may share a request with
+    /// others (see [`Session::submit_write`]).
+    pub(crate) fn start_write_locked(
+        core: &mut Core,
+        write: SetDataRequest,
+    ) -> Result<Arc<ReplySlot>> {
+        let slot = Arc::new(ReplySlot::default());
+        core.session
+            .submit_write(Instant::now(), write, slot.clone())?;
         Ok(slot)
     }
 

@@ -155,6 +155,7 @@ impl Client {
                 chroot: parsed.chroot.clone(),
                 request_timeout: config.request_timeout,
                 batch_reads: config.batch_reads,
+                batch_writes: config.batch_writes,
             },
             parsed.hosts.clone(),
             now,

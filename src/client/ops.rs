@@ -263,7 +263,7 @@ impl Client {
             data: Some(data.to_vec()),
             version: version.unwrap_or(-1),
         };
-        match self.shared().call(OpCode::SetData, &request, None)? {
+        match self.shared().call_write(request)? {
             Response::SetData(r) => Ok(r.stat),
             _ => Err(unexpected("setData reply")),
         }

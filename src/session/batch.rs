@@ -60,15 +60,21 @@ impl BatchRead {
     }
 }
 
-/// The batch at the tail of the outbox, which another read may still join.
+/// The batch at the tail of the outbox, which another request of its kind
+/// may still join (reads here, setData calls in `write_batch.rs`).
 #[derive(Debug, Default)]
 pub(super) struct OpenBatch {
-    /// The xid of its frame (that of its first read).
-    xid: i32,
+    /// The xid of its frame (that of its first request).
+    pub(super) xid: i32,
     /// Where its frame starts in the outbox, and where it ends.
-    start: usize,
-    end: usize,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// What it is sent as once several requests share it: `MultiRead` or
+    /// `Multi`.
+    pub(super) kind: Option<OpCode>,
     /// Its reads, in order: one is sent as itself, several as a multiRead.
+    /// A batch of writes keeps its ops in its [`Purpose::Writes`] instead,
+    /// for they may have to be sent again.
     reads: MultiRequest,
 }
 
@@ -105,32 +111,37 @@ impl<T, W: Clone> Session<T, W> {
         batch.xid = self.pending.back().map_or(0, |p| p.xid);
         batch.start = start;
         batch.end = self.outbox.len();
+        batch.kind = Some(OpCode::MultiRead);
         self.open_batch = Some(batch);
         Ok(())
     }
 
-    /// True if `read` may join the open batch: the batch's frame is still
-    /// the last thing in the outbox and its request the last one sent, no
-    /// deferred delete must go before `read`, and the batch has room.
-    fn can_join_batch(&self, read: &BatchRead) -> bool {
+    /// True if a request that adds at most `extra` bytes may join the open
+    /// batch of kind `kind`: the batch's frame is still the last thing in
+    /// the outbox and its request the last one sent, no deferred delete must
+    /// go first, and the frame stays within `max_request`. (The caller
+    /// checks the batch's count.)
+    pub(super) fn can_join_batch(&self, kind: OpCode, extra: usize) -> bool {
         let Some(batch) = &self.open_batch else {
             return false;
         };
-        self.deferred.is_empty()
+        batch.kind == Some(kind)
+            && self.deferred.is_empty()
             && batch.end == self.outbox.len()
-            && batch.reads.ops.len() < MAX_BATCHED_READS
             && self.pending.back().is_some_and(|p| p.xid == batch.xid)
-            && (batch.end - batch.start)
-                .saturating_add(read.path_len())
-                .saturating_add(READ_OVERHEAD)
-                <= self.config.max_request
+            && (batch.end - batch.start).saturating_add(extra) <= self.config.max_request
     }
 
     /// Adds `read` to the open batch, if it may join it (see
     /// [`Session::can_join_batch`]): the batch's frame is written again as a
     /// multiRead of all its reads. Otherwise hands `read` back.
     fn join_batch(&mut self, now: Instant, read: BatchRead, token: T) -> Option<(BatchRead, T)> {
-        if !self.can_join_batch(&read) {
+        let full = self
+            .open_batch
+            .as_ref()
+            .map_or(true, |b| b.reads.ops.len() >= MAX_BATCHED_READS);
+        let extra = read.path_len().saturating_add(READ_OVERHEAD);
+        if full || !self.can_join_batch(OpCode::MultiRead, extra) {
             return Some((read, token));
         }
         let (Some(batch), Some(pending)) = (self.open_batch.as_mut(), self.pending.back_mut())

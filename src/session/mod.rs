@@ -14,11 +14,14 @@ mod receive;
 mod release;
 mod reregister;
 mod watches;
+mod write_batch;
 
 #[cfg(test)]
 mod batch_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_batch_tests;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -26,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::proto::{
     split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DeleteRequest,
-    KeeperState, OpCode, Record, Response, AUTH_XID, PASSWORD_LEN, PING_XID,
+    KeeperState, MultiRequest, OpCode, Record, Response, AUTH_XID, PASSWORD_LEN, PING_XID,
 };
 use crate::rand::Rng;
 
@@ -37,6 +40,7 @@ pub(crate) use release::ReleaseOutcome;
 pub use release::{Release, Successor};
 pub(crate) use watches::WatchRegistry;
 pub use watches::{WatchKind, WatchedEvent};
+pub use write_batch::MAX_BATCHED_WRITES;
 
 /// What the session needs to know from the client's configuration.
 #[derive(Debug, Clone)]
@@ -62,6 +66,9 @@ pub struct SessionConfig {
     /// Whether reads submitted with [`Session::submit_read`] may share a
     /// `multiRead` (ZooKeeper 3.6+).
     pub batch_reads: bool,
+    /// Whether setData calls submitted with [`Session::submit_write`] may
+    /// share a `multi`.
+    pub batch_writes: bool,
 }
 
 /// The state of the session, as user code sees it.
@@ -148,6 +155,12 @@ enum Purpose<T, W> {
     Reads {
         reads: Vec<(T, OpCode)>,
     },
+    /// The setData calls of a batch, in order, with their ops, which are
+    /// sent again if another op fails the batch (see `write_batch.rs`).
+    Writes {
+        tokens: Vec<T>,
+        ops: MultiRequest,
+    },
     SetWatches,
     Background {
         path: String,
@@ -209,7 +222,7 @@ pub struct Session<T, W> {
     last_send: Instant,
 
     pending: VecDeque<Pending<T, W>>,
-    /// The reads at the tail of the outbox that a read may still join.
+    /// The batch at the tail of the outbox that a request may still join.
     open_batch: Option<batch::OpenBatch>,
     /// Set once a server refused a multiRead: reads then go one by one.
     batch_refused: bool,
@@ -832,6 +845,7 @@ impl<T, W: Clone> Session<T, W> {
                 result: Err(error),
             }),
             Purpose::Reads { reads } => self.fail_reads(reads, error),
+            Purpose::Writes { tokens, .. } => self.fail_writes(tokens, error),
             Purpose::SetWatches | Purpose::Background { .. } | Purpose::Close => {}
         }
     }

@@ -193,6 +193,7 @@ impl<T, W: Clone> Session<T, W> {
                 self.events.push_back(Event::Reply { token, result });
             }
             Purpose::Reads { reads } => self.complete_reads(reads, result),
+            Purpose::Writes { tokens, ops } => self.complete_writes(tokens, ops, result),
             Purpose::SetWatches => {
                 if let Err(e) = result {
                     log::warn!("re-registering watches failed: {e}");

@@ -23,6 +23,7 @@ pub(super) fn config() -> SessionConfig {
         chroot: Some("/app".into()),
         request_timeout: None,
         batch_reads: true,
+        batch_writes: true,
     }
 }
 
