@@ -1022,6 +1022,32 @@ pub fn submit_batched_reads(
         .collect()
 }
 
+/// Submits setData calls as the `session` target does right after its
+/// batched reads: two that share one `multi`, and a versioned one that may
+/// not join them (it writes a node they write), so that the stream may
+/// answer, or fail, a batch of writes. Returns the calls submitted, as
+/// (token, op).
+pub fn submit_batched_writes(
+    session: &mut FuzzSession,
+    flags: u8,
+    now: Instant,
+) -> Vec<(u32, OpCode)> {
+    let root = session_root(flags);
+    let writes = [(2100, "w0", -1), (2101, "w1", -1), (2102, "w1", 3)];
+    writes
+        .into_iter()
+        .filter(|&(token, node, version)| {
+            let write = SetDataRequest {
+                path: format!("{root}/{node}"),
+                data: Some(node.as_bytes().to_vec()),
+                version,
+            };
+            session.submit_write(now, write, token).is_ok()
+        })
+        .map(|(token, _, _)| (token, OpCode::SetData))
+        .collect()
+}
+
 /// What the `session` target tracks about a session while it runs.
 struct SessionCheck {
     ops: Vec<(u32, OpCode)>,
@@ -1186,6 +1212,8 @@ pub fn session(data: &[u8]) {
             batched = true;
             let reads = submit_batched_reads(&mut session, *flags, now);
             check.ops.extend(reads);
+            let writes = submit_batched_writes(&mut session, *flags, now);
+            check.ops.extend(writes);
             check.drain(&mut session);
         }
 

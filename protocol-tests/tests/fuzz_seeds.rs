@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use protocol_tests::targets::{
-    self, session_new, submit_batched_reads, FuzzSession, MAX_FRAMES, REPLY_OPS,
-    SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE, SESSION_RAW_CHUNKS, SESSION_RESUME,
-    TARGETS,
+    self, session_new, submit_batched_reads, submit_batched_writes, FuzzSession, MAX_FRAMES,
+    REPLY_OPS, SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE, SESSION_RAW_CHUNKS,
+    SESSION_RESUME, TARGETS,
 };
 use zklock::proto::{
     perms, read_notification, read_reply_header, split_frame, write_frame, Acl, ClientInfo,
@@ -973,6 +973,8 @@ struct Driver {
     zxid: i64,
     /// The ops of each multiRead sent, by xid, to answer it in kind.
     read_ops: Vec<(i32, Vec<OpCode>)>,
+    /// The op count of each batch of setData calls sent, by xid.
+    write_batches: Vec<(i32, usize)>,
 }
 
 impl Driver {
@@ -990,6 +992,7 @@ impl Driver {
             batched: false,
             zxid: 0x1_0000_0000,
             read_ops: Vec::new(),
+            write_batches: Vec::new(),
         }
     }
 
@@ -999,10 +1002,12 @@ impl Driver {
         self.stream.extend_from_slice(&framed);
         self.session.handle_bytes(self.now, &framed);
         self.session.handle_timeout(self.now);
-        // As the target does: reads batched once, after the first handshake.
+        // As the target does: reads and writes batched once, after the
+        // first handshake.
         if !self.batched && self.session.state().is_connected() {
             self.batched = true;
             submit_batched_reads(&mut self.session, self.flags, self.now);
+            submit_batched_writes(&mut self.session, self.flags, self.now);
         }
         if self.flags & SESSION_CLOSE != 0 && !self.closed && self.session.state().is_connected() {
             self.closed = true;
@@ -1038,6 +1043,11 @@ impl Driver {
                 let ops = MultiRequest::read(&mut r).unwrap().ops;
                 self.read_ops
                     .push((h.xid, ops.iter().map(MultiOp::op_code).collect()));
+            } else if op == OpCode::Multi {
+                let ops = MultiRequest::read(&mut r).unwrap().ops;
+                if ops.iter().all(|op| op.op_code() == OpCode::SetData) {
+                    self.write_batches.push((h.xid, ops.len()));
+                }
             }
             requests.push((h.xid, op));
         }
@@ -1062,6 +1072,8 @@ impl Driver {
             header(xid, self.zxid, err)
         } else if let Some((_, ops)) = self.read_ops.iter().find(|(x, _)| *x == xid) {
             [header(xid, self.zxid, 0), read_results(ops)].concat()
+        } else if let Some(&(_, count)) = self.write_batches.iter().find(|(x, _)| *x == xid) {
+            [header(xid, self.zxid, 0), write_results(count)].concat()
         } else {
             [header(xid, self.zxid, 0), sample_body(op)].concat()
         }
@@ -1095,6 +1107,14 @@ fn read_results(ops: &[OpCode]) -> Vec<u8> {
     MultiResponse { results }.to_bytes()
 }
 
+/// A reply to a batch of `count` setData calls: each applied.
+fn write_results(count: usize) -> Vec<u8> {
+    let results = (0..count)
+        .map(|_| OpResult::SetData(SetDataResponse { stat: stat() }))
+        .collect();
+    MultiResponse { results }.to_bytes()
+}
+
 fn session_seeds() -> Vec<Seed> {
     if std::env::var_os("SEEDS_VERBOSE").is_some() {
         eprintln!("session seeds:");
@@ -1118,6 +1138,28 @@ fn session_seeds() -> Vec<Seed> {
     let mut raw = d.input(13, 0);
     raw[0] |= SESSION_RAW_CHUNKS;
     seeds.push(seed(t, "happy-raw-chunks", raw, true));
+
+    // A batch of writes refused for its first op: the other goes again,
+    // alone, and is answered.
+    let mut d = Driver::new(0);
+    d.send(&connect(false).to_bytes());
+    for (xid, op) in d.requests() {
+        let reply = match d.write_batches.iter().find(|(x, _)| *x == xid) {
+            Some(&(_, count)) => {
+                let results = (0..count)
+                    .map(|i| {
+                        let err = if i == 0 { -101 } else { -2 };
+                        OpResult::Error(ErrorResponse { err })
+                    })
+                    .collect();
+                [header(xid, ZXID, 0), MultiResponse { results }.to_bytes()].concat()
+            }
+            None => d.reply(xid, op, 0),
+        };
+        d.send(&reply);
+    }
+    d.answer_all(ok);
+    seeds.push(seed(t, "write-batch-refused", d.input(0, 0), true));
 
     // Every op fails the way a server fails it.
     let mut d = Driver::new(SESSION_CHROOT);

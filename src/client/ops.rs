@@ -256,6 +256,39 @@ impl Client {
         data_reply(self.shared().call(OpCode::GetData, &request, watch)?)
     }
 
+    /// Sets the data of each `(path, data, version)`, with every setData
+    /// submitted before any is written, as the calls of many callers at
+    /// once may be: they share requests (see
+    /// [`Config::batch_writes`](crate::Config::batch_writes)).
+    #[cfg(feature = "testing")]
+    pub(crate) fn set_data_together(
+        &self,
+        writes: &[(&str, &[u8], Option<i32>)],
+    ) -> Vec<Result<Stat>> {
+        let slots: Vec<Result<_>> = {
+            let mut core = self.shared().core();
+            writes
+                .iter()
+                .map(|(path, data, version)| {
+                    let write = SetDataRequest {
+                        path: self.server_path(path)?,
+                        data: Some(data.to_vec()),
+                        version: version.unwrap_or(-1),
+                    };
+                    super::core::Shared::start_write_locked(&mut core, write)
+                })
+                .collect()
+        };
+        self.shared().flush();
+        slots
+            .into_iter()
+            .map(|slot| match self.shared().wait(&*slot?)? {
+                Response::SetData(r) => Ok(r.stat),
+                _ => Err(unexpected("setData reply")),
+            })
+            .collect()
+    }
+
     /// Sets the node's data. `version` is the expected data version; `None` matches any.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         let request = SetDataRequest {

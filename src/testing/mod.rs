@@ -81,6 +81,17 @@ pub fn get_data_together(
     client.get_data_together(paths)
 }
 
+/// Sets the data of each `(path, data, version)` through `client`, with
+/// every setData submitted before any is written, as the calls of many
+/// threads at once may be: they share requests as such calls do (see
+/// [`Config::batch_writes`](crate::Config::batch_writes)), but every time.
+pub fn set_data_together(
+    client: &crate::Client,
+    writes: &[(&str, &[u8], Option<i32>)],
+) -> Vec<crate::Result<crate::Stat>> {
+    client.set_data_together(writes)
+}
+
 /// The default `tickTime`, in ms.
 pub const DEFAULT_TICK_TIME_MS: u32 = 200;
 /// The default `minSessionTimeout`, in ms (two ticks).
