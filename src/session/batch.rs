@@ -78,6 +78,14 @@ pub(super) struct OpenBatch {
     reads: MultiRequest,
 }
 
+impl OpenBatch {
+    /// Drops the reads of a batch whose frame has left, keeping their
+    /// allocation for the next batch.
+    pub(super) fn clear_reads(&mut self) {
+        self.reads.ops.clear();
+    }
+}
+
 impl<T, W: Clone> Session<T, W> {
     /// Queues a read like [`Session::submit`], joining it to the read just
     /// before it when that one has not been sent yet (see the module docs).
@@ -106,7 +114,7 @@ impl<T, W: Clone> Session<T, W> {
             return Ok(());
         }
         let mut batch = self.open_batch.take().unwrap_or_default();
-        batch.reads.ops.clear();
+        batch.clear_reads();
         batch.reads.ops.push(read.into_op());
         batch.xid = self.pending.back().map_or(0, |p| p.xid);
         batch.start = start;

@@ -61,6 +61,7 @@ impl<T, W: Clone> Session<T, W> {
             ops.ops.push(MultiOp::SetData(write));
         }
         let mut batch = self.open_batch.take().unwrap_or_default();
+        batch.clear_reads();
         batch.xid = pending.xid;
         batch.start = start;
         batch.end = self.outbox.len();
