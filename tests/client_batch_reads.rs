@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{builder, connect, mk, proxy, server};
+use common::{builder, connect, create_bobs_node, mk, proxy, server};
 use zklock::proto::{OpCode, Stat};
 use zklock::testing::get_data_together;
-use zklock::{Acl, CreateMode, Error, Id};
+use zklock::Error;
 
 const NODES: usize = 20;
 
@@ -35,17 +35,7 @@ fn reads_submitted_together_share_requests_and_each_gets_its_own_outcome() {
     let gate = proxy(&zk);
     let client = connect(&gate.connect_string());
     populate(&client);
-    let secret = builder()
-        .digest("bob", "secret")
-        .connect(&zk.connect_string())
-        .expect("connect as bob");
-    let bob_only = [Acl {
-        perms: zklock::proto::perms::ALL,
-        id: Id::new("auth", ""),
-    }];
-    secret
-        .create("/b/vault", b"hidden", &bob_only, CreateMode::Persistent)
-        .expect("create the vault");
+    create_bobs_node(&zk, "/b/vault", b"hidden");
     let before = (
         gate.requests_seen(OpCode::MultiRead.code()),
         gate.requests_seen(OpCode::GetData.code()),

@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{builder, connect, mk, proxy, server};
+use common::{builder, connect, create_bobs_node, mk, proxy, server};
 use zklock::proto::OpCode;
 use zklock::testing::set_data_together;
-use zklock::{Acl, CreateMode, Error, Id};
+use zklock::Error;
 
 const NODES: usize = 20;
 
@@ -33,17 +33,7 @@ fn writes_submitted_together_share_requests_and_a_failing_one_fails_alone() {
     let gate = proxy(&zk);
     let client = connect(&gate.connect_string());
     populate(&client);
-    let owner = builder()
-        .digest("bob", "secret")
-        .connect(&zk.connect_string())
-        .expect("connect as bob");
-    let bob_only = [Acl {
-        perms: zklock::proto::perms::ALL,
-        id: Id::new("auth", ""),
-    }];
-    owner
-        .create("/w/vault", b"bob's", &bob_only, CreateMode::Persistent)
-        .expect("create the vault");
+    let owner = create_bobs_node(&zk, "/w/vault", b"bob's");
     let seen = || {
         (
             gate.requests_seen(OpCode::Multi.code()),

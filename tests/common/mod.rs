@@ -25,6 +25,22 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// already proved that anything sent earlier would have arrived.
 pub const QUIET: Duration = Duration::from_millis(200);
 
+/// Creates `path` with `data` as the digest user `bob`, readable and
+/// writable by bob alone, and returns bob's client.
+pub fn create_bobs_node(zk: &TestServer, path: &str, data: &[u8]) -> Client {
+    let bob = builder()
+        .digest("bob", "secret")
+        .connect(&zk.connect_string())
+        .expect("connect as bob");
+    let bob_only = [Acl {
+        perms: zklock::proto::perms::ALL,
+        id: Id::new("auth", ""),
+    }];
+    bob.create(path, data, &bob_only, zklock::CreateMode::Persistent)
+        .expect("create bob's node");
+    bob
+}
+
 /// A standalone server with the harness defaults.
 pub fn server() -> TestServer {
     TestServer::new().expect("start a ZooKeeper server")
