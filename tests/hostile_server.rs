@@ -953,3 +953,34 @@ fn an_unsolicited_auth_failure_is_a_protocol_error() {
     prompt_drop(&h);
     d.expect_back();
 }
+
+#[test]
+fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_connection() {
+    use zklock::proto::{ErrorResponse, MultiResponse, OpResult};
+    let d = detour("write-batch", |b| b);
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::Multi)?;
+        // Every op rolled back and none to blame: the client cannot tell
+        // which call failed, and sending them all again could go on forever.
+        let rolled_back = |err| OpResult::Error(ErrorResponse { err });
+        let results = vec![rolled_back(0), rolled_back(-2)];
+        peer.reply(xid, 0, &MultiResponse { results }.to_bytes())?;
+        Ok(After::Hold)
+    });
+    d.expect_states(&[State::Connected]);
+    let (client, node) = (d.client.clone(), d.node.clone());
+    let results = within(BOUND, "two setData calls sent together", move || {
+        let writes: [(&str, &[u8], Option<i32>); 2] =
+            [(&node, b"first", None), (&node, b"second", None)];
+        zklock::testing::set_data_together(&client, &writes)
+    });
+    let malformed = Error::Protocol(DecodeError::Malformed(
+        "failed multi reply without a failing op",
+    ));
+    assert_eq!(results, [Err(malformed.clone()), Err(malformed)]);
+    d.expect_states(&[State::Disconnected]);
+    prompt_drop(&h);
+    // Nothing was written on the real server.
+    d.expect_back();
+}
