@@ -27,6 +27,19 @@ fn populate(client: &zklock::Client) {
     }
 }
 
+/// A setData of `values[i]` to `paths[i]` for each i, with no expected
+/// version.
+fn unconditional<'a>(
+    paths: &'a [String],
+    values: &'a [Vec<u8>],
+) -> Vec<(&'a str, &'a [u8], Option<i32>)> {
+    paths
+        .iter()
+        .zip(values)
+        .map(|(p, v)| (p.as_str(), v.as_slice(), None))
+        .collect()
+}
+
 #[test]
 fn writes_submitted_together_share_requests_and_a_failing_one_fails_alone() {
     let zk = server();
@@ -49,12 +62,7 @@ fn writes_submitted_together_share_requests_and_a_failing_one_fails_alone() {
     paths.insert(3, "/w/missing".into());
     paths.insert(11, "/w/vault".into());
     let values: Vec<Vec<u8>> = paths.iter().map(|p| p.as_bytes().to_vec()).collect();
-    let writes: Vec<(&str, &[u8], Option<i32>)> = paths
-        .iter()
-        .zip(&values)
-        .map(|(p, v)| (p.as_str(), v.as_slice(), None))
-        .collect();
-    let results = set_data_together(&client, &writes);
+    let results = set_data_together(&client, &unconditional(&paths, &values));
 
     assert_eq!(results.len(), NODES + 2);
     for (path, result) in paths.iter().zip(&results) {
@@ -119,13 +127,8 @@ fn with_batching_off_every_write_is_its_own_request() {
     populate(&client);
     let values: Vec<Vec<u8>> = (0..NODES).map(value).collect();
     let paths: Vec<String> = (0..NODES).map(node).collect();
-    let writes: Vec<(&str, &[u8], Option<i32>)> = paths
-        .iter()
-        .zip(&values)
-        .map(|(p, v)| (p.as_str(), v.as_slice(), None))
-        .collect();
     let before = gate.requests_seen(OpCode::SetData.code());
-    let versions: Vec<i32> = set_data_together(&client, &writes)
+    let versions: Vec<i32> = set_data_together(&client, &unconditional(&paths, &values))
         .into_iter()
         .map(|r| r.expect("write").version)
         .collect();

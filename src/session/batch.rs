@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::{Conn, Error, Event, Pending, Purpose, Result, Session};
+use super::{malformed, Conn, Error, Event, Pending, Purpose, Result, Session};
 use crate::proto::{
     write_request, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, OpCode, OpResult,
     Response,
@@ -206,7 +206,6 @@ impl<T, W: Clone> Session<T, W> {
     /// request (another count of results, or a result of another kind than
     /// its read) fails the reads it cannot answer and drops the connection.
     pub(super) fn complete_reads(&mut self, reads: Vec<(T, OpCode)>, result: Result<Response>) {
-        let malformed = |what| Error::Protocol(crate::proto::DecodeError::Malformed(what));
         let results = match result {
             Ok(Response::Multi(reply)) if reply.results.len() == reads.len() => reply.results,
             Ok(_) => {
@@ -239,7 +238,12 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     pub(super) fn fail_reads(&mut self, reads: Vec<(T, OpCode)>, error: Error) {
-        for (token, _) in reads {
+        self.fail_tokens(reads.into_iter().map(|(token, _)| token), error);
+    }
+
+    /// Fails every call of a batch (reads or writes) with `error`.
+    pub(super) fn fail_tokens(&mut self, tokens: impl IntoIterator<Item = T>, error: Error) {
+        for token in tokens {
             self.events.push_back(Event::Reply {
                 token,
                 result: Err(error.clone()),

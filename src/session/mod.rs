@@ -845,10 +845,16 @@ impl<T, W: Clone> Session<T, W> {
                 result: Err(error),
             }),
             Purpose::Reads { reads } => self.fail_reads(reads, error),
-            Purpose::Writes { tokens, .. } => self.fail_writes(tokens, error),
+            Purpose::Writes { tokens, .. } => self.fail_tokens(tokens, error),
             Purpose::SetWatches | Purpose::Background { .. } | Purpose::Close => {}
         }
     }
+}
+
+/// The protocol error of a reply that decodes but makes no sense: `what`
+/// says how.
+fn malformed(what: &'static str) -> Error {
+    Error::Protocol(crate::proto::DecodeError::Malformed(what))
 }
 
 fn millis_i32(d: Duration) -> i32 {

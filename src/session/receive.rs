@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    reregister, Conn, Error, Event, Pending, Purpose, Release, ReleaseOutcome, Result, Session,
-    State, WatchKind, WatchedEvent,
+    malformed, reregister, Conn, Error, Event, Pending, Purpose, Release, ReleaseOutcome, Result,
+    Session, State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
     read_notification, read_reply_header, write_request, ConnectResponse, OpCode, Record, Response,
@@ -28,9 +28,7 @@ impl<T, W: Clone> Session<T, W> {
             return Ok(());
         }
         if response.passwd.len() != PASSWORD_LEN {
-            return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
-                "session password length",
-            )));
+            return Err(malformed("session password length"));
         }
         if response.read_only && !self.config.can_be_read_only {
             return Err(Error::NotReadOnly);
@@ -43,9 +41,9 @@ impl<T, W: Clone> Session<T, W> {
             && self.session_id != 0
             && (response.session_id != self.session_id || response.passwd != self.passwd)
         {
-            return Err(Error::Protocol(crate::proto::DecodeError::Malformed(
+            return Err(malformed(
                 "handshake: another session than the one being resumed",
-            )));
+            ));
         }
         self.session_id = response.session_id;
         self.passwd = response.passwd;

@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use super::{Conn, Error, Event, Purpose, Result, Session};
+use super::{malformed, Conn, Error, Event, Purpose, Result, Session};
 use crate::proto::{
     write_request, ErrorCode, MultiOp, MultiRequest, OpCode, OpResult, Response, SetDataRequest,
 };
@@ -127,22 +127,21 @@ impl<T, W: Clone> Session<T, W> {
             }
             return;
         }
-        let malformed = |what| Error::Protocol(crate::proto::DecodeError::Malformed(what));
         let results = match result {
             Ok(Response::Multi(reply)) if reply.results.len() == tokens.len() => reply.results,
             Ok(_) => {
                 let error = malformed("multi reply with a result count unlike the request's");
                 self.request_disconnect(error.clone());
-                return self.fail_writes(tokens, error);
+                return self.fail_tokens(tokens, error);
             }
-            Err(e) => return self.fail_writes(tokens, e),
+            Err(e) => return self.fail_tokens(tokens, e),
         };
         let rolled_back = |err: i32| err == 0 || err == ErrorCode::RuntimeInconsistency.code();
         let failed = results.iter().any(|r| matches!(r, OpResult::Error(_)));
         if failed && results.iter().all(|r| rolled_back(r.err())) {
             let error = malformed("failed multi reply without a failing op");
             self.request_disconnect(error.clone());
-            return self.fail_writes(tokens, error);
+            return self.fail_tokens(tokens, error);
         }
         let now = self.last_recv;
         for ((token, op), result) in tokens.into_iter().zip(ops.ops).zip(results) {
@@ -171,15 +170,6 @@ impl<T, W: Clone> Session<T, W> {
                 }
             };
             self.events.push_back(Event::Reply { token, result });
-        }
-    }
-
-    pub(super) fn fail_writes(&mut self, tokens: Vec<T>, error: Error) {
-        for token in tokens {
-            self.events.push_back(Event::Reply {
-                token,
-                result: Err(error.clone()),
-            });
         }
     }
 }
