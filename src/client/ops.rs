@@ -270,11 +270,7 @@ impl Client {
             writes
                 .iter()
                 .map(|(path, data, version)| {
-                    let write = SetDataRequest {
-                        path: self.server_path(path)?,
-                        data: Some(data.to_vec()),
-                        version: version.unwrap_or(-1),
-                    };
+                    let write = self.set_data_request(path, data, *version)?;
                     super::core::Shared::start_write_locked(&mut core, write)
                 })
                 .collect()
@@ -282,24 +278,27 @@ impl Client {
         self.shared().flush();
         slots
             .into_iter()
-            .map(|slot| match self.shared().wait(&*slot?)? {
-                Response::SetData(r) => Ok(r.stat),
-                _ => Err(unexpected("setData reply")),
-            })
+            .map(|slot| set_data_reply(self.shared().wait(&*slot?)?))
             .collect()
     }
 
     /// Sets the node's data. `version` is the expected data version; `None` matches any.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
-        let request = SetDataRequest {
+        let request = self.set_data_request(path, data, version)?;
+        set_data_reply(self.shared().call_write(request)?)
+    }
+
+    fn set_data_request(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: Option<i32>,
+    ) -> Result<SetDataRequest> {
+        Ok(SetDataRequest {
             path: self.server_path(path)?,
             data: Some(data.to_vec()),
             version: version.unwrap_or(-1),
-        };
-        match self.shared().call_write(request)? {
-            Response::SetData(r) => Ok(r.stat),
-            _ => Err(unexpected("setData reply")),
-        }
+        })
     }
 
     /// The names of the node's children, in no particular order.
@@ -534,6 +533,14 @@ fn data_reply(response: Response) -> Result<(Vec<u8>, Stat)> {
     match response {
         Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
         _ => Err(unexpected("getData reply")),
+    }
+}
+
+/// The new Stat from a setData reply.
+fn set_data_reply(response: Response) -> Result<Stat> {
+    match response {
+        Response::SetData(r) => Ok(r.stat),
+        _ => Err(unexpected("setData reply")),
     }
 }
 
