@@ -375,9 +375,10 @@ impl Shared {
         }
     }
 
-    /// Delivers session outputs (outside the session lock).
-    pub(crate) fn dispatch(&self, events: Vec<Event<Arc<ReplySlot>, Watcher>>) {
-        for event in events {
+    /// Delivers session outputs (outside the session lock), emptying
+    /// `events`.
+    pub(crate) fn dispatch(&self, events: &mut Vec<ClientEvent>) {
+        for event in events.drain(..) {
             match event {
                 Event::Reply { token, result } => token.complete(result),
                 Event::Watch { watchers, event } => {
@@ -457,9 +458,13 @@ impl Shared {
     }
 }
 
-/// Collects the session's pending outputs.
-pub(crate) fn drain_events(session: &mut ClientSession) -> Vec<Event<Arc<ReplySlot>, Watcher>> {
-    std::iter::from_fn(|| session.poll_event()).collect()
+/// What the session hands the client to deliver.
+pub(crate) type ClientEvent = Event<Arc<ReplySlot>, Watcher>;
+
+/// Moves the session's pending outputs into `events` (a buffer the I/O
+/// thread keeps, so that delivering replies allocates nothing).
+pub(crate) fn drain_events(session: &mut ClientSession, events: &mut Vec<ClientEvent>) {
+    events.extend(std::iter::from_fn(|| session.poll_event()));
 }
 
 /// Maps an unexpected reply body to a protocol error.

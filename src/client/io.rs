@@ -44,9 +44,10 @@ fn next_attempt(shared: &Shared) -> Option<(String, Instant)> {
     let mut core = shared.core();
     core.session.handle_timeout(now);
     let next = core.session.next_host(now);
-    let events = drain_events(&mut core.session);
+    let mut events = Vec::new();
+    drain_events(&mut core.session, &mut events);
     drop(core);
-    shared.dispatch(events);
+    shared.dispatch(&mut events);
     next
 }
 
@@ -54,15 +55,16 @@ fn next_attempt(shared: &Shared) -> Option<(String, Instant)> {
 /// connection have deadlines) and waking for `close`. False if the session
 /// ended meanwhile.
 fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
+    let mut events = Vec::new();
     loop {
         let now = Instant::now();
         let mut core = shared.core();
         core.session.handle_timeout(now);
         let over = core.session.fatal_error().is_some();
         let deadline = core.session.poll_timeout().map_or(until, |t| t.min(until));
-        let events = drain_events(&mut core.session);
+        drain_events(&mut core.session, &mut events);
         drop(core);
-        shared.dispatch(events);
+        shared.dispatch(&mut events);
         if over {
             return false;
         }
@@ -101,6 +103,7 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
     }
     shared.flush();
     let mut current_timeout = None;
+    let mut events = Vec::new();
     loop {
         let timeout = {
             let core = shared.core();
@@ -146,15 +149,15 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
             let _ = stream.shutdown(std::net::Shutdown::Both);
             core.stream = None;
             core.session.handle_disconnected(now);
-            let events = drain_events(&mut core.session);
+            drain_events(&mut core.session, &mut events);
             drop(core);
             if handshake_failed {
                 *lock(&shared.last_connect_error) = Some(format!("{host}: {reason}"));
             }
-            shared.dispatch(events);
+            shared.dispatch(&mut events);
             return;
         }
-        let events = drain_events(&mut core.session);
+        drain_events(&mut core.session, &mut events);
         let has_transmit = core.session.has_transmit();
         // A lingering release left to the reply just handled, if it was the
         // last one due.
@@ -163,7 +166,7 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
         if wake_timer {
             shared.release_timer.notify_one();
         }
-        shared.dispatch(events);
+        shared.dispatch(&mut events);
         if has_transmit {
             shared.flush();
         }

@@ -320,12 +320,13 @@ impl WeakClient {
 
 impl Inner {
     fn shutdown(&self) {
-        let events = {
+        let mut events = Vec::new();
+        {
             let mut core = self.shared.core();
             core.session.close(Instant::now());
-            drain_events(&mut core.session)
-        };
-        self.shared.dispatch(events);
+            drain_events(&mut core.session, &mut events);
+        }
+        self.shared.dispatch(&mut events);
         self.shared.flush();
         let _ = self.wake.try_send(());
         let mut threads = lock(&self.threads);

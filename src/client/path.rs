@@ -14,9 +14,9 @@ pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
     if path.is_empty() {
         return invalid("the path is empty");
     }
-    if !path.starts_with('/') {
+    let Some(relative) = path.strip_prefix('/') else {
         return invalid("the path must start with '/'");
-    }
+    };
     if path.len() == 1 {
         return if sequential {
             invalid("a sequential node needs a name prefix or parent")
@@ -36,11 +36,11 @@ pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
             "the path contains a control or reserved character (U+0001-U+001F, U+007F-U+009F, U+E000-U+F8FF or U+FFF0-U+FFFF)"
         });
     }
-    let segments: Vec<&str> = path[1..].split('/').collect();
-    let last = segments.len() - 1;
-    for (i, segment) in segments.iter().enumerate() {
-        match *segment {
-            "" if i == last && sequential => {}
+    let mut segments = relative.split('/').peekable();
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        match segment {
+            "" if last && sequential => {}
             "" => return invalid("the path contains an empty segment ('//')"),
             "." => return invalid("the path contains a '.' segment"),
             ".." => return invalid("the path contains a '..' segment"),
