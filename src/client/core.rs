@@ -52,12 +52,18 @@ impl Watcher {
 /// Runs on the I/O thread when a reply arrives, so it must be quick.
 pub(crate) type ReplyCallback = Box<dyn Fn(&Result<Response>) + Send + Sync>;
 
+/// Takes the reply that nobody waits for, on the I/O thread (so it must be
+/// quick): the reply is moved, not copied.
+pub(crate) type ReplyConsumer = Box<dyn Fn(Result<Response>) + Send + Sync>;
+
 /// Where one call's reply lands; the calling thread sleeps on the condvar.
 #[derive(Default)]
 pub(crate) struct ReplySlot {
     result: Mutex<SlotState>,
     ready: Condvar,
     on_reply: Option<ReplyCallback>,
+    /// Set for a request nobody waits for: the reply goes here alone.
+    consume: Option<ReplyConsumer>,
 }
 
 #[derive(Default)]
@@ -78,6 +84,9 @@ impl std::fmt::Debug for ReplySlot {
 
 impl ReplySlot {
     fn complete(&self, result: Result<Response>) {
+        if let Some(consume) = &self.consume {
+            return consume(result);
+        }
         if let Some(on_reply) = &self.on_reply {
             on_reply(&result);
         }
@@ -273,6 +282,21 @@ impl Shared {
             ..ReplySlot::default()
         };
         self.start_slot(op, body, watch, slot)
+    }
+
+    /// Starts a request whose reply only `consume` takes, on the I/O
+    /// thread: nothing can wait for it.
+    pub(crate) fn start_consumed(
+        &self,
+        op: OpCode,
+        body: &impl Record,
+        consume: ReplyConsumer,
+    ) -> Result<()> {
+        let slot = ReplySlot {
+            consume: Some(consume),
+            ..ReplySlot::default()
+        };
+        self.start_slot(op, body, None, slot).map(drop)
     }
 
     fn start_slot(

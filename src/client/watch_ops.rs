@@ -6,7 +6,9 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use super::core::{lock, unexpected, NotifyFn, ReplyCallback, ReplySlot, Shared, Watcher};
+use super::core::{
+    lock, unexpected, NotifyFn, ReplyCallback, ReplyConsumer, ReplySlot, Shared, Watcher,
+};
 use super::ops::Created;
 use super::path::last_segment;
 use super::Client;
@@ -50,11 +52,10 @@ impl CreatedListed {
 }
 
 /// The children in a getChildren reply handed to a callback.
-fn children_of(reply: &Result<Response>) -> Result<Vec<String>> {
-    match reply {
-        Ok(Response::GetChildren(r)) => Ok(r.children.clone()),
-        Ok(_) => Err(unexpected("getChildren reply")),
-        Err(e) => Err(e.clone()),
+fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
+    match reply? {
+        Response::GetChildren(r) => Ok(r.children),
+        _ => Err(unexpected("getChildren reply")),
     }
 }
 
@@ -115,7 +116,7 @@ impl Client {
         let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));
         let client = self.downgrade();
         let (create_slot, on_listed) = (started.slot.clone(), on_done.clone());
-        let on_reply: ReplyCallback = Box::new(move |reply: &Result<Response>| {
+        let on_reply: ReplyConsumer = Box::new(move |reply: Result<Response>| {
             let Some((on_done, replaced)) = lock(&on_listed).take() else {
                 return;
             };
@@ -130,7 +131,7 @@ impl Client {
             let listed = Some(children_of(reply));
             on_done(CreatedListed { created, listed });
         });
-        let listing = shared.start_with_callback(OpCode::GetChildren, &list, None, on_reply);
+        let listing = shared.start_consumed(OpCode::GetChildren, &list, on_reply);
         shared.flush();
         if let Err(e) = listing {
             // The create went out alone: its reply still settles it.
@@ -353,9 +354,9 @@ impl Lister {
         };
         let on_listed = Arc::new(on_listed);
         let on_reply_listed = on_listed.clone();
-        let on_reply: ReplyCallback =
-            Box::new(move |reply: &Result<Response>| on_reply_listed(children_of(reply)));
-        match shared.start_with_callback(OpCode::GetChildren, &self.request, None, on_reply) {
+        let on_reply: ReplyConsumer =
+            Box::new(move |reply: Result<Response>| on_reply_listed(children_of(reply)));
+        match shared.start_consumed(OpCode::GetChildren, &self.request, on_reply) {
             Ok(_) => shared.flush(),
             Err(e) => on_listed(Err(e)),
         }
