@@ -3,6 +3,7 @@
 //! retries and make lock-node uuids unique; nothing security-relevant.
 
 use std::collections::hash_map::RandomState;
+use std::fmt::Write;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -61,14 +62,18 @@ impl Rng {
         let lo = self.next_u64();
         let hi = (hi & !0xF000) | 0x4000; // version 4
         let lo = (lo & !(0xC0 << 56)) | (0x80 << 56); // RFC 4122 variant
-        format!(
+                                                      // Sized up front: `format!` would grow the string as it goes.
+        let mut uuid = String::with_capacity(36);
+        let _ = write!(
+            uuid,
             "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
             hi >> 32,
             (hi >> 16) & 0xFFFF,
             hi & 0xFFFF,
             lo >> 48,
             lo & 0xFFFF_FFFF_FFFF
-        )
+        );
+        uuid
     }
 }
 

@@ -33,7 +33,7 @@ impl Client {
         Ok(match self.chroot() {
             None => path.to_owned(),
             Some(chroot) if path == "/" => chroot.to_owned(),
-            Some(chroot) => format!("{chroot}{path}"),
+            Some(chroot) => [chroot, path].concat(),
         })
     }
 

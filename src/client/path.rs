@@ -1,5 +1,7 @@
 //! Path rules, checked before anything is sent (the server's own rules).
 
+use std::fmt::Write;
+
 use crate::error::{Error, Result};
 
 /// Checks `path` by the server's rules. A sequential create appends a
@@ -62,11 +64,8 @@ fn forbidden_char(c: char) -> bool {
 
 /// Joins a parent path and a child name.
 pub(crate) fn join(parent: &str, child: &str) -> String {
-    if parent == "/" {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
-    }
+    let parent = if parent == "/" { "" } else { parent };
+    [parent, "/", child].concat()
 }
 
 /// The path the server gives a sequential node created at `prefix` as the
@@ -74,7 +73,11 @@ pub(crate) fn join(parent: &str, child: &str) -> String {
 /// 32-bit decimal, zero-padded to ten characters (`-000000005` after the
 /// wrap at 2^31).
 pub(crate) fn sequential_path(prefix: &str, sequence: u32) -> String {
-    format!("{prefix}{:010}", sequence as i32)
+    // Sized up front: `format!` would grow the string as it goes.
+    let mut path = String::with_capacity(prefix.len() + 11);
+    path.push_str(prefix);
+    let _ = write!(path, "{:010}", sequence as i32);
+    path
 }
 
 /// The last segment of a node path: the node's name.

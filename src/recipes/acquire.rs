@@ -1,5 +1,6 @@
 //! The acquisition engine shared by every lock kind.
 
+use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -68,11 +69,18 @@ fn default_node_data() -> Vec<u8> {
         format!("host={host} pid={}", std::process::id())
     });
     let current = std::thread::current();
-    let thread = current
-        .name()
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("{:?}", current.id()));
-    format!("{process} thread={thread}").into_bytes()
+    // Sized up front (an unnamed thread's id fits in 24 characters).
+    let name_len = current.name().map_or(24, str::len);
+    let mut data = String::with_capacity(process.len() + " thread=".len() + name_len);
+    data.push_str(process);
+    data.push_str(" thread=");
+    match current.name() {
+        Some(name) => data.push_str(name),
+        None => {
+            let _ = write!(data, "{:?}", current.id());
+        }
+    }
+    data.into_bytes()
 }
 
 /// What a contender should do, given the sorted contenders and its index.
@@ -101,7 +109,7 @@ pub(crate) struct Blocker {
 impl Blocker {
     pub(crate) fn new(node: &Contender, acquired_on_delete: bool) -> Blocker {
         Blocker {
-            node: node.name.clone(),
+            node: node.name.to_owned(),
             acquired_on_delete,
             may_announce: announces_release(node.marker),
         }

@@ -17,9 +17,9 @@ pub(crate) const WRITE_MARKER: &str = "__WRIT__";
 
 /// One contender: a child of the lock path that matches a lock naming.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Contender {
+pub(crate) struct Contender<'a> {
     /// The child's name (not its full path).
-    pub name: String,
+    pub name: &'a str,
     /// The sequence suffix, ordered as an unsigned 32-bit number.
     pub sequence: u32,
     /// Which marker matched.
@@ -34,7 +34,7 @@ pub(crate) struct Contender {
 /// waiter that gave up, or whose session ended, leaves the same way. No
 /// listing ever shows a note, and no lock naming matches it.
 pub(crate) fn release_note(node: &str) -> String {
-    format!("{node}.released")
+    [node, ".released"].concat()
 }
 
 /// True if a holder of a node with `marker` may announce its release with
@@ -46,7 +46,7 @@ pub(crate) fn announces_release(marker: &str) -> bool {
 
 /// The name prefix of a new contender node: `_c_<uuid>-<marker>`.
 pub(crate) fn node_prefix(uuid: &str, marker: &str) -> String {
-    format!("_c_{uuid}-{marker}")
+    ["_c_", uuid, "-", marker].concat()
 }
 
 /// The children that match one of `markers`, in sequence order.
@@ -57,14 +57,17 @@ pub(crate) fn node_prefix(uuid: &str, marker: &str) -> String {
 /// unsigned number keeps the order right across that wrap; it breaks only
 /// after 2^32 creations under a parent that never became empty (an empty
 /// container parent is deleted by the server, which restarts the count).
-pub(crate) fn contenders(children: &[String], markers: &[&'static str]) -> Vec<Contender> {
-    let mut out: Vec<Contender> = children
+pub(crate) fn contenders<'a>(
+    children: &'a [String],
+    markers: &[&'static str],
+) -> Vec<Contender<'a>> {
+    let mut out: Vec<Contender<'a>> = children
         .iter()
         .filter_map(|name| {
             markers.iter().find_map(|marker| {
                 let sequence = sequence_after(name, marker)?;
                 Some(Contender {
-                    name: name.clone(),
+                    name,
                     sequence,
                     marker,
                 })
@@ -74,7 +77,7 @@ pub(crate) fn contenders(children: &[String], markers: &[&'static str]) -> Vec<C
     out.sort_by(|a, b| {
         a.sequence
             .cmp(&b.sequence)
-            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.name.cmp(b.name))
     });
     out
 }
@@ -114,7 +117,7 @@ mod tests {
         let children: Vec<String> = children.iter().map(|s| s.to_string()).collect();
         contenders(&children, markers)
             .into_iter()
-            .map(|c| c.name)
+            .map(|c| c.name.to_owned())
             .collect()
     }
 

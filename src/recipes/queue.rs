@@ -35,7 +35,7 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
     let markers = &[MUTEX_MARKER, KAZOO_MARKER, READ_MARKER, WRITE_MARKER];
     let mut out = Vec::new();
     for contender in contenders(&children, markers) {
-        let (data, stat) = match client.get_data(&join(path, &contender.name)) {
+        let (data, stat) = match client.get_data(&join(path, contender.name)) {
             Ok(found) => found,
             Err(Error::NoNode) => continue,
             Err(e) => return Err(e),
@@ -47,7 +47,7 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
                 READ_MARKER => "read",
                 _ => "write",
             },
-            name: contender.name,
+            name: contender.name.to_owned(),
             session_id: stat.ephemeral_owner,
             fencing_token: stat.czxid,
             created_ms: stat.ctime,

@@ -202,20 +202,20 @@ mod tests {
     use super::*;
     use crate::recipes::naming::contenders;
 
-    fn sorted(names: &[&str]) -> Vec<Contender> {
-        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        contenders(&names, RW_MARKERS)
+    fn owned(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
     fn readers_wait_only_for_earlier_writers_and_watch_the_nearest() {
-        let c = sorted(&[
+        let names = owned(&[
             "_c_a-__READ__0000000001",
             "_c_b-__WRIT__0000000002",
             "_c_c-__READ__0000000003",
             "_c_d-__WRIT__0000000004",
             "_c_e-__READ__0000000005",
         ]);
+        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
         assert_eq!(read_decision(&c, 0), Decision::Acquired);
         assert_eq!(
             read_decision(&c, 2),
