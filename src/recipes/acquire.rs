@@ -323,7 +323,7 @@ impl Waiters {
 }
 
 /// The decision rule of a lock kind; it runs on the I/O thread too.
-pub(crate) type Decide = Arc<dyn Fn(&[Contender], usize) -> Decision + Send + Sync>;
+pub(crate) type Decide = fn(&[Contender], usize) -> Decision;
 
 /// One acquisition: which marker our node gets, which children contend,
 /// and the decision rule.
@@ -396,7 +396,7 @@ impl Attempt<'_> {
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
-                    let blocker = match decide_for(&self.decide, self.markers, &children, &name) {
+                    let blocker = match decide_for(self.decide, self.markers, &children, &name) {
                         // Our node is gone: the session expired or someone
                         // deleted it.
                         None => return Err(Error::LockLost),
@@ -560,11 +560,11 @@ impl Attempt<'_> {
     ) -> impl FnOnce(CreatedListed) + Send + 'static {
         let client = self.spec.client.downgrade();
         let dir = self.spec.path.clone();
-        let (decide, markers) = (self.decide.clone(), self.markers);
+        let (decide, markers) = (self.decide, self.markers);
         let wakeup = wakeup.clone();
         move |listed: CreatedListed| {
             let step = match client.upgrade() {
-                Some(client) => queue(&client, &dir, &decide, markers, deadline, &wakeup, listed),
+                Some(client) => queue(&client, &dir, decide, markers, deadline, &wakeup, listed),
                 None => Step::Listed(listed),
             };
             wakeup.finish_step(step, deadline);
@@ -632,7 +632,7 @@ impl Attempt<'_> {
 fn queue(
     client: &Client,
     dir: &str,
-    decide: &Decide,
+    decide: Decide,
     markers: &'static [&'static str],
     deadline: Option<Instant>,
     wakeup: &Arc<Wakeup>,
@@ -673,7 +673,7 @@ fn queue(
 /// The decision for our node `name` among `children`; `None` if our node
 /// is not among them.
 fn decide_for(
-    decide: &Decide,
+    decide: Decide,
     markers: &'static [&'static str],
     children: &[String],
     name: &str,

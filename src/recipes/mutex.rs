@@ -115,7 +115,7 @@ fn attempt(
         spec,
         marker: MUTEX_MARKER,
         markers: MUTEX_MARKERS,
-        decide: Arc::new(exclusive),
+        decide: exclusive,
         exclusive: true,
         waiters,
     }

@@ -74,11 +74,7 @@ pub(crate) fn contenders<'a>(
             })
         })
         .collect();
-    out.sort_by(|a, b| {
-        a.sequence
-            .cmp(&b.sequence)
-            .then_with(|| a.name.cmp(b.name))
-    });
+    out.sort_by(|a, b| a.sequence.cmp(&b.sequence).then_with(|| a.name.cmp(b.name)));
     out
 }
 

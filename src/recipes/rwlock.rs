@@ -1,11 +1,10 @@
 //! `RwLock`: many readers or one writer, across processes.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::acquire::{exclusive, Attempt, Blocker, Decision, LockSpec, Waiters};
+use super::acquire::{exclusive, Attempt, Blocker, Decide, Decision, LockSpec, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{Contender, READ_MARKER, WRITE_MARKER};
@@ -104,18 +103,17 @@ impl RwLock {
     }
 
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
-        let writer_is_us = self.writer.current_thread_holds();
-        let decide = move |contenders: &[Contender], ours: usize| {
-            if writer_is_us {
-                return Decision::Acquired;
-            }
-            read_decision(contenders, ours)
+        // The thread holding the write lock takes the read lock at once.
+        let decide: Decide = if self.writer.current_thread_holds() {
+            |_, _| Decision::Acquired
+        } else {
+            read_decision
         };
         let held = Attempt {
             spec: &self.spec,
             marker: READ_MARKER,
             markers: RW_MARKERS,
-            decide: Arc::new(decide),
+            decide,
             exclusive: false,
             waiters: &self.waiters,
         }
@@ -133,7 +131,7 @@ impl RwLock {
             spec: &self.spec,
             marker: WRITE_MARKER,
             markers: RW_MARKERS,
-            decide: Arc::new(exclusive),
+            decide: exclusive,
             exclusive: true,
             waiters: &self.waiters,
         }
