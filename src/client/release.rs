@@ -96,7 +96,7 @@ impl Client {
     /// `kind` is the kind of lock node created (see [`Successor`](crate::session::Successor)).
     pub(super) fn start_create_replacing(
         &self,
-        create: &CreateRequest,
+        create: CreateRequest,
         dir: &str,
         kind: &'static str,
     ) -> Result<StartedCreate> {
@@ -105,7 +105,7 @@ impl Client {
         let mut core = self.shared().core();
         let Some(old) = core.session.withdraw_deferred_delete(dir) else {
             return Ok(StartedCreate {
-                slot: Shared::start_locked(&mut core, OpCode::Create2, create)?,
+                slot: Shared::start_locked(&mut core, OpCode::Create2, &create)?,
                 replaced: None,
                 successor: None,
             });
@@ -115,7 +115,7 @@ impl Client {
             .filter(|s| s.kind == kind && create.mode.is_sequential())
             .map(|s| sequential_path(&create.path, s.sequence));
         let mut ops = old.ops();
-        ops.push(MultiOp::Create2(create.clone()));
+        ops.push(MultiOp::Create2(create));
         let started = Shared::start_locked(&mut core, OpCode::Multi, &MultiRequest { ops });
         drop(core);
         match started {

@@ -94,7 +94,7 @@ impl Client {
             },
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let started = match self.start_create_replacing(&create, &list.path, node.kind) {
+        let started = match self.start_create_replacing(create, &list.path, node.kind) {
             Ok(started) => started,
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.
