@@ -62,7 +62,8 @@ impl Rng {
         let lo = self.next_u64();
         let hi = (hi & !0xF000) | 0x4000; // version 4
         let lo = (lo & !(0xC0 << 56)) | (0x80 << 56); // RFC 4122 variant
-                                                      // Sized up front: `format!` would grow the string as it goes.
+
+        // Sized up front: `format!` would grow the string as it goes.
         let mut uuid = String::with_capacity(36);
         let _ = write!(
             uuid,
