@@ -78,6 +78,7 @@ impl std::fmt::Debug for ReplySlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplySlot")
             .field("has_callback", &self.on_reply.is_some())
+            .field("has_consumer", &self.consume.is_some())
             .finish_non_exhaustive()
     }
 }
