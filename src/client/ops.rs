@@ -1,10 +1,14 @@
 //! The operations, each a blocking call.
 
+#[cfg(feature = "testing")]
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::unbounded;
 
 use super::core::{unexpected, Watcher};
+#[cfg(feature = "testing")]
+use super::core::{Core, ReplySlot, Shared};
 use super::path::validate;
 use super::{Client, WatchReceiver};
 use crate::error::{Error, Result};
@@ -208,21 +212,35 @@ impl Client {
     /// share requests (see [`Config::batch_reads`](crate::Config::batch_reads)).
     #[cfg(feature = "testing")]
     pub(crate) fn get_data_together(&self, paths: &[&str]) -> Vec<Result<(Vec<u8>, Stat)>> {
+        self.calls_together(
+            paths,
+            |core, path| {
+                let path = self.server_path(path)?;
+                let read = BatchRead::Data(GetDataRequest { path, watch: false });
+                Shared::start_read_locked(core, read)
+            },
+            data_reply,
+        )
+    }
+
+    /// Starts one call per item under one session lock, so that none is
+    /// written before all are submitted, then writes them and waits for
+    /// each reply, read with `reply`.
+    #[cfg(feature = "testing")]
+    fn calls_together<I: Copy, R>(
+        &self,
+        items: &[I],
+        mut start: impl FnMut(&mut Core, I) -> Result<Arc<ReplySlot>>,
+        reply: impl Fn(Response) -> Result<R>,
+    ) -> Vec<Result<R>> {
         let slots: Vec<Result<_>> = {
             let mut core = self.shared().core();
-            paths
-                .iter()
-                .map(|path| {
-                    let path = self.server_path(path)?;
-                    let read = BatchRead::Data(GetDataRequest { path, watch: false });
-                    super::core::Shared::start_read_locked(&mut core, read)
-                })
-                .collect()
+            items.iter().map(|&item| start(&mut core, item)).collect()
         };
         self.shared().flush();
         slots
             .into_iter()
-            .map(|slot| data_reply(self.shared().wait(&*slot?)?))
+            .map(|slot| reply(self.shared().wait(&*slot?)?))
             .collect()
     }
 
@@ -265,21 +283,14 @@ impl Client {
         &self,
         writes: &[(&str, &[u8], Option<i32>)],
     ) -> Vec<Result<Stat>> {
-        let slots: Vec<Result<_>> = {
-            let mut core = self.shared().core();
-            writes
-                .iter()
-                .map(|(path, data, version)| {
-                    let write = self.set_data_request(path, data, *version)?;
-                    super::core::Shared::start_write_locked(&mut core, write)
-                })
-                .collect()
-        };
-        self.shared().flush();
-        slots
-            .into_iter()
-            .map(|slot| set_data_reply(self.shared().wait(&*slot?)?))
-            .collect()
+        self.calls_together(
+            writes,
+            |core, (path, data, version)| {
+                let write = self.set_data_request(path, data, version)?;
+                Shared::start_write_locked(core, write)
+            },
+            set_data_reply,
+        )
     }
 
     /// Sets the node's data. `version` is the expected data version; `None` matches any.
