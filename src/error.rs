@@ -194,6 +194,12 @@ pub enum Error {
     LockLost,
 }
 
+/// The protocol error of a reply that decodes but makes no sense (another
+/// kind than its request's, a wrong count...): `what` says how.
+pub(crate) fn malformed(what: &'static str) -> Error {
+    Error::Protocol(crate::proto::DecodeError::Malformed(what))
+}
+
 impl Error {
     /// The error for a non-zero server result code.
     pub fn from_code(code: i32) -> Error {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::proto::{OpCode, Record, Response, SetDataRequest};
 use crate::session::{BatchRead, Event, Session, State, WatchRequest, WatchedEvent};
 
@@ -490,9 +490,4 @@ pub(crate) type ClientEvent = Event<Arc<ReplySlot>, Watcher>;
 /// thread keeps, so that delivering replies allocates nothing).
 pub(crate) fn drain_events(session: &mut ClientSession, events: &mut Vec<ClientEvent>) {
     events.extend(std::iter::from_fn(|| session.poll_event()));
-}
-
-/// Maps an unexpected reply body to a protocol error.
-pub(crate) fn unexpected(op: &'static str) -> Error {
-    Error::Protocol(crate::proto::DecodeError::Malformed(op))
 }

@@ -1,8 +1,7 @@
 //! `multi` (atomic writes) and `multiRead` (independent reads).
 
-use super::core::unexpected;
 use super::Client;
-use crate::error::{Error, Result};
+use crate::error::{malformed, Error, Result};
 use crate::proto::{
     Acl, CheckVersionRequest, CreateMode, DeleteRequest, GetChildrenRequest, GetDataRequest,
     MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, Response, SetDataRequest, Stat,
@@ -130,10 +129,10 @@ impl Client {
     /// per op.
     fn call_multi(&self, op: OpCode, request: &MultiRequest) -> Result<MultiResponse> {
         let Response::Multi(response) = self.shared().call(op, request, None)? else {
-            return Err(unexpected("multi reply of another kind"));
+            return Err(malformed("multi reply of another kind"));
         };
         if response.results.len() != request.ops.len() {
-            return Err(unexpected(
+            return Err(malformed(
                 "multi reply with a result count unlike the request's",
             ));
         }
@@ -212,7 +211,7 @@ impl Client {
                 OpResult::Delete => Ok(OpOutcome::Deleted),
                 OpResult::SetData(r) => Ok(OpOutcome::DataSet(r.stat)),
                 OpResult::Check => Ok(OpOutcome::Checked),
-                _ => Err(unexpected("multi result of a read op")),
+                _ => Err(malformed("multi result of a read op")),
             })
             .collect()
     }
@@ -246,7 +245,7 @@ impl Client {
                 OpResult::GetData(r) => Ok(ReadOutcome::Data(r.data.unwrap_or_default(), r.stat)),
                 OpResult::GetChildren(r) => Ok(ReadOutcome::Children(r.children)),
                 OpResult::Error(e) => Err(Error::from_code(e.err)),
-                _ => Err(unexpected("multiRead result of a write op")),
+                _ => Err(malformed("multiRead result of a write op")),
             })
             .collect())
     }

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use crossbeam_channel::unbounded;
 
-use super::core::{unexpected, Watcher};
+use super::core::Watcher;
 #[cfg(feature = "testing")]
 use super::core::{Core, ReplySlot, Shared};
 use super::path::validate;
 use super::{Client, WatchReceiver};
-use crate::error::{Error, Result};
+use crate::error::{malformed, Error, Result};
 use crate::proto::{
     Acl, AddWatchMode, AddWatchRequest, AuthPacket, ClientInfo, CreateMode, CreateRequest,
     CreateTtlRequest, DeleteRequest, EventType, ExistsRequest, GetAclRequest, GetChildrenRequest,
@@ -75,7 +75,7 @@ impl Client {
         let request = self.create_request(path, data, acl, mode)?;
         match self.shared().call(OpCode::Create, &request, None)? {
             Response::Create(r) => Ok(self.client_path(r.path)),
-            _ => Err(unexpected("create reply")),
+            _ => Err(malformed("create reply")),
         }
     }
 
@@ -97,7 +97,7 @@ impl Client {
         };
         match self.shared().call(op, &request, None)? {
             Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
-            _ => Err(unexpected("create2 reply")),
+            _ => Err(malformed("create2 reply")),
         }
     }
 
@@ -139,7 +139,7 @@ impl Client {
         };
         match self.shared().call(OpCode::CreateTtl, &request, None)? {
             Response::Create2(r) => Ok((self.client_path(r.path), r.stat)),
-            _ => Err(unexpected("createTTL reply")),
+            _ => Err(malformed("createTTL reply")),
         }
     }
 
@@ -197,7 +197,7 @@ impl Client {
         match self.shared().call(OpCode::Exists, &request, watch) {
             Ok(Response::Exists(r)) => Ok(Some(r.stat)),
             Err(Error::NoNode) => Ok(None),
-            Ok(_) => Err(unexpected("exists reply")),
+            Ok(_) => Err(malformed("exists reply")),
             Err(e) => Err(e),
         }
     }
@@ -351,7 +351,7 @@ impl Client {
         };
         match self.shared().call(OpCode::GetChildren2, &request, None)? {
             Response::GetChildren2(r) => Ok((r.children, r.stat)),
-            _ => Err(unexpected("getChildren2 reply")),
+            _ => Err(malformed("getChildren2 reply")),
         }
     }
 
@@ -362,7 +362,7 @@ impl Client {
         };
         match self.shared().call(OpCode::GetAcl, &request, None)? {
             Response::GetAcl(r) => Ok((r.acl, r.stat)),
-            _ => Err(unexpected("getACL reply")),
+            _ => Err(malformed("getACL reply")),
         }
     }
 
@@ -379,7 +379,7 @@ impl Client {
         };
         match self.shared().call(OpCode::SetAcl, &request, None)? {
             Response::SetAcl(r) => Ok(r.stat),
-            _ => Err(unexpected("setACL reply")),
+            _ => Err(malformed("setACL reply")),
         }
     }
 
@@ -391,7 +391,7 @@ impl Client {
         };
         match self.shared().call(OpCode::Sync, &request, None)? {
             Response::Sync(_) => Ok(()),
-            _ => Err(unexpected("sync reply")),
+            _ => Err(malformed("sync reply")),
         }
     }
 
@@ -410,7 +410,7 @@ impl Client {
                 .into_iter()
                 .map(|p| self.client_path(p))
                 .collect()),
-            _ => Err(unexpected("getEphemerals reply")),
+            _ => Err(malformed("getEphemerals reply")),
         }
     }
 
@@ -424,7 +424,7 @@ impl Client {
             .call(OpCode::GetAllChildrenNumber, &request, None)?
         {
             Response::GetAllChildrenNumber(r) => Ok(r.total_number),
-            _ => Err(unexpected("getAllChildrenNumber reply")),
+            _ => Err(malformed("getAllChildrenNumber reply")),
         }
     }
 
@@ -451,7 +451,7 @@ impl Client {
     pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
         match self.shared().call(OpCode::WhoAmI, &(), None)? {
             Response::WhoAmI(r) => Ok(r.client_info),
-            _ => Err(unexpected("whoAmI reply")),
+            _ => Err(malformed("whoAmI reply")),
         }
     }
 
@@ -480,7 +480,7 @@ impl Client {
         {
             Response::AddWatch(r) if r.err == 0 => Ok(rx),
             Response::AddWatch(r) => Err(Error::from_code(r.err)),
-            _ => Err(unexpected("addWatch reply")),
+            _ => Err(malformed("addWatch reply")),
         }
     }
 
@@ -543,7 +543,7 @@ fn reject_ttl(mode: CreateMode) -> Result<()> {
 fn data_reply(response: Response) -> Result<(Vec<u8>, Stat)> {
     match response {
         Response::GetData(r) => Ok((r.data.unwrap_or_default(), r.stat)),
-        _ => Err(unexpected("getData reply")),
+        _ => Err(malformed("getData reply")),
     }
 }
 
@@ -551,7 +551,7 @@ fn data_reply(response: Response) -> Result<(Vec<u8>, Stat)> {
 fn set_data_reply(response: Response) -> Result<Stat> {
     match response {
         Response::SetData(r) => Ok(r.stat),
-        _ => Err(unexpected("setData reply")),
+        _ => Err(malformed("setData reply")),
     }
 }
 
@@ -559,6 +559,6 @@ fn set_data_reply(response: Response) -> Result<Stat> {
 fn children_reply(response: Response) -> Result<Vec<String>> {
     match response {
         Response::GetChildren(r) => Ok(r.children),
-        _ => Err(unexpected("getChildren reply")),
+        _ => Err(malformed("getChildren reply")),
     }
 }

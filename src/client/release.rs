@@ -10,11 +10,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::core::{lock, unexpected, wait_on, ReplySlot, Shared};
+use super::core::{lock, wait_on, ReplySlot, Shared};
 use super::ops::Created;
 use super::path::sequential_path;
 use super::Client;
-use crate::error::{Error, Result};
+use crate::error::{malformed, Error, Result};
 use crate::proto::{CreateRequest, MultiOp, MultiRequest, OpCode, OpResult, Response};
 use crate::session::{Release, ReleaseOutcome};
 
@@ -75,7 +75,7 @@ impl Client {
         }
         let request = MultiRequest { ops: release.ops() };
         let Response::Multi(reply) = self.shared().call(OpCode::Multi, &request, None)? else {
-            return Err(unexpected("multi reply of another kind"));
+            return Err(malformed("multi reply of another kind"));
         };
         match ReleaseOutcome::of(&reply.results) {
             ReleaseOutcome::Done => Ok(()),
@@ -143,14 +143,14 @@ impl Client {
         let Some(old) = replaced else {
             return Some(reply.and_then(|reply| match reply {
                 Response::Create2(r) => Ok((self.client_path(r.path), Some(r.stat))),
-                _ => Err(unexpected("create2 reply")),
+                _ => Err(malformed("create2 reply")),
             }));
         };
         let mut results = match reply {
             Ok(Response::Multi(r)) => r.results,
             Ok(_) => {
                 self.settle_release(&old, false);
-                return Some(Err(unexpected("multi reply of another kind")));
+                return Some(Err(malformed("multi reply of another kind")));
             }
             // Unknown outcome (connection lost, say): the delete stays a
             // background delete, which the reconnect sends again.
@@ -181,7 +181,7 @@ impl Client {
             }
             _ => {
                 self.settle_release(&old, false);
-                Some(Err(unexpected("multi reply unlike its request")))
+                Some(Err(malformed("multi reply unlike its request")))
             }
         }
     }

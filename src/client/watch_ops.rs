@@ -6,13 +6,11 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use super::core::{
-    lock, unexpected, NotifyFn, ReplyCallback, ReplyConsumer, ReplySlot, Shared, Watcher,
-};
+use super::core::{lock, NotifyFn, ReplyCallback, ReplyConsumer, ReplySlot, Shared, Watcher};
 use super::ops::Created;
 use super::path::last_segment;
 use super::Client;
-use crate::error::{Error, Result};
+use crate::error::{malformed, Error, Result};
 use crate::proto::{
     Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
     RemoveWatchesRequest, Response, WatcherType,
@@ -55,7 +53,7 @@ impl CreatedListed {
 fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
     match reply? {
         Response::GetChildren(r) => Ok(r.children),
-        _ => Err(unexpected("getChildren reply")),
+        _ => Err(malformed("getChildren reply")),
     }
 }
 
@@ -123,7 +121,7 @@ impl Client {
             // Replies are handled in order: the create's is in.
             let create_reply = create_slot
                 .take_ready()
-                .unwrap_or_else(|| Err(unexpected("listing answered before its create")));
+                .unwrap_or_else(|| Err(malformed("listing answered before its create")));
             let created = match client.upgrade() {
                 Some(client) => client.finish_create_replacing(create_reply, replaced),
                 None => Some(Err(Error::Closed)),

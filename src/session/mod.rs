@@ -26,7 +26,7 @@ mod write_batch_tests;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{malformed, Error, Result};
 use crate::proto::{
     split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DeleteRequest,
     KeeperState, MultiRequest, OpCode, Record, Response, AUTH_XID, PASSWORD_LEN, PING_XID,
@@ -849,12 +849,6 @@ impl<T, W: Clone> Session<T, W> {
             Purpose::SetWatches | Purpose::Background { .. } | Purpose::Close => {}
         }
     }
-}
-
-/// The protocol error of a reply that decodes but makes no sense: `what`
-/// says how.
-fn malformed(what: &'static str) -> Error {
-    Error::Protocol(crate::proto::DecodeError::Malformed(what))
 }
 
 fn millis_i32(d: Duration) -> i32 {
