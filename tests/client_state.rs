@@ -176,3 +176,41 @@ fn closing_while_disconnected_still_ends_the_session() {
     let states: Vec<State> = states.try_iter().collect();
     assert_eq!(states.last(), Some(&State::Closed), "{states:?}");
 }
+
+#[test]
+fn a_state_handler_may_close_while_another_thread_closes() {
+    let zk = server();
+    // The handler closes the client (through a clone of its own) when the
+    // session ends, while the test's thread is inside close() itself.
+    let handle: std::sync::Arc<std::sync::Mutex<Option<zklock::Client>>> = Default::default();
+    let handler_handle = handle.clone();
+    let (closed_tx, closed_rx) = crossbeam_channel::unbounded();
+    let c = builder()
+        .state_handler(move |state| {
+            if state.is_terminal() {
+                let client = handler_handle.lock().ok().and_then(|mut h| h.take());
+                if let Some(client) = client {
+                    let _ = closed_tx.send(client.close());
+                }
+            }
+        })
+        .connect(&zk.connect_string())
+        .expect("connect");
+    *handle.lock().expect("handle") = Some(c.clone());
+
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = done_tx.send(c.close());
+    });
+    // A deadlock would leave both waits unanswered.
+    assert_eq!(
+        done_rx.recv_timeout(WAIT).map_err(|_| "close hung"),
+        Ok(Ok(()))
+    );
+    assert_eq!(
+        closed_rx
+            .recv_timeout(WAIT)
+            .map_err(|_| "handler's close hung"),
+        Ok(Ok(()))
+    );
+}

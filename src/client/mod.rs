@@ -56,6 +56,11 @@ struct Inner {
     hosts: String,
     wake: Sender<()>,
     threads: Mutex<Threads>,
+    /// The I/O and events threads' ids: a shutdown called on one of them
+    /// (from a state handler or a watch callback) must not wait for itself,
+    /// nor for the `threads` lock that a shutdown elsewhere holds while it
+    /// joins them.
+    own_threads: Vec<ThreadId>,
     release_linger: Duration,
     /// Started with the first lingering release; its own lock, so that no
     /// release waits on `threads` while shutdown joins the other threads.
@@ -66,7 +71,6 @@ struct Inner {
 struct Threads {
     io: Option<JoinHandle<()>>,
     events: Option<JoinHandle<()>>,
-    ids: Vec<ThreadId>,
 }
 
 impl std::fmt::Debug for Client {
@@ -170,13 +174,14 @@ impl Client {
             auth_slots.push(slot);
         }
         let mut threads = Threads::default();
+        let mut own_threads = Vec::with_capacity(2);
         let event_tx = config.state_handler.clone().map(|handler| {
             let (tx, rx) = crossbeam_channel::unbounded::<State>();
             let spawned = std::thread::Builder::new()
                 .name("zklock-events".into())
                 .spawn(move || rx.iter().for_each(|state| handler(state)));
             if let Ok(handle) = spawned {
-                threads.ids.push(handle.thread().id());
+                own_threads.push(handle.thread().id());
                 threads.events = Some(handle);
             }
             tx
@@ -187,7 +192,7 @@ impl Client {
         let io = std::thread::Builder::new()
             .name("zklock-io".into())
             .spawn(move || io::run(io_shared, wake_rx))?;
-        threads.ids.push(io.thread().id());
+        own_threads.push(io.thread().id());
         threads.io = Some(io);
         let client = Client {
             inner: Arc::new(Inner {
@@ -196,6 +201,7 @@ impl Client {
                 hosts: parsed.hosts.join(","),
                 wake,
                 threads: Mutex::new(threads),
+                own_threads,
                 release_linger: config.release_linger,
                 release_timer: Mutex::new(None),
             }),
@@ -329,13 +335,12 @@ impl Inner {
         self.shared.dispatch(&mut events);
         self.shared.flush();
         let _ = self.wake.try_send(());
-        let mut threads = lock(&self.threads);
-        let me = std::thread::current().id();
-        if threads.ids.contains(&me) {
+        if self.own_threads.contains(&std::thread::current().id()) {
             // Called from our own thread (e.g. a state handler dropping the
             // last clone): it cannot join itself; it ends on its own.
             return;
         }
+        let mut threads = lock(&self.threads);
         if let Some(io) = threads.io.take() {
             let _ = io.join();
         }
