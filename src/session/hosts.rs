@@ -5,8 +5,20 @@ use std::time::{Duration, Instant};
 use crate::rand::Rng;
 
 /// Pause after every host in the list has failed in a row, so a dead
-/// ensemble is not hammered.
+/// ensemble is not hammered; also the first pause after connections that
+/// are lost right after their handshake.
 const CYCLE_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The longest pause after connections lost right after their handshake:
+/// short enough that requests waiting for a connection (for the session
+/// timeout, at least 4 s with a default server) still get one.
+const MAX_FLAP_BACKOFF: Duration = Duration::from_secs(2);
+
+/// A connection lost sooner than this after its handshake did not live
+/// normally: a server that takes the handshake and then closes at once
+/// (a 3.5 server refusing setWatches2, say) would otherwise be reconnected
+/// to in a tight loop.
+const SHORT_LIFE: Duration = Duration::from_secs(1);
 
 /// The hosts of the connect string, shuffled once, tried round-robin.
 #[derive(Debug)]
@@ -15,6 +27,10 @@ pub(crate) struct HostList {
     next: usize,
     failures_in_a_row: usize,
     not_before: Option<Instant>,
+    /// When the current connection completed its handshake.
+    established: Option<Instant>,
+    /// Connections lost right after their handshake, in a row.
+    short_lives: u32,
 }
 
 impl HostList {
@@ -25,6 +41,8 @@ impl HostList {
             next: 0,
             failures_in_a_row: 0,
             not_before: None,
+            established: None,
+            short_lives: 0,
         }
     }
 
@@ -48,9 +66,34 @@ impl HostList {
     }
 
     /// A handshake succeeded: a full cycle of failures counts from here.
-    pub(crate) fn connected(&mut self) {
+    pub(crate) fn connected(&mut self, now: Instant) {
         self.failures_in_a_row = 0;
         self.not_before = None;
+        self.established = Some(now);
+    }
+
+    /// An established connection was lost. The first loss in a row soon
+    /// after the handshake reconnects at once like any other, since an
+    /// ordinary cut may come early too and lock handoffs wait on the
+    /// reconnect; only from the second on is there a pause, doubling up to
+    /// `MAX_FLAP_BACKOFF`.
+    pub(crate) fn lost(&mut self, now: Instant) {
+        let lived = self
+            .established
+            .take()
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        if lived >= SHORT_LIFE {
+            self.short_lives = 0;
+            return;
+        }
+        self.short_lives = self.short_lives.saturating_add(1);
+        if self.short_lives >= 2 {
+            let doublings = (self.short_lives - 2).min(16);
+            let pause = CYCLE_BACKOFF
+                .saturating_mul(1 << doublings)
+                .min(MAX_FLAP_BACKOFF);
+            self.not_before = Some(now + pause);
+        }
     }
 }
 
@@ -72,7 +115,7 @@ mod tests {
         let (third, at) = hosts.next(now).unwrap();
         assert_eq!(third, first);
         assert_eq!(at, now + CYCLE_BACKOFF);
-        hosts.connected();
+        hosts.connected(now);
         assert_eq!(hosts.next(now).unwrap().1, now);
     }
 }

@@ -411,14 +411,15 @@ impl<T, W: Clone> Session<T, W> {
         if was == Conn::None {
             return;
         }
-        if let Conn::Handshaking { .. } = was {
-            self.hosts.failed(now);
+        match was {
+            Conn::Handshaking { .. } => self.hosts.failed(now),
+            Conn::Established => self.hosts.lost(now),
+            Conn::None => {}
         }
         let error = self.fatal.clone().unwrap_or(Error::ConnectionLoss);
+        let mut close_sent = false;
         for pending in std::mem::take(&mut self.pending) {
-            if let Purpose::Close = pending.purpose {
-                self.closing = Some(now);
-            }
+            close_sent |= matches!(pending.purpose, Purpose::Close);
             self.fail(pending.purpose, error.clone());
         }
         for waiter in std::mem::take(&mut self.auth_waiters).into_iter().flatten() {
@@ -427,7 +428,15 @@ impl<T, W: Clone> Session<T, W> {
                 result: Err(error.clone()),
             });
         }
-        if self.closing.is_some() {
+        // A handshake refused while closing (a server behind our last zxid
+        // closes the socket) leaves closeSession queued for the next host:
+        // giving up here would leave the session's ephemeral nodes for its
+        // whole timeout. Only a closeSession sent on this connection (its
+        // reply lost with it), or the closing deadline, ends it.
+        let close_over = self
+            .closing
+            .is_some_and(|since| close_sent || now >= since + self.config.connect_timeout);
+        if close_over {
             self.terminate(State::Closed, Error::Closed);
         } else if self.state.is_connected() {
             self.set_state(State::Disconnected);

@@ -52,7 +52,7 @@ impl<T, W: Clone> Session<T, W> {
         ));
         self.seen_rw_server |= !response.read_only;
         self.conn = Conn::Established;
-        self.hosts.connected();
+        self.hosts.connected(now);
         self.set_state(if response.read_only {
             State::ConnectedReadOnly
         } else {
@@ -205,6 +205,15 @@ impl<T, W: Clone> Session<T, W> {
                     let now = self.last_recv;
                     return self.send_background(now, Release::plain(path));
                 }
+                if let Err(e) = &result {
+                    if refused_for_now(e) {
+                        // Left among the background deletes for the next
+                        // connection's `prime`: sending it again here could
+                        // only meet the same refusal, in a loop.
+                        log::debug!("background delete of {path} refused for now ({e}); kept for the next connection");
+                        return;
+                    }
+                }
                 if let Some(i) = self.background.iter().position(|(p, _)| *p == path) {
                     self.background.swap_remove(i);
                 }
@@ -233,6 +242,16 @@ pub(crate) fn strip_chroot(chroot: Option<&str>, path: String) -> String {
         Some(rest) if rest.starts_with('/') => rest.to_owned(),
         _ => path,
     }
+}
+
+/// True if a background delete was refused in a way another server, or the
+/// same one later, may not repeat (a read-only server, throttling, a
+/// timeout), or its reply made no sense, which drops the connection and so
+/// leaves the outcome as open as a disconnect does. Every other error means
+/// the delete can never succeed (NoAuth, NotEmpty, BadVersion at a version
+/// other than -1).
+fn refused_for_now(error: &Error) -> bool {
+    error.is_retryable() || matches!(error, Error::NotReadOnly | Error::Protocol(_))
 }
 
 /// True if a noted release's transaction failed with its node still there,

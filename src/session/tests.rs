@@ -1013,3 +1013,223 @@ fn a_connected_session_never_expires_locally() {
     assert_eq!(s.state(), State::Connected);
     assert!(events(&mut s).is_empty());
 }
+
+/// An established session on two hosts, cut off, then closed: closeSession
+/// waits for a reconnect. Returns it with the host it was connected to.
+fn closed_while_disconnected(now: Instant) -> (TestSession, String) {
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::new(config(), hosts, now);
+    let (first, _) = s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    s.close(now);
+    assert!(matches!(
+        events(&mut s)[..],
+        [
+            Event::State(State::Connected),
+            Event::State(State::Disconnected)
+        ]
+    ));
+    (s, first)
+}
+
+#[test]
+fn close_moves_on_to_another_host_when_a_handshake_fails() {
+    let now = Instant::now();
+    let (mut s, first) = closed_while_disconnected(now);
+    // A server behind the client's lastZxidSeen closes the socket without a
+    // ConnectResponse.
+    let t = now + Duration::from_millis(100);
+    let (second, at) = s.next_host(t).unwrap();
+    assert_eq!(at, t);
+    s.handle_connected(t);
+    assert_eq!(sent(&mut s).len(), 1, "the handshake");
+    s.handle_disconnected(t);
+    s.handle_timeout(t);
+    assert_eq!(s.fatal_error(), None);
+    assert_eq!(s.state(), State::Disconnected);
+    assert!(events(&mut s).is_empty());
+    let (third, _) = s.next_host(t).unwrap();
+    assert_ne!(third, second, "another host");
+    assert_eq!(third, first);
+    // A failed connect moves on too.
+    s.handle_connect_failed(t);
+    s.handle_timeout(t);
+    assert_eq!(s.fatal_error(), None);
+    assert!(s.next_host(t).is_some());
+    // A server that takes the handshake gets closeSession.
+    s.handle_connected(t);
+    sent(&mut s);
+    s.handle_bytes(t, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(t, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Connected), Event::State(State::Closed)]
+    ));
+    assert_eq!(s.next_host(t), None);
+}
+
+#[test]
+fn close_ends_the_session_when_no_handshake_completes_by_its_deadline() {
+    let now = Instant::now();
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::<u32, u32>::new(config(), hosts, now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    events(&mut s);
+    // Callers waiting for the reconnect.
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 1, None)
+        .unwrap();
+    let auth = AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    };
+    s.add_auth(now, auth, 2).unwrap();
+    s.close(now);
+    assert_eq!(replies(&mut s), [(1, Err(Error::Closed))]);
+    let deadline = now + config().connect_timeout;
+    assert_eq!(s.poll_timeout(), Some(deadline));
+    // Handshakes keep failing, each moving on, up to the deadline.
+    let mut t = now;
+    let mut attempts = 0;
+    while t < deadline - Duration::from_millis(1) {
+        let (_, at) = s.next_host(t).unwrap();
+        t = at.min(deadline - Duration::from_millis(1));
+        s.handle_connected(t);
+        sent(&mut s);
+        s.handle_disconnected(t);
+        s.handle_timeout(t);
+        assert_eq!(s.fatal_error(), None);
+        attempts += 1;
+        assert!(attempts < 100, "reconnects without bound");
+    }
+    assert!(events(&mut s).is_empty());
+    // A handshake still under way at the deadline is cut short.
+    s.handle_connected(t);
+    sent(&mut s);
+    s.handle_timeout(deadline);
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+    s.handle_disconnected(deadline);
+    let evs = events(&mut s);
+    let states: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::State(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, [State::Closed]);
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        Event::Reply {
+            token: 2,
+            result: Err(Error::Closed)
+        }
+    )));
+    assert_eq!(s.fatal_error(), Some(&Error::Closed));
+    assert_eq!(s.next_host(deadline), None);
+
+    // A handshake failing after the deadline, with no timer run, ends it too.
+    let (mut s, _) = closed_while_disconnected(now);
+    s.handle_connected(deadline);
+    s.handle_disconnected(deadline);
+    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
+    assert_eq!(s.next_host(deadline), None);
+}
+
+#[test]
+fn a_background_delete_refused_for_the_moment_is_sent_again_on_the_next_connection() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    let frames = sent(&mut s);
+    // A read-only server refuses every write.
+    let not_read_only = ErrorCode::NotReadOnly.code();
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, not_read_only, &()));
+    assert!(sent(&mut s).is_empty(), "not again on this connection");
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    // A throttled release transaction (the error in the reply header).
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 31, 0, &()));
+    s.defer_background_delete(now, noted("/app/lock/n2"), now)
+        .unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(multi_ops(&frames[0]).len(), 3);
+    let throttled = ErrorCode::ThrottledOp.code();
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, throttled, &()));
+    assert!(sent(&mut s).is_empty(), "not again on this connection");
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n2");
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 32, 0, &()));
+    assert!(reconnect(&mut s, now).is_empty());
+}
+
+#[test]
+fn a_background_delete_answered_for_good_is_not_sent_again() {
+    let now = Instant::now();
+    for err in [
+        0,
+        ErrorCode::NoNode.code(),
+        ErrorCode::NotEmpty.code(),
+        ErrorCode::NoAuth.code(),
+    ] {
+        let mut s = connected(now);
+        s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+            .unwrap();
+        let frames = sent(&mut s);
+        s.handle_bytes(now, &reply(header(&frames[0]).xid, 30, err, &()));
+        assert!(sent(&mut s).is_empty());
+        assert!(reconnect(&mut s, now).is_empty(), "error code {err}");
+    }
+}
+
+#[test]
+fn connections_lost_right_after_their_handshake_back_off_growing() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    // An ordinary cut of a long-lived connection: reconnect at once.
+    let mut t = start + Duration::from_secs(60);
+    s.handle_disconnected(t);
+    assert_eq!(s.next_host(t).map(|(_, at)| at), Some(t));
+    // A server that takes the handshake and closes at once, again and again.
+    let mut delays = Vec::new();
+    for _ in 0..7 {
+        s.handle_connected(t);
+        sent(&mut s);
+        s.handle_bytes(t, &accepted(0x1234, 3000));
+        t += Duration::from_millis(5);
+        s.handle_disconnected(t);
+        let (_, at) = s.next_host(t).unwrap();
+        delays.push((at - t).as_millis());
+        t = at;
+    }
+    assert_eq!(delays, [0, 250, 500, 1000, 2000, 2000, 2000]);
+    // A connection that lives normally resets it, and so does its cut.
+    s.handle_connected(t);
+    sent(&mut s);
+    s.handle_bytes(t, &accepted(0x1234, 3000));
+    t += Duration::from_secs(60);
+    s.handle_disconnected(t);
+    assert_eq!(s.next_host(t).map(|(_, at)| at), Some(t));
+    s.handle_connected(t);
+    sent(&mut s);
+    s.handle_bytes(t, &accepted(0x1234, 3000));
+    t += Duration::from_millis(5);
+    s.handle_disconnected(t);
+    assert_eq!(
+        s.next_host(t).map(|(_, at)| at),
+        Some(t),
+        "a first quick loss after a normal life"
+    );
+}
