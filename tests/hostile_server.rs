@@ -984,3 +984,55 @@ fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_conne
     // Nothing was written on the real server.
     d.expect_back();
 }
+
+#[test]
+fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
+    const CALLS: usize = 12;
+    let d = detour("unread", |b| b);
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let script_queued = queued.clone();
+    // The handshake is answered once the calls below wait for it, so that
+    // the I/O thread, handling the answer, writes them all: some 12 MB,
+    // far more than the socket buffers take while nothing reads them.
+    let h = d.via(move |peer| {
+        let request = peer.read_connect()?;
+        let started = Instant::now();
+        while script_queued.load(std::sync::atomic::Ordering::SeqCst) < CALLS
+            && started.elapsed() < BOUND
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // 3 s: a read timeout of 2 s.
+        peer.accept(&request, 3000)?;
+        let _ = release_rx.recv_timeout(BOUND);
+        Ok(After::Close)
+    });
+    let calls: Vec<_> = (0..CALLS)
+        .map(|_| {
+            let (client, node, queued) = (d.client.clone(), d.node.clone(), queued.clone());
+            std::thread::spawn(move || {
+                queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let data = vec![7u8; 1_000_000];
+                let started = Instant::now();
+                (
+                    client.set_data(&node, &data, None).map(|_| ()),
+                    started.elapsed(),
+                )
+            })
+        })
+        .collect();
+    for call in calls {
+        let (result, took) = within(BOUND, "set_data", move || call.join().expect("caller"));
+        assert_eq!(result, Err(Error::ConnectionLoss));
+        // The handshake waited for the last caller. After it, a write gave
+        // up within twice the read timeout (a blocked write, then a
+        // trickle of partial ones).
+        let limit = Duration::from_millis(2 * 2000);
+        assert!(took < limit + PROMPT, "failed after {took:?}");
+    }
+    let _ = release_tx.send(());
+    drop(h);
+    d.expect_states(&[State::Connected, State::Disconnected]);
+    d.expect_back();
+}

@@ -1,7 +1,7 @@
 //! State shared between the calling threads and the I/O thread, and the
 //! mechanics of one blocking call.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -387,9 +387,10 @@ impl Shared {
                 return;
             }
             core.flushing = true;
+            let limit = core.session.read_timeout();
             drop(core);
             if let Some(stream) = stream {
-                if let Err(e) = (&*stream).write_all(&buf) {
+                if let Err(e) = write_within(&stream, &buf, limit) {
                     log::debug!("write failed: {e}");
                     // The I/O thread sees the shutdown and handles the loss.
                     let _ = stream.shutdown(std::net::Shutdown::Both);
@@ -490,4 +491,34 @@ pub(crate) type ClientEvent = Event<Arc<ReplySlot>, Watcher>;
 /// thread keeps, so that delivering replies allocates nothing).
 pub(crate) fn drain_events(session: &mut ClientSession, events: &mut Vec<ClientEvent>) {
     events.extend(std::iter::from_fn(|| session.poll_event()));
+}
+
+/// Writes all of `buf`, or fails once writing has taken `limit`. A peer
+/// that stops reading (a partition, a stuck server) fills the send buffer;
+/// the socket's write timeout bounds each blocked write, and this bounds a
+/// trickle of partial ones. Whoever flushes waits here, the I/O thread
+/// included, and meanwhile no timer of the session runs.
+fn write_within(mut stream: &TcpStream, mut buf: &[u8], limit: Duration) -> io::Result<()> {
+    let started = Instant::now();
+    while !buf.is_empty() {
+        match stream.write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = buf.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The socket's write timeout fired.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(full(limit)),
+            Err(e) => return Err(e),
+        }
+        if !buf.is_empty() && started.elapsed() >= limit {
+            return Err(full(limit));
+        }
+    }
+    Ok(())
+}
+
+fn full(limit: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the send buffer stayed full for {limit:?}"),
+    )
 }

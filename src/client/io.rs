@@ -6,10 +6,10 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::core::{drain_events, lock, Shared};
+use super::core::{drain_events, lock, ClientSession, Shared};
 use crate::rand::Rng;
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
@@ -71,7 +71,12 @@ fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
         if now >= until {
             return true;
         }
-        let _ = wake.recv_timeout(deadline.saturating_duration_since(now).min(MAX_WAIT));
+        let wait = deadline.saturating_duration_since(now).min(MAX_WAIT);
+        if let Err(RecvTimeoutError::Disconnected) = wake.recv_timeout(wait) {
+            // Every handle is gone (the last dropped on one of our own
+            // threads): nothing can wake us early, but the wait still is one.
+            std::thread::sleep(wait);
+        }
     }
 }
 
@@ -100,9 +105,12 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
         }
         core.stream = Some(stream.clone());
         core.session.handle_connected(Instant::now());
+        // Set before the first flush, which may carry many queued requests.
+        let _ = stream.set_write_timeout(Some(write_timeout(&core.session)));
     }
     shared.flush();
     let mut current_timeout = None;
+    let mut current_write_timeout = stream.write_timeout().ok().flatten();
     let mut events = Vec::new();
     loop {
         let timeout = {
@@ -159,6 +167,7 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
         }
         drain_events(&mut core.session, &mut events);
         let has_transmit = core.session.has_transmit();
+        let new_write_timeout = write_timeout(&core.session);
         // A lingering release left to the reply just handled, if it was the
         // last one due.
         let wake_timer = core.timer_needed();
@@ -167,8 +176,23 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
             shared.release_timer.notify_one();
         }
         shared.dispatch(&mut events);
+        // Before the flush: the handshake's answer (the timeout it
+        // negotiated) may have just queued every request that waited for it.
+        if current_write_timeout != Some(new_write_timeout)
+            && stream.set_write_timeout(Some(new_write_timeout)).is_ok()
+        {
+            current_write_timeout = Some(new_write_timeout);
+        }
         if has_transmit {
             shared.flush();
         }
     }
+}
+
+/// How long a write may block. A write into a full send buffer (a peer that
+/// stopped reading, a partition) blocks whoever flushes, this thread
+/// included, and meanwhile no timer runs: bounded by the read timeout, after
+/// which the connection counts as dead anyway.
+fn write_timeout(session: &ClientSession) -> Duration {
+    session.read_timeout().max(Duration::from_millis(1))
 }
