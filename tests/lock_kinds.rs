@@ -231,6 +231,41 @@ fn the_write_holder_may_also_read() {
     write.unlock().unwrap();
 }
 
+/// The write holder may not read once another writer is queued: that writer
+/// would take the lock as soon as the write lock is released, while the read
+/// lock lives, and waiting for it would wait on this thread. The refused
+/// read leaves no node, and the queued writer takes over in its turn.
+#[test]
+fn the_write_holder_may_not_read_past_a_queued_writer() {
+    const DIR: &str = "/downgrade-queued/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let rw = RwLock::new(&c, DIR).unwrap();
+    let write = rw.write().unwrap();
+
+    let other = connect(&server.connect_string());
+    let (acquired, queued) = spawn("queued-writer", move || {
+        let other = RwLock::new(&other, DIR).unwrap();
+        let guard = other.try_write_for(WAIT).map(|g| g.is_some());
+        guard
+    });
+    let before = wait_children(&c, DIR, 2);
+
+    assert_eq!(rw.read().err(), Some(Error::WouldDeadlock));
+    assert_eq!(
+        rw.try_read_for(Duration::from_secs(5)).err(),
+        Some(Error::WouldDeadlock)
+    );
+    // The refused reads' nodes are deleted in the background.
+    assert_eq!(wait_children(&c, DIR, 2), before);
+    assert_eq!(acquired.try_recv().ok(), None, "the writer waits its turn");
+
+    write.unlock().unwrap();
+    assert_eq!(recv(&acquired, WAIT, "the queued writer"), Ok(true));
+    queued.join().unwrap();
+    assert!(children(&c, DIR).is_empty());
+}
+
 /// No upgrades: a thread holding a read lock that asks for the write lock
 /// would wait for its own read node forever, so it gets `WouldDeadlock` and
 /// leaves no node; once the read lock is gone it may write.

@@ -88,6 +88,9 @@ fn default_node_data() -> Vec<u8> {
 pub(crate) enum Decision {
     /// It holds the lock.
     Acquired,
+    /// It may neither hold nor wait: what blocks it waits on this very
+    /// thread.
+    WouldDeadlock,
     /// Wait for a node to go.
     Wait(Blocker),
 }
@@ -403,6 +406,7 @@ impl Attempt<'_> {
                         Some(Decision::Acquired) => {
                             return Ok(Some(self.held(&name, token, own_watch)?))
                         }
+                        Some(Decision::WouldDeadlock) => return Err(Error::WouldDeadlock),
                         Some(Decision::Wait(blocker)) => blocker,
                     };
                     if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -18,8 +18,11 @@ const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
 ///
 /// A reader waits only for earlier writers, watching the nearest one; a
 /// writer waits for every earlier node, watching its immediate predecessor.
-/// The thread holding the write lock may also take the read lock; a thread
-/// holding a read lock gets `WouldDeadlock` from `write` (no upgrades).
+/// The thread holding the write lock may also take the read lock, unless
+/// another writer is already queued (`WouldDeadlock`: that writer would
+/// take the lock from under the read lock once the write lock is released,
+/// and waiting for it would wait on this thread); a thread holding a read
+/// lock gets `WouldDeadlock` from `write` (no upgrades).
 #[derive(Debug)]
 pub struct RwLock {
     spec: LockSpec,
@@ -103,9 +106,8 @@ impl RwLock {
     }
 
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
-        // The thread holding the write lock takes the read lock at once.
         let decide: Decide = if self.writer.current_thread_holds() {
-            |_, _| Decision::Acquired
+            read_decision_of_writer
         } else {
             read_decision
         };
@@ -152,6 +154,28 @@ fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
             writer,
             earlier.iter().filter(|c| c.marker == WRITE_MARKER).count() == 1,
         )),
+    }
+}
+
+/// The read decision for the thread holding the write lock, whose node is
+/// the lowest contender: with no other writer before the reader, it holds
+/// at once. A writer queued between the two would take the lock as soon as
+/// the write lock is released, while this read lock lives; and waiting for
+/// that writer would wait on this very thread. So that read is refused.
+///
+/// A write node of ours that is gone (deleted by an operator, say) is not
+/// the lowest writer: the reader is then an ordinary one. Only a deletion
+/// of it between the caller's check and the listing goes unseen.
+fn read_decision_of_writer(contenders: &[Contender], ours: usize) -> Decision {
+    let earlier = contenders.get(..ours).unwrap_or_default();
+    let mut writers = earlier
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.marker == WRITE_MARKER);
+    match (writers.next(), writers.next()) {
+        (Some((0, _)), None) => Decision::Acquired,
+        (Some((0, _)), Some(_)) => Decision::WouldDeadlock,
+        _ => read_decision(contenders, ours),
     }
 }
 
@@ -240,5 +264,35 @@ mod tests {
             })
         );
         assert_eq!(exclusive(&c, 0), Decision::Acquired);
+    }
+
+    #[test]
+    fn the_write_holder_reads_at_once_unless_a_writer_is_queued_between() {
+        // Ours is the write node, the lowest; readers of others between.
+        let names = owned(&[
+            "_c_a-__WRIT__0000000001",
+            "_c_b-__READ__0000000002",
+            "_c_c-__READ__0000000003",
+        ]);
+        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        assert_eq!(read_decision_of_writer(&c, 2), Decision::Acquired);
+
+        let names = owned(&[
+            "_c_a-__WRIT__0000000001",
+            "_c_b-__WRIT__0000000002",
+            "_c_c-__READ__0000000003",
+        ]);
+        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        assert_eq!(read_decision_of_writer(&c, 2), Decision::WouldDeadlock);
+
+        // Our write node is gone: an ordinary reader.
+        let names = owned(&[
+            "_c_b-__READ__0000000002",
+            "_c_c-__WRIT__0000000003",
+            "_c_d-__READ__0000000004",
+        ]);
+        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        assert_eq!(read_decision_of_writer(&c, 2), read_decision(&c, 2));
+        assert_eq!(read_decision_of_writer(&c[..1], 0), Decision::Acquired);
     }
 }
