@@ -359,3 +359,48 @@ fn a_lost_create_reply_then_a_lost_search_still_leaves_no_orphan() {
     next.unlock().unwrap();
     assert!(children(&admin, DIR).is_empty());
 }
+
+/// The opcode of `exists`, which node watches are set with.
+const EXISTS: i32 = 3;
+
+/// The connection drops just as a waiter sets its watches (the watch on its
+/// own node among them), so their replies are lost. Once reconnected, the
+/// waiter watches its own node again: when an operator deletes it, the
+/// attempt fails with `LockLost` at once, instead of being granted the lock
+/// on the predecessor's release with no node of its own.
+#[test]
+fn a_waiter_whose_own_watch_was_lost_with_a_connection_sets_it_again() {
+    const DIR: &str = "/unwatched/lock";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect(&server.connect_string());
+    let waiter = connect(&proxy.connect_string());
+    let waiter_session = waiter.session_id();
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let held = holder_mutex.lock().unwrap();
+
+    proxy.cut_after_request(|opcode| opcode == EXISTS);
+    let (attempt, attempt_thread) = spawn("waiter", move || {
+        let mutex = Mutex::new(&waiter, DIR).unwrap();
+        mutex.try_lock_for(WAIT).map(|g| g.is_some())
+    });
+    wait_until("the watches to be cut", WAIT, || !proxy.is_cut_armed());
+    let ours = owned_by(&holder, DIR, waiter_session);
+    assert_eq!(ours.len(), 1, "the waiter's nodes: {ours:?}");
+    let our_path = format!("{DIR}/{}", ours[0]);
+    wait_until("the waiter to watch its own node again", WAIT, || {
+        watches_by_path(&server)
+            .get(&our_path)
+            .is_some_and(|sessions| sessions.contains(&waiter_session))
+    });
+
+    holder.delete(&our_path, None).unwrap();
+    assert_eq!(
+        recv(&attempt, WAIT, "the attempt to end"),
+        Err(zklock::Error::LockLost)
+    );
+    attempt_thread.join().unwrap();
+    assert_eq!(held.state(), LockState::Held);
+    held.unlock().unwrap();
+    assert!(children(&holder, DIR).is_empty());
+}

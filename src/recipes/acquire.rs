@@ -412,8 +412,10 @@ impl Attempt<'_> {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(None);
                     }
-                    if own_watch.is_none() {
-                        // Queued now, so it shares the predecessor watch's write.
+                    if own_watch.as_ref().map_or(true, NodeWatch::is_unset) {
+                        // Queued now, so it shares the predecessor watch's
+                        // write; set again if its request was lost with a
+                        // connection.
                         own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
                     }
                     let watch = match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
@@ -433,14 +435,21 @@ impl Attempt<'_> {
                 // be granted.
                 return Err(Error::LockLost);
             }
+            // A grant on a deletion or a note alone relies on the watch on
+            // our own node: if its request was lost with a connection, an
+            // operator's deletion of our node could have gone unseen, so the
+            // lock is listed again instead.
+            let own_watched = own_watch.as_ref().is_some_and(|w| !w.is_unset());
             match woken? {
                 None => return Ok(None),
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
-                    if acquired_on_delete =>
+                    if acquired_on_delete && own_watched =>
                 {
                     return Ok(Some(self.held(&name, token, own_watch)?))
                 }
-                Some(Woken::Released) => return Ok(Some(self.held(&name, token, own_watch)?)),
+                Some(Woken::Released) if own_watched => {
+                    return Ok(Some(self.held(&name, token, own_watch)?))
+                }
                 Some(Woken::Listed(listed)) => {
                     retry_budget.reset();
                     listed_early = Some(listed);
@@ -449,7 +458,7 @@ impl Attempt<'_> {
                     return Err(e)
                 }
                 Some(Woken::Event(_)) => retry_budget.reset(),
-                Some(Woken::PredecessorGone | Woken::WatchFailed(_)) => {}
+                Some(Woken::Released | Woken::PredecessorGone | Woken::WatchFailed(_)) => {}
             }
         }
     }

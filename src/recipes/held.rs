@@ -1,7 +1,7 @@
 //! A lock node this process holds: its state, its fencing token, and its
 //! guaranteed release.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -33,6 +33,10 @@ pub enum LockState {
 struct Shared {
     state: Mutex<Tracked>,
     changed: Condvar,
+    /// Set when a node watch's exists request is lost with a connection:
+    /// the server may never have set the watch, so the node's deletion
+    /// could go unseen until the watch is set again.
+    watch_unset: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -53,6 +57,7 @@ impl Shared {
                 sleepers: 0,
             }),
             changed: Condvar::new(),
+            watch_unset: AtomicBool::new(false),
         }
     }
 
@@ -127,15 +132,14 @@ pub(crate) struct NodeWatch {
 /// next write. It marks `shared` lost, and runs `on_lost` (on the I/O
 /// thread), when the node is deleted, the session ends, or the reply says
 /// the node is gone already (another session may delete it before the watch
-/// reaches the server). `on_unset` runs if the reply is lost with a
-/// connection, and the watch with it. `None` if it cannot be queued (and
-/// `shared` lost if the session is over).
+/// reaches the server). A reply lost with a connection, and the watch with
+/// it, marks the watch unset in `shared`. `None` if it cannot be queued
+/// (and `shared` lost if the session is over).
 fn start_node_watch(
     client: &Client,
     node: &str,
     shared: &Arc<Shared>,
     on_lost: Arc<dyn Fn() + Send + Sync>,
-    on_unset: impl Fn() + Send + Sync + 'static,
 ) -> Option<Arc<ReplySlot>> {
     let (on_event, lost_event) = (shared.clone(), on_lost.clone());
     let watcher = Watcher::Notify(Arc::new(move |event| {
@@ -144,13 +148,13 @@ fn start_node_watch(
             lost_event();
         }
     }));
-    let on_missing = shared.clone();
+    let on_reply = shared.clone();
     let queued = client.start_watch_exists(node, watcher, move |reply| match reply {
         Err(Error::NoNode) => {
-            on_missing.set(LockState::Lost);
+            on_reply.set(LockState::Lost);
             on_lost();
         }
-        Err(e) if e.is_retryable() => on_unset(),
+        Err(e) if e.is_retryable() => on_reply.watch_unset.store(true, Ordering::SeqCst),
         _ => {}
     });
     match queued {
@@ -174,13 +178,19 @@ impl NodeWatch {
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
         let shared = Arc::new(Shared::new());
-        let reply = start_node_watch(client, node, &shared, Arc::new(on_lost), || {});
+        let reply = start_node_watch(client, node, &shared, Arc::new(on_lost));
         NodeWatch { shared, reply }
     }
 
     /// True once the node is known to be gone (or the session over).
     pub(crate) fn is_lost(&self) -> bool {
         self.shared.get() == LockState::Lost
+    }
+
+    /// True if the watch is not known to be set: its request was lost with
+    /// a connection.
+    pub(crate) fn is_unset(&self) -> bool {
+        self.shared.watch_unset.load(Ordering::SeqCst)
     }
 }
 
@@ -217,6 +227,10 @@ impl Tracker {
     /// the exists reply's slot if nobody took it yet.
     fn watch(self: &Arc<Self>, take_reply: bool) -> Option<Arc<ReplySlot>> {
         let mut watching = lock(&self.watch);
+        // A watch whose request was lost with a connection is set again.
+        if self.shared.watch_unset.swap(false, Ordering::SeqCst) {
+            *watching = Watching::Unset;
+        }
         if let Watching::Set(reply) = &mut *watching {
             return if take_reply { reply.take() } else { None };
         }
@@ -225,19 +239,7 @@ impl Tracker {
         if !self.client.state().is_connected() {
             return None;
         }
-        let tracker = Arc::downgrade(self);
-        let slot = start_node_watch(
-            &self.client,
-            &self.node,
-            &self.shared,
-            Arc::new(|| {}),
-            // Not set after all: set it again when next asked.
-            move || {
-                if let Some(tracker) = tracker.upgrade() {
-                    *lock(&tracker.watch) = Watching::Unset;
-                }
-            },
-        )?;
+        let slot = start_node_watch(&self.client, &self.node, &self.shared, Arc::new(|| {}))?;
         *watching = Watching::Set((!take_reply).then(|| slot.clone()));
         drop(watching);
         self.client.shared().flush();
