@@ -40,8 +40,9 @@ fn wait_watching_under(server: &TestServer, dir: &str, watcher: i64) {
 /// The reply to the lock's create2 never arrives (the connection is cut
 /// right after the request reached the server). The client reconnects,
 /// finds the node it did create by its protected name, and carries on with
-/// exactly that one: once while waiting behind a holder, once on a free
-/// lock. No node is orphaned and the other contender is never stuck.
+/// exactly that one (searching after a sync): once while waiting behind a
+/// holder, once on a free lock. No node is orphaned and the other contender
+/// is never stuck.
 #[test]
 fn a_lost_create_reply_leaves_no_orphan_and_no_stuck_waiter() {
     const DIR: &str = "/cut/lock";
@@ -119,6 +120,9 @@ fn a_lost_create_reply_leaves_no_orphan_and_no_stuck_waiter() {
     b_thread.join().unwrap();
     assert!(children(&b, DIR).is_empty(), "nothing left after round 2");
     assert_eq!(a.session_id(), a_session, "a kept its session throughout");
+    // Each search for the node came after a sync, so that a server behind
+    // the leader could not hide it.
+    assert_eq!(sent(&proxy, zklock::proto::OpCode::Sync), 2);
 }
 
 /// Sets up a holder behind `proxy` (session timeout `timeout`) and a

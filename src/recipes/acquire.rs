@@ -601,6 +601,14 @@ impl Attempt<'_> {
 
     fn look_for_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
         let client = &self.spec.client;
+        // After a reconnect, this server may not have applied the create
+        // yet though the leader has (its zxid never reached us): a listing
+        // that missed the node would make a second one, below which the
+        // first would sit unseen. A sync brings the server up to date.
+        match client.sync(&self.spec.path) {
+            Ok(()) | Err(Error::NoNode) => {}
+            Err(e) => return Err(e),
+        }
         let children = match client.get_children(&self.spec.path) {
             Ok(children) => children,
             Err(Error::NoNode) => return Ok(None),
