@@ -386,6 +386,38 @@ fn a_stale_reentrant_guard_does_not_release_the_next_holder() {
     assert!(children(&c, DIR).is_empty());
 }
 
+/// Re-entering a ReentrantMutex whose lock is known to be lost fails with
+/// `LockLost` and adds no hold; once the lost holds are dropped, the thread
+/// may lock again, with a new node.
+#[test]
+fn re_entering_a_lost_reentrant_lock_fails() {
+    const DIR: &str = "/lost/reentrant";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let admin = connect(&server.connect_string());
+    let mutex = ReentrantMutex::new(&c, DIR).unwrap();
+    let outer = mutex.lock().unwrap();
+    let inner = mutex.lock().unwrap();
+    assert_eq!(mutex.hold_count(), 2);
+    let node = wait_children(&admin, DIR, 1);
+    assert_eq!(outer.state(), LockState::Held);
+    admin.delete(&format!("{DIR}/{}", node[0]), None).unwrap();
+    assert_eq!(outer.wait_while_held(Some(WAIT)), LockState::Lost);
+
+    assert_eq!(mutex.lock().err(), Some(Error::LockLost));
+    assert_eq!(mutex.try_lock().err(), Some(Error::LockLost));
+    assert_eq!(mutex.hold_count(), 2);
+    drop(inner);
+    drop(outer);
+    assert_eq!(mutex.hold_count(), 0);
+
+    let again = mutex.lock().unwrap();
+    assert_eq!(again.state(), LockState::Held);
+    assert_ne!(wait_children(&admin, DIR, 1), node);
+    again.unlock().unwrap();
+    assert!(children(&admin, DIR).is_empty());
+}
+
 /// The same for a RwLock's write side: after a lost write lock is taken by
 /// another thread, dropping the stale guard leaves the new writer its
 /// privileges (reading at once, `WouldDeadlock` on writing again).

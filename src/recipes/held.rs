@@ -402,6 +402,11 @@ impl HeldLock {
         self.tracker.shared.get()
     }
 
+    /// True once the lock is known to be lost, without asking the server.
+    pub(crate) fn is_known_lost(&self) -> bool {
+        self.known_state() == LockState::Lost
+    }
+
     fn release_of_node(&self) -> Release {
         Release {
             path: self.server_node.clone(),

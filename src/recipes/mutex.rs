@@ -230,7 +230,9 @@ impl ReentrantMutex {
         self
     }
 
-    /// Blocks until held; returns at once (counting) if this thread holds it.
+    /// Blocks until held; returns at once (counting) if this thread holds
+    /// it, or with `LockLost` if this thread's hold is known to be lost
+    /// (drop its guards first).
     pub fn lock(&self) -> Result<ReentrantMutexGuard<'_>> {
         self.acquire(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
@@ -268,6 +270,11 @@ impl ReentrantMutex {
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<ReentrantMutexGuard<'_>>> {
         let me = std::thread::current().id();
         if let Some(reentry) = lock(&self.holder).as_mut().filter(|r| r.thread == me) {
+            // Curator hands out a lost hold again; a caller that checks only
+            // the result would then act as the holder beside the next one.
+            if reentry.held.is_known_lost() {
+                return Err(Error::LockLost);
+            }
             reentry.count += 1;
             return Ok(Some(ReentrantMutexGuard {
                 mutex: self,
