@@ -328,3 +328,62 @@ fn only_an_exclusive_hold_that_waited_announces_its_release() {
         "read"
     );
 }
+
+/// Two readers of one client wait on the same writer's release note. The
+/// one that gives up leaves the server's watch on the note to the other
+/// (removing it would silence the other's watcher too), and the other
+/// still takes the lock from the release alone.
+#[test]
+fn a_waiter_giving_up_leaves_a_shared_note_watch_to_the_other() {
+    const DIR: &str = "/handoff/shared-note";
+    let server = server();
+    let first = connect(&server.connect_string());
+    let first_rw = RwLock::new(&first, DIR).unwrap();
+    let first_guard = first_rw.write().unwrap();
+    let second_client = connect(&server.connect_string());
+    let second_rw = RwLock::new(&second_client, DIR).unwrap();
+    let second = Contender::start("second writer", move |hold| {
+        let guard = second_rw.write().expect("write");
+        hold(guard.node());
+    });
+    let nodes = wait_lock_nodes(&first, DIR, 2);
+    let second_note = note(DIR, &nodes[1]);
+
+    let gate = proxy(&server);
+    let readers = connect(&gate.connect_string());
+    let staying_rw = Arc::new(RwLock::new(&readers, DIR).unwrap());
+    let (stayed, _staying) = {
+        let rw = staying_rw.clone();
+        spawn("staying reader", move || {
+            rw.read().map(|g| g.node().to_owned())
+        })
+    };
+    wait_lock_nodes(&first, DIR, 3);
+    wait_watched(&server, &second_note, &readers);
+
+    let leaving_rw = RwLock::new(&readers, DIR).unwrap();
+    let gave_up = leaving_rw
+        .try_read_for(std::time::Duration::from_millis(300))
+        .unwrap();
+    assert!(gave_up.is_none(), "the second writer is still queued");
+    // A round trip after the give-up: any removal it sent is done.
+    readers.sync("/").unwrap();
+    wait_lock_nodes(&first, DIR, 3);
+    assert!(
+        watched_by(&server, &second_note, readers.session_id()),
+        "the note's watch went with the reader that gave up"
+    );
+    let listed = sent(&gate, OpCode::GetChildren);
+
+    first_guard.unlock().unwrap();
+    second.wait_held();
+    second.release();
+    let node = recv(&stayed, WAIT, "the staying reader to hold").unwrap();
+    assert!(node.contains("__READ__"), "{node}");
+    assert_eq!(
+        sent(&gate, OpCode::GetChildren),
+        listed,
+        "the staying reader listed the lock again"
+    );
+    wait_lock_nodes(&first, DIR, 0);
+}

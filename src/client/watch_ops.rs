@@ -297,6 +297,19 @@ impl DataWatch {
         let Some(shared) = self.forget.shared.upgrade() else {
             return;
         };
+        let path = &self.forget.path;
+        let shared_watch = {
+            let core = shared.core();
+            [WatchKind::Data, WatchKind::Exist]
+                .into_iter()
+                .any(|kind| core.session.is_watched(kind, path))
+        };
+        if shared_watch {
+            // Another watcher of this session on the path (a second waiter,
+            // a caller's own watch) shares the server's watch: removing it
+            // would silence that one.
+            return;
+        }
         let request = RemoveWatchesRequest {
             path: self.forget.path.clone(),
             watcher_type: WatcherType::Data,

@@ -579,6 +579,11 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.remove(path, kinds)
     }
 
+    /// True if a watcher of `kind` is registered on `path`.
+    pub fn is_watched(&self, kind: WatchKind, path: &str) -> bool {
+        self.watches.is_watched(kind, path)
+    }
+
     /// Forgets the watchers of `kind` on `path` that `matches` picks, e.g.
     /// one whose waiter gave up. The server's watch stays (it fires once,
     /// then nobody is told); returns how many were forgotten.

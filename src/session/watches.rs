@@ -145,6 +145,11 @@ impl<W: Clone> WatchRegistry<W> {
         removed
     }
 
+    /// True if a watcher of `kind` is registered on `path`.
+    pub(crate) fn is_watched(&self, kind: WatchKind, path: &str) -> bool {
+        self.tables[kind.index()].contains_key(path)
+    }
+
     /// Every path of `kind`, for re-registration after a reconnect.
     pub(crate) fn paths(&self, kind: WatchKind) -> Vec<String> {
         self.tables[kind.index()].keys().cloned().collect()
