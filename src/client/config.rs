@@ -82,7 +82,9 @@ impl Config {
         self.session_timeout
     }
 
-    /// How long one TCP connect plus handshake may take per host (default 5 s).
+    /// How long one TCP connect plus handshake may take per host (default
+    /// 5 s). Resolving a host name is the system resolver's, and not bounded
+    /// by it.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
     }

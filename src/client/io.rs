@@ -27,8 +27,10 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
             return;
         }
         let connect_timeout = shared.core().session.config().connect_timeout;
+        let started = Instant::now();
         match connect(&host, connect_timeout, &mut rng) {
-            Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf),
+            // The handshake has what the TCP connect left of the timeout.
+            Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf, started),
             Err(e) => {
                 log::debug!("connect to {host} failed: {e}");
                 *lock(&shared.last_connect_error) = Some(format!("{host}: {e}"));
@@ -93,7 +95,7 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 }
 
 /// One connection's life: handshake, then reads until it is lost.
-fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
+fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], started: Instant) {
     {
         let mut core = shared.core();
         if core.session.fatal_error().is_some() {
@@ -104,7 +106,7 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8]) {
             return;
         }
         core.stream = Some(stream.clone());
-        core.session.handle_connected(Instant::now());
+        core.session.handle_connected(started);
         // Set before the first flush, which may carry many queued requests.
         let _ = stream.set_write_timeout(Some(write_timeout(&core.session)));
     }

@@ -291,8 +291,11 @@ impl Client {
     }
 
     /// Closes the session: the server deletes its ephemeral nodes (and so
-    /// releases its locks) at once. Waits for the I/O thread to finish.
-    /// Later calls on any clone fail with `Closed`.
+    /// releases its locks) at once. Waits for the I/O thread to finish,
+    /// unless called on one of the client's own threads (from a state
+    /// handler or a watch callback), which cannot wait for themselves.
+    /// Later calls on any clone fail with `Closed`, or with the error that
+    /// ended the session before (`SessionExpired`, say).
     pub fn close(&self) -> Result<()> {
         self.inner.shutdown();
         Ok(())

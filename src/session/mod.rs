@@ -337,18 +337,20 @@ impl<T, W: Clone> Session<T, W> {
         self.seen_rw_server = true;
     }
 
-    /// A TCP connection is up: queues the handshake.
-    pub fn handle_connected(&mut self, now: Instant) {
+    /// A TCP connection is up: queues the handshake. `started`: when the
+    /// attempt began (its TCP connect), so that connect and handshake
+    /// together get the connect timeout.
+    pub fn handle_connected(&mut self, started: Instant) {
         if self.fatal.is_some() {
             return;
         }
-        self.conn = Conn::Handshaking { since: now };
+        self.conn = Conn::Handshaking { since: started };
         self.inbox.clear();
         self.outbox.clear();
         self.close_batch();
         self.disconnect = None;
-        self.last_recv = now;
-        self.last_send = now;
+        self.last_recv = started;
+        self.last_send = started;
         let resume = self.seen_rw_server;
         let request = ConnectRequest {
             protocol_version: 0,
