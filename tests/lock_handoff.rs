@@ -56,6 +56,22 @@ fn hand_down(unlock_first: impl FnOnce(), middle: &Contender, last: &Contender) 
     last.wait_held();
 }
 
+/// A second writer, of its own session, queued on `dir` behind the write
+/// lock held there; and the lock nodes, in order.
+fn queue_second_writer(
+    server: &TestServer,
+    first: &Client,
+    dir: &'static str,
+) -> (Contender, Vec<String>) {
+    let second_client = connect(&server.connect_string());
+    let second_rw = RwLock::new(&second_client, dir).unwrap();
+    let second = Contender::start("second writer", move |hold| {
+        let guard = second_rw.write().expect("write");
+        hold(guard.node());
+    });
+    (second, wait_lock_nodes(first, dir, 2))
+}
+
 /// Waits until `client`'s session watches `path` on the server.
 fn wait_watched(server: &TestServer, path: &str, client: &Client) {
     wait_until(&format!("a watch on {path}"), WAIT, || {
@@ -113,14 +129,7 @@ fn a_released_write_lock_reaches_the_reader_behind_it_without_a_listing() {
     let first = connect(&server.connect_string());
     let first_rw = RwLock::new(&first, DIR).unwrap();
     let first_guard = first_rw.write().unwrap();
-
-    let second_client = connect(&server.connect_string());
-    let second_rw = RwLock::new(&second_client, DIR).unwrap();
-    let second = Contender::start("second writer", move |hold| {
-        let guard = second_rw.write().expect("write");
-        hold(guard.node());
-    });
-    let nodes = wait_lock_nodes(&first, DIR, 2);
+    let (second, nodes) = queue_second_writer(&server, &first, DIR);
 
     let gate = proxy(&server);
     let reader = connect(&gate.connect_string());
@@ -340,13 +349,7 @@ fn a_waiter_giving_up_leaves_a_shared_note_watch_to_the_other() {
     let first = connect(&server.connect_string());
     let first_rw = RwLock::new(&first, DIR).unwrap();
     let first_guard = first_rw.write().unwrap();
-    let second_client = connect(&server.connect_string());
-    let second_rw = RwLock::new(&second_client, DIR).unwrap();
-    let second = Contender::start("second writer", move |hold| {
-        let guard = second_rw.write().expect("write");
-        hold(guard.node());
-    });
-    let nodes = wait_lock_nodes(&first, DIR, 2);
+    let (second, nodes) = queue_second_writer(&server, &first, DIR);
     let second_note = note(DIR, &nodes[1]);
 
     let gate = proxy(&server);

@@ -71,6 +71,17 @@ pub(super) fn header(frame: &[u8]) -> RequestHeader {
     RequestHeader::read(&mut crate::proto::Reader::new(frame)).unwrap()
 }
 
+/// The state changes among `events`, in order.
+fn states_of(events: &[Event<u32, u32>]) -> Vec<State> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::State(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
 fn events(session: &mut TestSession) -> Vec<Event<u32, u32>> {
     std::iter::from_fn(|| session.poll_event()).collect()
 }
@@ -364,13 +375,7 @@ fn expiry_is_reported_once_and_later_calls_fail_fast() {
         }),
     );
     let evs = events(&mut s);
-    let states: Vec<_> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::State(s) => Some(*s),
-            _ => None,
-        })
-        .collect();
+    let states = states_of(&evs);
     assert_eq!(states, [State::Disconnected, State::Expired]);
     assert!(evs.iter().any(|e| matches!(
         e,
@@ -978,13 +983,7 @@ fn with_no_server_heard_from_for_four_thirds_of_the_timeout_the_session_expires_
     assert_eq!(s.state(), State::Disconnected);
     s.handle_timeout(expiry);
     let evs = events(&mut s);
-    let states: Vec<_> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::State(s) => Some(*s),
-            _ => None,
-        })
-        .collect();
+    let states = states_of(&evs);
     assert_eq!(states, [State::Expired]);
     assert!(evs.iter().any(|e| matches!(
         e,
@@ -1119,13 +1118,7 @@ fn close_ends_the_session_when_no_handshake_completes_by_its_deadline() {
     assert_eq!(s.poll_disconnect(), Some(Error::Closed));
     s.handle_disconnected(deadline);
     let evs = events(&mut s);
-    let states: Vec<_> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::State(s) => Some(*s),
-            _ => None,
-        })
-        .collect();
+    let states = states_of(&evs);
     assert_eq!(states, [State::Closed]);
     assert!(evs.iter().any(|e| matches!(
         e,
