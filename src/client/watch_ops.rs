@@ -311,7 +311,7 @@ impl DataWatch {
             return;
         }
         let request = RemoveWatchesRequest {
-            path: self.forget.path.clone(),
+            path: path.clone(),
             watcher_type: WatcherType::Data,
         };
         // NoWatcher (it fired meanwhile) or a lost connection (which takes
