@@ -18,6 +18,7 @@ mod hostile;
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -989,7 +990,7 @@ fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_conne
 fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
     const CALLS: usize = 12;
     let d = detour("unread", |b| b);
-    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let queued = Arc::new(AtomicUsize::new(0));
     let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
     let script_queued = queued.clone();
     // The handshake is answered once the calls below wait for it, so that
@@ -998,9 +999,7 @@ fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
     let h = d.via(move |peer| {
         let request = peer.read_connect()?;
         let started = Instant::now();
-        while script_queued.load(std::sync::atomic::Ordering::SeqCst) < CALLS
-            && started.elapsed() < BOUND
-        {
+        while script_queued.load(Ordering::SeqCst) < CALLS && started.elapsed() < BOUND {
             std::thread::sleep(Duration::from_millis(10));
         }
         // 3 s: a read timeout of 2 s.
@@ -1012,7 +1011,7 @@ fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
         .map(|_| {
             let (client, node, queued) = (d.client.clone(), d.node.clone(), queued.clone());
             std::thread::spawn(move || {
-                queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                queued.fetch_add(1, Ordering::SeqCst);
                 let data = vec![7u8; 1_000_000];
                 let started = Instant::now();
                 (

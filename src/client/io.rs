@@ -96,7 +96,7 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 
 /// One connection's life: handshake, then reads until it is lost.
 fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], started: Instant) {
-    {
+    let mut current_write_timeout = {
         let mut core = shared.core();
         if core.session.fatal_error().is_some() {
             // The session ended (closed, say) while this connection was
@@ -108,11 +108,14 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
         core.stream = Some(stream.clone());
         core.session.handle_connected(started);
         // Set before the first flush, which may carry many queued requests.
-        let _ = stream.set_write_timeout(Some(write_timeout(&core.session)));
-    }
+        let write_timeout = write_timeout(&core.session);
+        stream
+            .set_write_timeout(Some(write_timeout))
+            .ok()
+            .map(|()| write_timeout)
+    };
     shared.flush();
     let mut current_timeout = None;
-    let mut current_write_timeout = stream.write_timeout().ok().flatten();
     let mut events = Vec::new();
     loop {
         let timeout = {
