@@ -83,13 +83,17 @@ impl Config {
     }
 
     /// How long one TCP connect plus handshake may take per host (default
-    /// 5 s). Resolving a host name is the system resolver's, and not bounded
-    /// by it.
+    /// 5 s), and how long [`Client::close`](crate::Client::close) tries to
+    /// have a server confirm the close. Resolving a host name is the system
+    /// resolver's, and not bounded by it.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
     }
 
-    /// Whether read-only servers are acceptable (default false).
+    /// Whether read-only servers are acceptable (default false). A
+    /// ZooKeeper 3.8 read-only member serves only sessions it creates
+    /// itself, with `localSessionsEnabled`; it refuses to resume one of the
+    /// ensemble's.
     pub fn can_be_read_only(&self) -> bool {
         self.can_be_read_only
     }

@@ -291,14 +291,24 @@ impl Client {
     }
 
     /// Closes the session: the server deletes its ephemeral nodes (and so
-    /// releases its locks) at once. Waits for the I/O thread to finish,
-    /// unless called on one of the client's own threads (from a state
-    /// handler or a watch callback), which cannot wait for themselves.
+    /// releases its locks) at once. Disconnected, or connected to a
+    /// read-only server (which cannot close it), the client reconnects to a
+    /// read-write server to close it, for up to
+    /// [`connect_timeout`](Config::connect_timeout).
+    ///
+    /// `Ok` once a server confirmed the session over, or when it had already
+    /// ended (expired, say). An error when no read-write server confirmed it
+    /// in time (a `Timeout` naming that deadline): the servers then keep the
+    /// session's ephemeral nodes, and its locks, until the session times
+    /// out. Waits for the I/O thread to finish, unless called on one of the
+    /// client's own threads (from a state handler or a watch callback),
+    /// which cannot wait for themselves and so return `Ok` at once.
     /// Later calls on any clone fail with `Closed`, or with the error that
     /// ended the session before (`SessionExpired`, say).
     pub fn close(&self) -> Result<()> {
         self.inner.shutdown();
-        Ok(())
+        let outcome = self.inner.shared.core().session.close_outcome();
+        outcome.unwrap_or(Ok(()))
     }
 
     fn fatal_error(&self) -> Option<Error> {

@@ -1,6 +1,6 @@
 //! The handshake: the first frame each way, with no header.
 
-use super::{DecodeError, Reader, Record, Writer};
+use super::{DecodeError, Reader, Record, ReplyHeader, Writer};
 
 /// The password length of a session.
 pub const PASSWORD_LEN: usize = 16;
@@ -93,6 +93,18 @@ impl ConnectResponse {
     pub fn is_expired(&self) -> bool {
         self.timeout_ms <= 0
     }
+
+    /// The error code of a handshake the server refused with a bare reply
+    /// header instead of a ConnectResponse, as a read-only member without
+    /// local sessions refuses to create one (NOTREADONLY). No
+    /// ConnectResponse is that short, so the two cannot be confused.
+    pub fn refusal(payload: &[u8]) -> Option<i32> {
+        if payload.len() >= Self::MIN_SIZE {
+            return None;
+        }
+        let header = ReplyHeader::read(&mut Reader::new(payload)).ok()?;
+        (header.err != 0).then_some(header.err)
+    }
 }
 
 fn read_trailing_bool(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
@@ -100,5 +112,33 @@ fn read_trailing_bool(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
         Ok(false)
     } else {
         r.read_bool()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_handshake_is_told_from_a_response() {
+        // What a read-only ZooKeeper 3.8 member without local sessions sends
+        // to a new session: xid 0, its last zxid, NOTREADONLY.
+        let refused = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0x89];
+        assert_eq!(ConnectResponse::refusal(&refused), Some(-119));
+        assert_eq!(ConnectResponse::refusal(&refused[..15]), None);
+        let mut ok = refused;
+        ok[12..].copy_from_slice(&[0; 4]);
+        assert_eq!(ConnectResponse::refusal(&ok), None);
+        let response = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: 30_000,
+            session_id: 7,
+            passwd: vec![1; PASSWORD_LEN],
+            read_only: true,
+        };
+        let mut bytes = Vec::new();
+        response.write(&mut Writer::new(&mut bytes));
+        assert_eq!(ConnectResponse::refusal(&bytes), None);
+        assert_eq!(ConnectResponse::refusal(&[]), None);
     }
 }

@@ -9,6 +9,7 @@
 //! it with bytes and a hand-advanced clock.
 
 mod batch;
+mod close;
 mod hosts;
 mod receive;
 mod release;
@@ -18,6 +19,8 @@ mod write_batch;
 
 #[cfg(test)]
 mod batch_tests;
+#[cfg(test)]
+mod close_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -205,6 +208,8 @@ pub struct Session<T, W> {
     state: State,
     fatal: Option<Error>,
     closing: Option<Instant>,
+    /// How a `close` ended; see `close_outcome`.
+    close_outcome: Option<Result<()>>,
 
     session_id: i64,
     passwd: Vec<u8>,
@@ -249,6 +254,7 @@ impl<T, W: Clone> Session<T, W> {
             state: State::Disconnected,
             fatal: None,
             closing: None,
+            close_outcome: None,
             session_id: 0,
             passwd: vec![0; PASSWORD_LEN],
             last_zxid: 0,
@@ -362,7 +368,8 @@ impl<T, W: Clone> Session<T, W> {
             } else {
                 vec![0; PASSWORD_LEN]
             },
-            read_only: self.config.can_be_read_only,
+            // Only a read-write server can close the session.
+            read_only: self.config.can_be_read_only && self.closing.is_none(),
         };
         write_frame(&mut self.outbox, &request);
     }
@@ -419,9 +426,7 @@ impl<T, W: Clone> Session<T, W> {
             Conn::None => {}
         }
         let error = self.fatal.clone().unwrap_or(Error::ConnectionLoss);
-        let mut close_sent = false;
         for pending in std::mem::take(&mut self.pending) {
-            close_sent |= matches!(pending.purpose, Purpose::Close);
             self.fail(pending.purpose, error.clone());
         }
         for waiter in std::mem::take(&mut self.auth_waiters).into_iter().flatten() {
@@ -430,16 +435,11 @@ impl<T, W: Clone> Session<T, W> {
                 result: Err(error.clone()),
             });
         }
-        // A handshake refused while closing (a server behind our last zxid
-        // closes the socket) leaves closeSession queued for the next host:
-        // giving up here would leave the session's ephemeral nodes for its
-        // whole timeout. Only a closeSession sent on this connection (its
-        // reply lost with it), or the closing deadline, ends it.
-        let close_over = self
-            .closing
-            .is_some_and(|since| close_sent || now >= since + self.config.connect_timeout);
-        if close_over {
-            self.terminate(State::Closed, Error::Closed);
+        // Closing goes on through refused handshakes and lost replies (the
+        // next server confirms a close that happened by refusing the resume
+        // as expired) until the close's deadline.
+        if self.close_overdue(now) {
+            self.give_up_closing();
         } else if self.state.is_connected() {
             self.set_state(State::Disconnected);
         }
@@ -491,14 +491,12 @@ impl<T, W: Clone> Session<T, W> {
             }
             _ => {}
         }
-        if let Some(since) = self.closing {
-            if now >= since + self.config.connect_timeout {
-                if self.conn == Conn::None {
-                    // No connection came up to carry closeSession in time.
-                    self.terminate(State::Closed, Error::Closed);
-                } else {
-                    self.request_disconnect(Error::Closed);
-                }
+        if self.close_overdue(now) {
+            if self.conn == Conn::None {
+                // No connection came up to carry closeSession in time.
+                self.give_up_closing();
+            } else {
+                self.request_disconnect(Error::Closed);
             }
         }
         while self.queued.front().is_some_and(|q| now >= q.deadline) {
@@ -603,30 +601,6 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.len()
     }
 
-    /// Closes the session: sends closeSession, after which the server
-    /// deletes the session's ephemeral nodes. While disconnected, it goes
-    /// out after the next handshake; the session ends when its reply comes,
-    /// or after `connect_timeout` at the latest.
-    pub fn close(&mut self, now: Instant) {
-        if self.fatal.is_some() || self.closing.is_some() {
-            return;
-        }
-        self.closing = Some(now);
-        for q in std::mem::take(&mut self.queued) {
-            self.fail(q.purpose, Error::Closed);
-        }
-        if self.conn == Conn::Established {
-            // The reply to closeSession ends the session; see `complete`.
-            let _ = self.send(now, OpCode::CloseSession, &(), Purpose::Close);
-        } else if self.negotiated.is_some() {
-            // Disconnected, but the servers still hold the session and its
-            // ephemeral nodes until it times out: reconnect to close it.
-            let _ = self.enqueue(now, OpCode::CloseSession, &(), Purpose::Close);
-        } else {
-            self.terminate(State::Closed, Error::Closed);
-        }
-    }
-
     // ---- Outputs ----
 
     /// Moves the bytes waiting to be sent into `buf` (appending).
@@ -658,10 +632,7 @@ impl<T, W: Clone> Session<T, W> {
                 (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
             ),
         };
-        let closing = self
-            .closing
-            .filter(|_| self.fatal.is_none())
-            .map(|since| since + self.config.connect_timeout);
+        let closing = self.close_deadline();
         let queued = self.queued.iter().map(|q| q.deadline).min();
         let expiry = self
             .local_expiry()
@@ -821,6 +792,10 @@ impl<T, W: Clone> Session<T, W> {
     fn terminate(&mut self, state: State, error: Error) {
         if self.fatal.is_some() {
             return;
+        }
+        if self.closing.is_some() && self.close_outcome.is_none() {
+            // Ended some other way while closing (an auth failure, say).
+            self.close_outcome = Some(Err(error.clone()));
         }
         self.fatal = Some(error.clone());
         self.set_state(state);

@@ -22,9 +22,18 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     fn handle_handshake(&mut self, now: Instant, payload: &[u8]) -> Result<()> {
+        if let Some(code) = ConnectResponse::refusal(payload) {
+            return Err(Error::from_code(code));
+        }
         let response = ConnectResponse::from_bytes(payload)?;
         if response.is_expired() {
-            self.terminate(State::Expired, Error::SessionExpired);
+            if self.closing.is_some() {
+                // Over on the servers, maybe by a closeSession whose reply
+                // was lost: what closing was for.
+                self.end_close(Ok(()));
+            } else {
+                self.terminate(State::Expired, Error::SessionExpired);
+            }
             return Ok(());
         }
         if response.passwd.len() != PASSWORD_LEN {
@@ -82,6 +91,9 @@ impl<T, W: Clone> Session<T, W> {
         }
         for (path, version) in self.background.clone() {
             let _ = self.send_background_delete(now, path, version);
+        }
+        if self.closing.is_some() {
+            self.send_close(now);
         }
         for q in std::mem::take(&mut self.queued) {
             let xid = self.next_xid();
@@ -222,7 +234,7 @@ impl<T, W: Clone> Session<T, W> {
                     Err(e) => log::warn!("background delete of {path} failed: {e}"),
                 }
             }
-            Purpose::Close => self.terminate(State::Closed, Error::Closed),
+            Purpose::Close => self.close_replied(result),
         }
     }
 

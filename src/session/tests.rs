@@ -43,7 +43,7 @@ pub(super) fn reply(xid: i32, zxid: i64, err: i32, body: &impl Record) -> Vec<u8
     buf
 }
 
-fn accepted(session_id: i64, timeout_ms: i32) -> Vec<u8> {
+pub(super) fn accepted(session_id: i64, timeout_ms: i32) -> Vec<u8> {
     frame(&ConnectResponse {
         protocol_version: 0,
         timeout_ms,
@@ -72,7 +72,7 @@ pub(super) fn header(frame: &[u8]) -> RequestHeader {
 }
 
 /// The state changes among `events`, in order.
-fn states_of(events: &[Event<u32, u32>]) -> Vec<State> {
+pub(super) fn states_of(events: &[Event<u32, u32>]) -> Vec<State> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -82,7 +82,7 @@ fn states_of(events: &[Event<u32, u32>]) -> Vec<State> {
         .collect()
 }
 
-fn events(session: &mut TestSession) -> Vec<Event<u32, u32>> {
+pub(super) fn events(session: &mut TestSession) -> Vec<Event<u32, u32>> {
     std::iter::from_fn(|| session.poll_event()).collect()
 }
 
@@ -760,24 +760,6 @@ fn a_reconnect_sends_a_noted_release_as_a_plain_delete() {
 }
 
 #[test]
-fn closing_sends_the_deferred_deletes_first_and_refuses_new_ones() {
-    let now = Instant::now();
-    let mut s = connected(now);
-    let due = now + Duration::from_millis(5);
-    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
-        .unwrap();
-    s.close(now);
-    let frames = sent(&mut s);
-    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
-    assert_eq!(ops, [OpCode::Delete.code(), OpCode::CloseSession.code()]);
-    assert_eq!(
-        s.defer_background_delete(now, Release::plain("/app/lock/n2"), due),
-        Err(Error::Closed)
-    );
-    assert_eq!(s.next_deferred_deadline(), None);
-}
-
-#[test]
 fn auth_failure_is_terminal() {
     let now = Instant::now();
     let mut s = connected(now);
@@ -803,81 +785,6 @@ fn auth_failure_is_terminal() {
         s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
         Err(Error::AuthFailed)
     );
-}
-
-#[test]
-fn close_sends_close_session_and_ends_on_its_reply() {
-    let now = Instant::now();
-    let mut s = connected(now);
-    s.close(now);
-    let frames = sent(&mut s);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    assert_eq!(
-        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
-        Err(Error::Closed)
-    );
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
-    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
-    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
-}
-
-#[test]
-fn close_while_disconnected_reconnects_to_send_close_session() {
-    let now = Instant::now();
-    let mut s = connected(now);
-    s.handle_disconnected(now);
-    assert!(matches!(
-        events(&mut s)[..],
-        [Event::State(State::Disconnected)]
-    ));
-    s.close(now);
-    // The servers still hold the session: not over yet.
-    assert!(events(&mut s).is_empty());
-    assert_eq!(s.fatal_error(), None);
-    assert!(s.next_host(now).is_some());
-    assert_eq!(
-        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
-        Err(Error::Closed)
-    );
-    s.handle_connected(now);
-    let frames = sent(&mut s);
-    assert_eq!(
-        ConnectRequest::from_bytes(&frames[0]).unwrap().session_id,
-        0x1234
-    );
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
-    assert!(matches!(
-        events(&mut s)[..],
-        [Event::State(State::Connected), Event::State(State::Closed)]
-    ));
-
-    // With no connection in time, it ends after connect_timeout.
-    let mut s = connected(now);
-    s.handle_disconnected(now);
-    s.close(now);
-    let deadline = now + config().connect_timeout;
-    assert_eq!(s.poll_timeout(), Some(deadline));
-    s.handle_connect_failed(now);
-    s.handle_timeout(deadline - Duration::from_millis(1));
-    assert_eq!(s.fatal_error(), None);
-    s.handle_timeout(deadline);
-    assert!(matches!(
-        events(&mut s)[..],
-        [
-            Event::State(State::Disconnected),
-            Event::State(State::Closed)
-        ]
-    ));
-    assert_eq!(s.next_host(deadline), None);
-
-    // A session never established has nothing to close on the servers.
-    let mut s = Session::<u32, u32>::new(config(), vec!["127.0.0.1:1".into()], now);
-    s.close(now);
-    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
 }
 
 #[test]
@@ -1013,131 +920,6 @@ fn a_connected_session_never_expires_locally() {
     assert!(events(&mut s).is_empty());
 }
 
-/// An established session on two hosts, cut off, then closed: closeSession
-/// waits for a reconnect. Returns it with the host it was connected to.
-fn closed_while_disconnected(now: Instant) -> (TestSession, String) {
-    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
-    let mut s = Session::new(config(), hosts, now);
-    let (first, _) = s.next_host(now).unwrap();
-    s.handle_connected(now);
-    sent(&mut s);
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    s.handle_disconnected(now);
-    s.close(now);
-    assert!(matches!(
-        events(&mut s)[..],
-        [
-            Event::State(State::Connected),
-            Event::State(State::Disconnected)
-        ]
-    ));
-    (s, first)
-}
-
-#[test]
-fn close_moves_on_to_another_host_when_a_handshake_fails() {
-    let now = Instant::now();
-    let (mut s, first) = closed_while_disconnected(now);
-    // A server behind the client's lastZxidSeen closes the socket without a
-    // ConnectResponse.
-    let t = now + Duration::from_millis(100);
-    let (second, at) = s.next_host(t).unwrap();
-    assert_eq!(at, t);
-    s.handle_connected(t);
-    assert_eq!(sent(&mut s).len(), 1, "the handshake");
-    s.handle_disconnected(t);
-    s.handle_timeout(t);
-    assert_eq!(s.fatal_error(), None);
-    assert_eq!(s.state(), State::Disconnected);
-    assert!(events(&mut s).is_empty());
-    let (third, _) = s.next_host(t).unwrap();
-    assert_ne!(third, second, "another host");
-    assert_eq!(third, first);
-    // A failed connect moves on too.
-    s.handle_connect_failed(t);
-    s.handle_timeout(t);
-    assert_eq!(s.fatal_error(), None);
-    assert!(s.next_host(t).is_some());
-    // A server that takes the handshake gets closeSession.
-    s.handle_connected(t);
-    sent(&mut s);
-    s.handle_bytes(t, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(t, &reply(header(&frames[0]).xid, 9, 0, &()));
-    assert!(matches!(
-        events(&mut s)[..],
-        [Event::State(State::Connected), Event::State(State::Closed)]
-    ));
-    assert_eq!(s.next_host(t), None);
-}
-
-#[test]
-fn close_ends_the_session_when_no_handshake_completes_by_its_deadline() {
-    let now = Instant::now();
-    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
-    let mut s = Session::<u32, u32>::new(config(), hosts, now);
-    s.handle_connected(now);
-    sent(&mut s);
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    s.handle_disconnected(now);
-    events(&mut s);
-    // Callers waiting for the reconnect.
-    s.submit(now, OpCode::GetData, &get_data("/app/q"), 1, None)
-        .unwrap();
-    let auth = AuthPacket {
-        auth_type: 0,
-        scheme: "digest".into(),
-        auth: b"u:p".to_vec(),
-    };
-    s.add_auth(now, auth, 2).unwrap();
-    s.close(now);
-    assert_eq!(replies(&mut s), [(1, Err(Error::Closed))]);
-    let deadline = now + config().connect_timeout;
-    assert_eq!(s.poll_timeout(), Some(deadline));
-    // Handshakes keep failing, each moving on, up to the deadline.
-    let mut t = now;
-    let mut attempts = 0;
-    while t < deadline - Duration::from_millis(1) {
-        let (_, at) = s.next_host(t).unwrap();
-        t = at.min(deadline - Duration::from_millis(1));
-        s.handle_connected(t);
-        sent(&mut s);
-        s.handle_disconnected(t);
-        s.handle_timeout(t);
-        assert_eq!(s.fatal_error(), None);
-        attempts += 1;
-        assert!(attempts < 100, "reconnects without bound");
-    }
-    assert!(events(&mut s).is_empty());
-    // A handshake still under way at the deadline is cut short.
-    s.handle_connected(t);
-    sent(&mut s);
-    s.handle_timeout(deadline);
-    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
-    s.handle_disconnected(deadline);
-    let evs = events(&mut s);
-    let states = states_of(&evs);
-    assert_eq!(states, [State::Closed]);
-    assert!(evs.iter().any(|e| matches!(
-        e,
-        Event::Reply {
-            token: 2,
-            result: Err(Error::Closed)
-        }
-    )));
-    assert_eq!(s.fatal_error(), Some(&Error::Closed));
-    assert_eq!(s.next_host(deadline), None);
-
-    // A handshake failing after the deadline, with no timer run, ends it too.
-    let (mut s, _) = closed_while_disconnected(now);
-    s.handle_connected(deadline);
-    s.handle_disconnected(deadline);
-    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
-    assert_eq!(s.next_host(deadline), None);
-}
-
 #[test]
 fn a_background_delete_refused_for_the_moment_is_sent_again_on_the_next_connection() {
     let now = Instant::now();
@@ -1225,4 +1007,32 @@ fn connections_lost_right_after_their_handshake_back_off_growing() {
         Some(t),
         "a first quick loss after a normal life"
     );
+}
+
+#[test]
+fn a_handshake_refused_with_an_error_header_moves_on_with_that_error() {
+    // A read-only member without local sessions answers a new session's
+    // ConnectRequest with a bare reply header: NOTREADONLY.
+    let now = Instant::now();
+    let config = SessionConfig {
+        can_be_read_only: true,
+        ..config()
+    };
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::<u32, u32>::new(config, hosts, now);
+    let (first, _) = s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    let refusal = ReplyHeader {
+        xid: 0,
+        zxid: 0x1_0000_0005,
+        err: ErrorCode::NotReadOnly.code(),
+    };
+    s.handle_bytes(now, &frame(&refusal));
+    assert_eq!(s.poll_disconnect(), Some(Error::NotReadOnly));
+    s.handle_disconnected(now);
+    assert_eq!(s.fatal_error(), None);
+    assert!(events(&mut s).is_empty());
+    let (second, _) = s.next_host(now).unwrap();
+    assert_ne!(second, first);
 }

@@ -1,0 +1,398 @@
+//! Closing a session, driven by bytes and a hand-advanced clock.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{
+    accepted, config, connected, events, get_data, header, replies, reply, sent, states_of,
+    TestSession,
+};
+use super::*;
+use crate::proto::ErrorCode;
+
+#[test]
+fn closing_sends_the_deferred_deletes_first_and_refuses_new_ones() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let due = now + Duration::from_millis(5);
+    s.defer_background_delete(now, Release::plain("/app/lock/n1"), due)
+        .unwrap();
+    s.close(now);
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Delete.code(), OpCode::CloseSession.code()]);
+    assert_eq!(
+        s.defer_background_delete(now, Release::plain("/app/lock/n2"), due),
+        Err(Error::Closed)
+    );
+    assert_eq!(s.next_deferred_deadline(), None);
+}
+
+#[test]
+fn close_sends_close_session_and_ends_on_its_reply() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.close(now);
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    assert_eq!(
+        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
+        Err(Error::Closed)
+    );
+    assert_eq!(s.close_outcome(), None, "not over before the reply");
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+#[test]
+fn close_while_disconnected_reconnects_to_send_close_session() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Disconnected)]
+    ));
+    s.close(now);
+    // The servers still hold the session: not over yet.
+    assert!(events(&mut s).is_empty());
+    assert_eq!(s.fatal_error(), None);
+    assert!(s.next_host(now).is_some());
+    assert_eq!(
+        s.submit(now, OpCode::GetData, &get_data("/a"), 1, None),
+        Err(Error::Closed)
+    );
+    s.handle_connected(now);
+    let frames = sent(&mut s);
+    assert_eq!(
+        ConnectRequest::from_bytes(&frames[0]).unwrap().session_id,
+        0x1234
+    );
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Connected), Event::State(State::Closed)]
+    ));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+
+    // With no connection in time, it ends after connect_timeout.
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    s.close(now);
+    let deadline = now + config().connect_timeout;
+    assert_eq!(s.poll_timeout(), Some(deadline));
+    s.handle_connect_failed(now);
+    s.handle_timeout(deadline - Duration::from_millis(1));
+    assert_eq!(s.fatal_error(), None);
+    s.handle_timeout(deadline);
+    assert!(matches!(
+        events(&mut s)[..],
+        [
+            Event::State(State::Disconnected),
+            Event::State(State::Closed)
+        ]
+    ));
+    assert_eq!(s.next_host(deadline), None);
+    assert_eq!(s.close_outcome(), Some(Err(not_confirmed())));
+    assert_eq!(s.fatal_error(), Some(&Error::Closed));
+
+    // A session never established has nothing to close on the servers.
+    let mut s = Session::<u32, u32>::new(config(), vec!["127.0.0.1:1".into()], now);
+    s.close(now);
+    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+/// How a close that no read-write server confirmed in time ends.
+fn not_confirmed() -> Error {
+    Error::Timeout {
+        what: "a read-write server to confirm closeSession",
+        after: config().connect_timeout,
+    }
+}
+
+/// An established session on two hosts, cut off, then closed: closeSession
+/// waits for a reconnect. Returns it with the host it was connected to.
+fn closed_while_disconnected(now: Instant) -> (TestSession, String) {
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::new(config(), hosts, now);
+    let (first, _) = s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    s.close(now);
+    assert!(matches!(
+        events(&mut s)[..],
+        [
+            Event::State(State::Connected),
+            Event::State(State::Disconnected)
+        ]
+    ));
+    (s, first)
+}
+
+#[test]
+fn close_moves_on_to_another_host_when_a_handshake_fails() {
+    let now = Instant::now();
+    let (mut s, first) = closed_while_disconnected(now);
+    // A server behind the client's lastZxidSeen closes the socket without a
+    // ConnectResponse.
+    let t = now + Duration::from_millis(100);
+    let (second, at) = s.next_host(t).unwrap();
+    assert_eq!(at, t);
+    s.handle_connected(t);
+    assert_eq!(sent(&mut s).len(), 1, "the handshake");
+    s.handle_disconnected(t);
+    s.handle_timeout(t);
+    assert_eq!(s.fatal_error(), None);
+    assert_eq!(s.state(), State::Disconnected);
+    assert!(events(&mut s).is_empty());
+    let (third, _) = s.next_host(t).unwrap();
+    assert_ne!(third, second, "another host");
+    assert_eq!(third, first);
+    // A failed connect moves on too.
+    s.handle_connect_failed(t);
+    s.handle_timeout(t);
+    assert_eq!(s.fatal_error(), None);
+    assert!(s.next_host(t).is_some());
+    // A server that takes the handshake gets closeSession.
+    s.handle_connected(t);
+    sent(&mut s);
+    s.handle_bytes(t, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(t, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert!(matches!(
+        events(&mut s)[..],
+        [Event::State(State::Connected), Event::State(State::Closed)]
+    ));
+    assert_eq!(s.next_host(t), None);
+}
+
+#[test]
+fn close_ends_the_session_when_no_handshake_completes_by_its_deadline() {
+    let now = Instant::now();
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::<u32, u32>::new(config(), hosts, now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    events(&mut s);
+    // Callers waiting for the reconnect.
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 1, None)
+        .unwrap();
+    let auth = AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    };
+    s.add_auth(now, auth, 2).unwrap();
+    s.close(now);
+    assert_eq!(replies(&mut s), [(1, Err(Error::Closed))]);
+    let deadline = now + config().connect_timeout;
+    assert_eq!(s.poll_timeout(), Some(deadline));
+    // Handshakes keep failing, each moving on, up to the deadline.
+    let mut t = now;
+    let mut attempts = 0;
+    while t < deadline - Duration::from_millis(1) {
+        let (_, at) = s.next_host(t).unwrap();
+        t = at.min(deadline - Duration::from_millis(1));
+        s.handle_connected(t);
+        sent(&mut s);
+        s.handle_disconnected(t);
+        s.handle_timeout(t);
+        assert_eq!(s.fatal_error(), None);
+        attempts += 1;
+        assert!(attempts < 100, "reconnects without bound");
+    }
+    assert!(events(&mut s).is_empty());
+    // A handshake still under way at the deadline is cut short.
+    s.handle_connected(t);
+    sent(&mut s);
+    s.handle_timeout(deadline);
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+    s.handle_disconnected(deadline);
+    let evs = events(&mut s);
+    let states = states_of(&evs);
+    assert_eq!(states, [State::Closed]);
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        Event::Reply {
+            token: 2,
+            result: Err(Error::Closed)
+        }
+    )));
+    assert_eq!(s.fatal_error(), Some(&Error::Closed));
+    assert_eq!(s.next_host(deadline), None);
+
+    // A handshake failing after the deadline, with no timer run, ends it too.
+    let (mut s, _) = closed_while_disconnected(now);
+    s.handle_connected(deadline);
+    s.handle_disconnected(deadline);
+    assert!(matches!(events(&mut s)[..], [Event::State(State::Closed)]));
+    assert_eq!(s.next_host(deadline), None);
+}
+
+#[test]
+fn a_read_only_server_refusing_close_session_sends_it_to_a_read_write_one() {
+    let now = Instant::now();
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::<u32, u32>::new(
+        SessionConfig {
+            can_be_read_only: true,
+            ..config()
+        },
+        hosts,
+        now,
+    );
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    // Partitioned: the only server reachable is read-only, and takes the
+    // session over.
+    s.handle_disconnected(now);
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    let frames = sent(&mut s);
+    assert!(ConnectRequest::from_bytes(&frames[0]).unwrap().read_only);
+    s.handle_bytes(now, &read_only_accepted(0x1234));
+    assert_eq!(s.state(), State::ConnectedReadOnly);
+    s.close(now);
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    let not_read_only = ErrorCode::NotReadOnly.code();
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, not_read_only, &()));
+    // Not closed: the servers still hold the session and its nodes.
+    assert_eq!(s.poll_disconnect(), Some(Error::NotReadOnly));
+    assert_eq!(s.fatal_error(), None);
+    s.handle_disconnected(now);
+    assert_eq!(s.close_outcome(), None);
+    // The next handshake asks for a read-write server, so a read-only one
+    // refuses it (it closes the socket) and the one after is tried.
+    let (_, at) = s.next_host(now).unwrap();
+    s.handle_connected(at);
+    let frames = sent(&mut s);
+    let request = ConnectRequest::from_bytes(&frames[0]).unwrap();
+    assert!(!request.read_only);
+    assert_eq!(request.session_id, 0x1234);
+    s.handle_bytes(at, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(at, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert_eq!(
+        states_of(&events(&mut s)),
+        [
+            State::Connected,
+            State::Disconnected,
+            State::ConnectedReadOnly,
+            State::Disconnected,
+            State::Connected,
+            State::Closed
+        ]
+    );
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+fn read_only_accepted(session_id: i64) -> Vec<u8> {
+    super::tests::frame(&crate::proto::ConnectResponse {
+        protocol_version: 0,
+        timeout_ms: 3000,
+        session_id,
+        passwd: vec![7; 16],
+        read_only: true,
+    })
+}
+
+#[test]
+fn a_close_whose_reply_was_lost_is_confirmed_by_the_next_server() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.close(now);
+    assert_eq!(header(&sent(&mut s)[0]).op, OpCode::CloseSession.code());
+    // The connection drops before the reply: the close may or may not have
+    // happened.
+    s.handle_disconnected(now);
+    assert_eq!(s.fatal_error(), None);
+    assert_eq!(s.close_outcome(), None);
+    let (_, at) = s.next_host(now).unwrap();
+    s.handle_connected(at);
+    sent(&mut s);
+    // It happened: the resume is refused as expired, which is what the
+    // close was for.
+    s.handle_bytes(at, &accepted(0, 0));
+    assert_eq!(
+        states_of(&events(&mut s)),
+        [State::Disconnected, State::Closed]
+    );
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+    assert_eq!(s.fatal_error(), Some(&Error::Closed));
+
+    // It did not happen: the resumed session gets closeSession again.
+    let mut s = connected(now);
+    s.close(now);
+    sent(&mut s);
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+#[test]
+fn close_session_waits_for_a_connection_longer_than_the_session_timeout() {
+    // A connect timeout beyond the session timeout: closeSession must still
+    // be sent by a connection that comes up after the session timeout.
+    let now = Instant::now();
+    let long_connect = SessionConfig {
+        connect_timeout: config().session_timeout * 3,
+        ..config()
+    };
+    let mut s = super::tests::connected_with(long_connect, now);
+    s.handle_disconnected(now);
+    s.close(now);
+    // Past the session timeout, and past the 4/3 of it that would otherwise
+    // end the session as expired.
+    let late = now + config().session_timeout * 2;
+    s.handle_timeout(late);
+    assert_eq!(s.fatal_error(), None);
+    s.handle_connected(late);
+    sent(&mut s);
+    s.handle_bytes(late, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(late, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+#[test]
+fn an_auth_failure_while_closing_is_the_close_outcome() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let auth = AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    };
+    s.add_auth(now, auth, 4).unwrap();
+    sent(&mut s);
+    s.close(now);
+    sent(&mut s);
+    s.handle_bytes(now, &reply(AUTH_XID, 0, ErrorCode::AuthFailed.code(), &()));
+    assert_eq!(s.fatal_error(), Some(&Error::AuthFailed));
+    assert_eq!(s.close_outcome(), Some(Err(Error::AuthFailed)));
+}

@@ -1,0 +1,100 @@
+//! Read-only servers: an ensemble member cut off from its quorum, with
+//! `readonlymode.enabled`, serves the sessions it creates (reads only), and
+//! refuses the ensemble's sessions, which it can neither resume nor close.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{builder, open, wait_until, WAIT};
+use zklock::testing::{ServerMode, TestCluster};
+use zklock::{Client, CreateMode, Error, State};
+
+/// Long enough to outlive the quorum's absence and return.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn client(connect_string: &str, connect_timeout: Duration) -> Client {
+    builder()
+        .can_be_read_only(true)
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(connect_timeout)
+        .connect(connect_string)
+        .expect("connect to the first member")
+}
+
+#[test]
+fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
+    let zk = TestCluster::builder()
+        .system_property("readonlymode.enabled", "true")
+        // Without local sessions, a read-only member creates no session at
+        // all: it answers the handshake with NOTREADONLY.
+        .config("localSessionsEnabled", "true")
+        // And the sessions that create ephemeral nodes become global ones.
+        .config("localSessionsUpgradingEnabled", "true")
+        .max_session_timeout(60_000)
+        .start()
+        .expect("start an ensemble that allows read-only members");
+    // On the first member alone, so that only a read-only server is left.
+    let first = zk.member_connect_string(0).expect("first member");
+    let given_up = client(&first, Duration::from_secs(2));
+    let confirmed = client(&first, WAIT * 2);
+    given_up
+        .create("/given-up", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral of the session whose close is not confirmed");
+    confirmed
+        .create("/confirmed", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral of the session whose close is confirmed");
+    confirmed
+        .create("/data", b"x", &open(), CreateMode::Persistent)
+        .expect("a node to read");
+    let given_up_session = given_up.session_id();
+
+    zk.stop(1).expect("stop the second member");
+    zk.stop(2).expect("stop the third member");
+    wait_until("the first member to turn read-only", WAIT, || {
+        zk.mode(0) == Some(ServerMode::ReadOnly)
+    });
+
+    // A session it creates is read-only.
+    let local = client(&first, WAIT);
+    assert_eq!(local.state(), State::ConnectedReadOnly);
+    assert_eq!(local.get_data("/data").expect("a read").0, b"x");
+    assert_eq!(
+        local.create("/w", b"", &open(), CreateMode::Persistent),
+        Err(Error::NotReadOnly)
+    );
+    // It closes on the read-only member itself.
+    assert_eq!(local.close(), Ok(()));
+
+    // A session of the ensemble is refused: not taken for read-only.
+    assert_eq!(given_up.state(), State::Disconnected);
+    // No read-write server confirms its close in time: reported, not claimed.
+    assert_eq!(
+        given_up.close(),
+        Err(Error::Timeout {
+            what: "a read-write server to confirm closeSession",
+            after: Duration::from_secs(2),
+        })
+    );
+    assert_eq!(given_up.state(), State::Closed);
+
+    // With the quorum back, the other close reaches a read-write server.
+    let closer = std::thread::spawn(move || confirmed.close());
+    zk.start(1).expect("restart the second member");
+    zk.start(2).expect("restart the third member");
+    assert_eq!(closer.join().expect("the closing thread"), Ok(()));
+
+    let check = builder()
+        .connect(&zk.connect_string())
+        .expect("connect after the quorum's return");
+    assert_eq!(
+        check.exists("/confirmed").expect("exists"),
+        None,
+        "a confirmed close deleted its ephemeral node"
+    );
+    let left = check
+        .exists("/given-up")
+        .expect("exists")
+        .expect("the unconfirmed close's node stays until its session times out");
+    assert_eq!(left.ephemeral_owner, given_up_session);
+}
