@@ -266,6 +266,44 @@ fn the_write_holder_may_not_read_past_a_queued_writer() {
     assert!(children(&c, DIR).is_empty());
 }
 
+/// A write holder whose node an operator deleted, unnoticed (a hold granted
+/// at once watches its node only once asked about), reads as an ordinary
+/// reader: it waits for the writer that now holds, instead of taking a read
+/// lock from under it.
+#[test]
+fn a_write_holder_whose_node_is_gone_does_not_read_past_the_next_writer() {
+    const DIR: &str = "/downgrade-gone/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let rw = RwLock::new(&c, DIR).unwrap();
+    let write = rw.write().unwrap();
+    let ours = write.node().to_owned();
+
+    let other = connect(&server.connect_string());
+    let next = Contender::start("next-writer", move |hold| {
+        let other = RwLock::new(&other, DIR).unwrap();
+        let guard = other.write().expect("write");
+        hold(guard.node());
+    });
+    wait_children(&c, DIR, 2);
+    c.delete(&ours, None).unwrap();
+    let next_node = next.wait_held();
+
+    assert_eq!(rw.try_read().map(|g| g.is_some()), Ok(false));
+    assert_eq!(children(&c, DIR), [last(&next_node)]);
+    next.release();
+    let read = rw
+        .try_read_for(WAIT)
+        .unwrap()
+        .expect("a read once the other writer is gone");
+    drop(read);
+    assert_eq!(write.state(), LockState::Lost);
+}
+
+fn last(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or_default().to_owned()
+}
+
 /// No upgrades: a thread holding a read lock that asks for the write lock
 /// would wait for its own read node forever, so it gets `WouldDeadlock` and
 /// leaves no node; once the read lock is gone it may write.

@@ -9,6 +9,7 @@ use super::held::{HeldLock, NodeWatch};
 use super::naming::{
     announces_release, contenders, next_sequence, node_prefix, release_note, Contender,
 };
+use super::rwlock::{read_decision, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
 use crate::client::{CreatedListed, DataWatch, NewLockNode};
@@ -120,7 +121,7 @@ impl Blocker {
 }
 
 /// The blocking decision of a mutex or a write lock: the lowest node holds.
-pub(crate) fn exclusive(contenders: &[Contender], ours: usize) -> Decision {
+fn exclusive(contenders: &[Contender], ours: usize) -> Decision {
     match ours.checked_sub(1).and_then(|i| contenders.get(i)) {
         None => Decision::Acquired,
         Some(predecessor) => Decision::Wait(Blocker::new(predecessor, ours == 1)),
@@ -326,7 +327,26 @@ impl Waiters {
 }
 
 /// The decision rule of a lock kind; it runs on the I/O thread too.
-pub(crate) type Decide = fn(&[Contender], usize) -> Decision;
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Rule {
+    /// A mutex or a write lock: the lowest node holds.
+    Exclusive,
+    /// A read lock: see [`read_decision`].
+    Read,
+    /// A read lock taken by the holder of the write lock, whose node has this
+    /// sequence number: see [`read_decision_of_writer`].
+    ReadUnderWrite(u32),
+}
+
+impl Rule {
+    pub(crate) fn decide(self, contenders: &[Contender], ours: usize) -> Decision {
+        match self {
+            Rule::Exclusive => exclusive(contenders, ours),
+            Rule::Read => read_decision(contenders, ours),
+            Rule::ReadUnderWrite(write) => read_decision_of_writer(contenders, ours, write),
+        }
+    }
+}
 
 /// One acquisition: which marker our node gets, which children contend,
 /// and the decision rule.
@@ -334,7 +354,7 @@ pub(crate) struct Attempt<'a> {
     pub spec: &'a LockSpec,
     pub marker: &'static str,
     pub markers: &'static [&'static str],
-    pub decide: Decide,
+    pub rule: Rule,
     /// Holding means being the lowest contender (a mutex, a write lock), so
     /// the release may be announced with a note.
     pub exclusive: bool,
@@ -399,7 +419,7 @@ impl Attempt<'_> {
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
-                    let blocker = match decide_for(self.decide, self.markers, &children, &name) {
+                    let blocker = match decide_for(self.rule, self.markers, &children, &name) {
                         // Our node is gone: the session expired or someone
                         // deleted it.
                         None => return Err(Error::LockLost),
@@ -573,11 +593,11 @@ impl Attempt<'_> {
     ) -> impl FnOnce(CreatedListed) + Send + 'static {
         let client = self.spec.client.downgrade();
         let dir = self.spec.path.clone();
-        let (decide, markers) = (self.decide, self.markers);
+        let (rule, markers) = (self.rule, self.markers);
         let wakeup = wakeup.clone();
         move |listed: CreatedListed| {
             let step = match client.upgrade() {
-                Some(client) => queue(&client, &dir, decide, markers, deadline, &wakeup, listed),
+                Some(client) => queue(&client, &dir, rule, markers, deadline, &wakeup, listed),
                 None => Step::Listed(listed),
             };
             wakeup.finish_step(step, deadline);
@@ -653,7 +673,7 @@ impl Attempt<'_> {
 fn queue(
     client: &Client,
     dir: &str,
-    decide: Decide,
+    rule: Rule,
     markers: &'static [&'static str],
     deadline: Option<Instant>,
     wakeup: &Arc<Wakeup>,
@@ -663,7 +683,7 @@ fn queue(
         return Step::Listed(listed);
     };
     let name = last_segment(path);
-    let Some(Decision::Wait(blocker)) = decide_for(decide, markers, children, name) else {
+    let Some(Decision::Wait(blocker)) = decide_for(rule, markers, children, name) else {
         return Step::Listed(listed);
     };
     if wakeup.is_cancelled() || time_left(deadline).is_none() {
@@ -694,14 +714,14 @@ fn queue(
 /// The decision for our node `name` among `children`; `None` if our node
 /// is not among them.
 fn decide_for(
-    decide: Decide,
+    rule: Rule,
     markers: &'static [&'static str],
     children: &[String],
     name: &str,
 ) -> Option<Decision> {
     let sorted = contenders(children, markers);
     let ours = sorted.iter().position(|c| c.name == name)?;
-    Some(decide(&sorted, ours))
+    Some(rule.decide(&sorted, ours))
 }
 
 /// Watches our own node while it waits (and then holds): its deletion

@@ -14,7 +14,8 @@ use crate::proto::{EventType, Response};
 use crate::session::{Release, State, Successor};
 use crate::Client;
 
-use super::naming::release_note;
+use super::naming::{own_sequence, release_note};
+use crate::client::path::last_segment;
 
 /// Whether a held lock can still be relied on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -460,28 +461,48 @@ impl Drop for HeldLock {
 
 /// Which threads hold a lock object, each hold tagged with its id, so that
 /// the guard of a lost lock only ever forgets its own hold and never the
-/// next holder's.
+/// next holder's, and with its node's sequence number.
 #[derive(Debug, Default)]
-pub(crate) struct Holders(Mutex<Vec<(ThreadId, u64)>>);
+pub(crate) struct Holders(Mutex<Vec<Holder>>);
+
+#[derive(Debug)]
+struct Holder {
+    thread: ThreadId,
+    id: u64,
+    sequence: Option<u32>,
+}
 
 impl Holders {
     /// True if the calling thread holds the lock.
     pub(crate) fn current_thread_holds(&self) -> bool {
         let me = std::thread::current().id();
-        lock(&self.0).iter().any(|(thread, _)| *thread == me)
+        lock(&self.0).iter().any(|h| h.thread == me)
     }
 
-    fn add(&self, id: u64, exclusive: bool) {
+    /// The sequence number of the node of the calling thread's hold.
+    pub(crate) fn current_thread_sequence(&self) -> Option<u32> {
+        let me = std::thread::current().id();
+        lock(&self.0)
+            .iter()
+            .find(|h| h.thread == me)
+            .and_then(|h| h.sequence)
+    }
+
+    fn add(&self, held: &HeldLock, exclusive: bool) {
         let mut holders = lock(&self.0);
         if exclusive {
             // A new exclusive hold means any earlier one was lost.
             holders.clear();
         }
-        holders.push((std::thread::current().id(), id));
+        holders.push(Holder {
+            thread: std::thread::current().id(),
+            id: held.id(),
+            sequence: own_sequence(last_segment(held.node())),
+        });
     }
 
     fn remove(&self, id: u64) {
-        lock(&self.0).retain(|(_, held)| *held != id);
+        lock(&self.0).retain(|h| h.id != id);
     }
 }
 
@@ -497,7 +518,7 @@ impl<'a> Hold<'a> {
     /// Records `held` as the calling thread's; `exclusive` for a mutex or a
     /// write lock, whose new hold replaces any lost one.
     pub(crate) fn new(held: HeldLock, holders: &'a Holders, exclusive: bool) -> Hold<'a> {
-        holders.add(held.id(), exclusive);
+        holders.add(&held, exclusive);
         Hold {
             held: Some(held),
             holders,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::acquire::{exclusive, Attempt, LockSpec, Waiters};
+use super::acquire::{Attempt, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
 use super::naming::{KAZOO_MARKER, MUTEX_MARKER};
 use crate::client::core::lock;
@@ -115,7 +115,7 @@ fn attempt(
         spec,
         marker: MUTEX_MARKER,
         markers: MUTEX_MARKERS,
-        decide: exclusive,
+        rule: Rule::Exclusive,
         exclusive: true,
         waiters,
     }

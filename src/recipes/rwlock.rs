@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::acquire::{exclusive, Attempt, Blocker, Decide, Decision, LockSpec, Waiters};
+use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{Contender, READ_MARKER, WRITE_MARKER};
@@ -106,16 +106,15 @@ impl RwLock {
     }
 
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
-        let decide: Decide = if self.writer.current_thread_holds() {
-            read_decision_of_writer
-        } else {
-            read_decision
+        let rule = match self.writer.current_thread_sequence() {
+            Some(write) => Rule::ReadUnderWrite(write),
+            None => Rule::Read,
         };
         let held = Attempt {
             spec: &self.spec,
             marker: READ_MARKER,
             markers: RW_MARKERS,
-            decide,
+            rule,
             exclusive: false,
             waiters: &self.waiters,
         }
@@ -133,7 +132,7 @@ impl RwLock {
             spec: &self.spec,
             marker: WRITE_MARKER,
             markers: RW_MARKERS,
-            decide: exclusive,
+            rule: Rule::Exclusive,
             exclusive: true,
             waiters: &self.waiters,
         }
@@ -146,7 +145,7 @@ impl RwLock {
 
 /// A reader holds unless a writer comes before it; it watches the nearest
 /// such writer.
-fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
+pub(super) fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
     match earlier.iter().rev().find(|c| c.marker == WRITE_MARKER) {
         None => Decision::Acquired,
@@ -157,25 +156,30 @@ fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
     }
 }
 
-/// The read decision for the thread holding the write lock, whose node is
-/// the lowest contender: with no other writer before the reader, it holds
-/// at once. A writer queued between the two would take the lock as soon as
-/// the write lock is released, while this read lock lives; and waiting for
-/// that writer would wait on this very thread. So that read is refused.
+/// The read decision for the thread holding the write lock, whose node has
+/// the sequence number `write`: with that node the lowest contender and no
+/// other writer before the reader, it holds at once. A writer queued
+/// between the two would take the lock as soon as the write lock is
+/// released, while this read lock lives; and waiting for that writer would
+/// wait on this very thread. So that read is refused.
 ///
-/// A write node of ours that is gone (deleted by an operator, say) is not
-/// the lowest writer: the reader is then an ordinary one. Only a deletion
-/// of it between the caller's check and the listing goes unseen.
-fn read_decision_of_writer(contenders: &[Contender], ours: usize) -> Decision {
+/// With our write node gone (deleted by an operator, say), or not the
+/// lowest, the reader is an ordinary one: it waits for the writers before
+/// it, such as the one behind our node that now holds the write lock.
+pub(super) fn read_decision_of_writer(
+    contenders: &[Contender],
+    ours: usize,
+    write: u32,
+) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
-    let mut writers = earlier
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.marker == WRITE_MARKER);
-    match (writers.next(), writers.next()) {
-        (Some((0, _)), None) => Decision::Acquired,
-        (Some((0, _)), Some(_)) => Decision::WouldDeadlock,
-        _ => read_decision(contenders, ours),
+    let mut writers = earlier.iter().filter(|c| c.marker == WRITE_MARKER);
+    let lowest_is_ours = earlier
+        .first()
+        .is_some_and(|c| c.marker == WRITE_MARKER && c.sequence == write);
+    match (lowest_is_ours, writers.nth(1)) {
+        (true, None) => Decision::Acquired,
+        (true, Some(_)) => Decision::WouldDeadlock,
+        (false, _) => read_decision(contenders, ours),
     }
 }
 
@@ -256,14 +260,14 @@ mod tests {
             })
         );
         assert_eq!(
-            exclusive(&c, 3),
+            Rule::Exclusive.decide(&c, 3),
             Decision::Wait(Blocker {
                 node: "_c_c-__READ__0000000003".into(),
                 acquired_on_delete: false,
                 may_announce: false,
             })
         );
-        assert_eq!(exclusive(&c, 0), Decision::Acquired);
+        assert_eq!(Rule::Exclusive.decide(&c, 0), Decision::Acquired);
     }
 
     #[test]
@@ -275,7 +279,7 @@ mod tests {
             "_c_c-__READ__0000000003",
         ]);
         let c: Vec<Contender> = contenders(&names, RW_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2), Decision::Acquired);
+        assert_eq!(read_decision_of_writer(&c, 2, 1), Decision::Acquired);
 
         let names = owned(&[
             "_c_a-__WRIT__0000000001",
@@ -283,16 +287,27 @@ mod tests {
             "_c_c-__READ__0000000003",
         ]);
         let c: Vec<Contender> = contenders(&names, RW_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2), Decision::WouldDeadlock);
+        assert_eq!(read_decision_of_writer(&c, 2, 1), Decision::WouldDeadlock);
 
-        // Our write node is gone: an ordinary reader.
+        // Our write node (1) is gone: an ordinary reader, which waits for
+        // the writer queued behind it, now the holder.
+        let names = owned(&["_c_b-__WRIT__0000000002", "_c_c-__READ__0000000003"]);
+        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        assert_eq!(
+            read_decision_of_writer(&c, 1, 1),
+            Decision::Wait(Blocker {
+                node: "_c_b-__WRIT__0000000002".into(),
+                acquired_on_delete: true,
+                may_announce: true,
+            })
+        );
         let names = owned(&[
             "_c_b-__READ__0000000002",
             "_c_c-__WRIT__0000000003",
             "_c_d-__READ__0000000004",
         ]);
         let c: Vec<Contender> = contenders(&names, RW_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2), read_decision(&c, 2));
-        assert_eq!(read_decision_of_writer(&c[..1], 0), Decision::Acquired);
+        assert_eq!(read_decision_of_writer(&c, 2, 1), read_decision(&c, 2));
+        assert_eq!(read_decision_of_writer(&c[..1], 0, 1), Decision::Acquired);
     }
 }
