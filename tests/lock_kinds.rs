@@ -304,6 +304,48 @@ fn last(path: &str) -> String {
     path.rsplit('/').next().unwrap_or_default().to_owned()
 }
 
+/// A `Mutex` and an `RwLock` on one path exclude each other: a mutex node
+/// is a writer to readers, and read nodes are contenders to a mutex.
+#[test]
+fn a_mutex_and_a_read_write_lock_on_one_path_exclude_each_other() {
+    const DIR: &str = "/mixed/lock";
+    let server = server();
+    let a = connect(&server.connect_string());
+    let b = connect(&server.connect_string());
+    let mutex = Mutex::new(&a, DIR).unwrap();
+    let rw = RwLock::new(&b, DIR).unwrap();
+
+    let held = mutex.lock().unwrap();
+    assert!(
+        rw.try_read().unwrap().is_none(),
+        "a reader waits for a mutex"
+    );
+    assert!(
+        rw.try_write().unwrap().is_none(),
+        "a writer waits for a mutex"
+    );
+    held.unlock().unwrap();
+
+    let read = rw.read().unwrap();
+    assert!(
+        mutex.try_lock().unwrap().is_none(),
+        "a mutex waits for a reader"
+    );
+    // Queued behind the reader, the mutex holds once the reader leaves.
+    let (acquired, waiter) = spawn("mutex-waiter", move || {
+        mutex
+            .try_lock_for(WAIT)
+            .map(|g| g.map(|g| g.node().to_owned()))
+    });
+    wait_children(&b, DIR, 2);
+    expect_nothing(&acquired, "the mutex, behind a reader");
+    drop(read);
+    let node = recv(&acquired, WAIT, "the mutex after the reader").unwrap();
+    assert!(node.is_some());
+    waiter.join().unwrap();
+    assert_eq!(wait_children(&b, DIR, 0), Vec::<String>::new());
+}
+
 /// No upgrades: a thread holding a read lock that asks for the write lock
 /// would wait for its own read node forever, so it gets `WouldDeadlock` and
 /// leaves no node; once the read lock is gone it may write.

@@ -250,29 +250,26 @@ fn a_node_created_while_the_release_lingers_makes_the_next_acquisition_list() {
     holder_thread.join().unwrap();
 }
 
-/// Only a node of the same kind concludes from its number: a mutex node
-/// proves nothing about the nodes a write lock waits for. Here a writer of
-/// another session holds the directory's read-write lock, which a mutex
-/// does not see, and nothing is created between the mutex's node and the
-/// holder's write node: the write lock still lists, and waits.
+/// Only a node of the same kind concludes from its number: a write lock
+/// taken on the release of a mutex hold still lists the lock (and, alone in
+/// it, holds), in the transaction that carries the release.
 #[test]
 fn a_successor_of_another_kind_lists_the_lock() {
     const DIR: &str = "/successor/kinds";
     let server = server();
-    let writer_client = connect(&server.connect_string());
-    let writer = RwLock::new(&writer_client, DIR).unwrap();
-    let write_guard = writer.write().unwrap();
     let gate = proxy(&server);
     let holder = connect_lingering(&gate.connect_string(), LONG_LINGER);
     let mutex = Mutex::new(&holder, DIR).unwrap();
     let released = mutex.lock().unwrap().node().to_owned();
     let rwlock = RwLock::new(&holder, DIR).unwrap();
     let listings = sent(&gate, OpCode::GetChildren);
-    assert!(rwlock.try_write_for(QUIET).unwrap().is_none());
+    let write = rwlock
+        .try_write_for(QUIET)
+        .unwrap()
+        .expect("the write lock");
     assert_eq!(sent(&gate, OpCode::Multi), 1);
     assert_eq!(sent(&gate, OpCode::GetChildren), listings + 1);
-    // The given-up write node goes in the background.
-    wait_children(&writer_client, DIR, 1);
-    assert!(sequence(&released) > sequence(write_guard.node()));
-    write_guard.unlock().unwrap();
+    assert_eq!(sequence(write.node()), sequence(&released) + 1);
+    assert_eq!(children(&holder, DIR).len(), 1);
+    write.unlock().unwrap();
 }

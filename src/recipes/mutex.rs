@@ -9,7 +9,7 @@ use crossbeam_channel::Receiver;
 
 use super::acquire::{Attempt, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
-use super::naming::{KAZOO_MARKER, MUTEX_MARKER};
+use super::naming::{ALL_MARKERS, MUTEX_MARKER};
 use crate::client::core::lock;
 use crate::error::{Error, Result};
 use crate::proto::Acl;
@@ -22,14 +22,14 @@ use crate::Client;
 /// only its predecessor. Nodes are named `_c_<uuid>-lock-<seq>` like Curator's
 /// `InterProcessMutex`, and kazoo's `<uuid>__lock__<seq>` nodes count as
 /// contenders too, so zklock, Curator and kazoo processes can share a path.
+/// So do an [`RwLock`](crate::RwLock)'s read and write nodes: a mutex and a
+/// read-write lock on one path exclude each other.
 #[derive(Debug)]
 pub struct Mutex {
     spec: LockSpec,
     waiters: Waiters,
     holders: Holders,
 }
-
-const MUTEX_MARKERS: &[&str] = &[MUTEX_MARKER, KAZOO_MARKER];
 
 impl Mutex {
     /// A mutex at `path` (created on demand as container nodes, which the
@@ -114,7 +114,7 @@ fn attempt(
     Attempt {
         spec,
         marker: MUTEX_MARKER,
-        markers: MUTEX_MARKERS,
+        markers: ALL_MARKERS,
         rule: Rule::Exclusive,
         exclusive: true,
         waiters,

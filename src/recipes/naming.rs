@@ -4,7 +4,9 @@
 //! `lock-` for a mutex (Curator `InterProcessMutex`), `__READ__` and
 //! `__WRIT__` for the two sides of a read-write lock (Curator
 //! `InterProcessReadWriteLock`). kazoo's `Lock` names its nodes
-//! `<hex uuid>__lock__<sequence>`; a mutex counts those as contenders too.
+//! `<hex uuid>__lock__<sequence>`. Every lock kind counts every one of these
+//! as a contender, so a `Mutex` and an `RwLock` on one path exclude each
+//! other: a mutex node is a writer to readers.
 
 /// The marker of a mutex node written by zklock and Curator.
 pub(crate) const MUTEX_MARKER: &str = "lock-";
@@ -14,6 +16,15 @@ pub(crate) const KAZOO_MARKER: &str = "__lock__";
 pub(crate) const READ_MARKER: &str = "__READ__";
 /// The marker of a write node.
 pub(crate) const WRITE_MARKER: &str = "__WRIT__";
+
+/// Every marker of a contender, whatever the lock kind.
+pub(crate) const ALL_MARKERS: &[&str] = &[MUTEX_MARKER, KAZOO_MARKER, READ_MARKER, WRITE_MARKER];
+
+/// True for the nodes of exclusive holders (mutex and write nodes), which
+/// readers wait for; only read nodes share.
+pub(crate) fn is_exclusive(marker: &str) -> bool {
+    marker != READ_MARKER
+}
 
 /// One contender: a child of the lock path that matches a lock naming.
 #[derive(Debug, Clone, PartialEq, Eq)]

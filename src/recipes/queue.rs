@@ -1,6 +1,6 @@
 //! Who holds a lock and who waits, for tools.
 
-use super::naming::{contenders, KAZOO_MARKER, MUTEX_MARKER, READ_MARKER, WRITE_MARKER};
+use super::naming::{contenders, ALL_MARKERS, KAZOO_MARKER, MUTEX_MARKER, READ_MARKER};
 use crate::client::path::join;
 use crate::error::{Error, Result};
 use crate::Client;
@@ -22,8 +22,9 @@ pub struct QueueEntry {
     pub data: Vec<u8>,
 }
 
-/// The contenders at `path` in queue order: the first holds a mutex or write
-/// lock; for a read-write lock, every reader before the first writer holds.
+/// The contenders at `path` in queue order: every reader before the first
+/// exclusive node (mutex or write) holds; an exclusive node holds only if
+/// it is first.
 /// Nodes that vanish while being read are skipped. An absent path is an
 /// empty queue.
 pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
@@ -32,9 +33,8 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
         Err(Error::NoNode) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let markers = &[MUTEX_MARKER, KAZOO_MARKER, READ_MARKER, WRITE_MARKER];
     let mut out = Vec::new();
-    for contender in contenders(&children, markers) {
+    for contender in contenders(&children, ALL_MARKERS) {
         let (data, stat) = match client.get_data(&join(path, contender.name)) {
             Ok(found) => found,
             Err(Error::NoNode) => continue,

@@ -7,17 +7,17 @@ use crossbeam_channel::Receiver;
 use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
-use super::naming::{Contender, READ_MARKER, WRITE_MARKER};
+use super::naming::{is_exclusive, Contender, ALL_MARKERS, READ_MARKER, WRITE_MARKER};
 use crate::error::{Error, Result};
 use crate::Client;
-
-const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
 
 /// A fair distributed read-write lock, node-compatible with Curator's
 /// `InterProcessReadWriteLock` (`__READ__` and `__WRIT__` nodes).
 ///
 /// A reader waits only for earlier writers, watching the nearest one; a
 /// writer waits for every earlier node, watching its immediate predecessor.
+/// A [`Mutex`](crate::Mutex)'s nodes on the same path count as writers, so
+/// the two kinds exclude each other there.
 /// The thread holding the write lock may also take the read lock, unless
 /// another writer is already queued (`WouldDeadlock`: that writer would
 /// take the lock from under the read lock once the write lock is released,
@@ -113,7 +113,7 @@ impl RwLock {
         let held = Attempt {
             spec: &self.spec,
             marker: READ_MARKER,
-            markers: RW_MARKERS,
+            markers: ALL_MARKERS,
             rule,
             exclusive: false,
             waiters: &self.waiters,
@@ -131,7 +131,7 @@ impl RwLock {
         let held = Attempt {
             spec: &self.spec,
             marker: WRITE_MARKER,
-            markers: RW_MARKERS,
+            markers: ALL_MARKERS,
             rule: Rule::Exclusive,
             exclusive: true,
             waiters: &self.waiters,
@@ -143,15 +143,15 @@ impl RwLock {
     }
 }
 
-/// A reader holds unless a writer comes before it; it watches the nearest
-/// such writer.
+/// A reader holds unless an exclusive node (a writer's, or a mutex's) comes
+/// before it; it watches the nearest such node.
 pub(super) fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
-    match earlier.iter().rev().find(|c| c.marker == WRITE_MARKER) {
+    match earlier.iter().rev().find(|c| is_exclusive(c.marker)) {
         None => Decision::Acquired,
         Some(writer) => Decision::Wait(Blocker::new(
             writer,
-            earlier.iter().filter(|c| c.marker == WRITE_MARKER).count() == 1,
+            earlier.iter().filter(|c| is_exclusive(c.marker)).count() == 1,
         )),
     }
 }
@@ -172,7 +172,7 @@ pub(super) fn read_decision_of_writer(
     write: u32,
 ) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
-    let mut writers = earlier.iter().filter(|c| c.marker == WRITE_MARKER);
+    let mut writers = earlier.iter().filter(|c| is_exclusive(c.marker));
     let lowest_is_ours = earlier
         .first()
         .is_some_and(|c| c.marker == WRITE_MARKER && c.sequence == write);
@@ -241,7 +241,7 @@ mod tests {
             "_c_d-__WRIT__0000000004",
             "_c_e-__READ__0000000005",
         ]);
-        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(read_decision(&c, 0), Decision::Acquired);
         assert_eq!(
             read_decision(&c, 2),
@@ -271,6 +271,43 @@ mod tests {
     }
 
     #[test]
+    fn mutex_nodes_are_writers_to_readers_and_read_nodes_block_a_mutex() {
+        let names = owned(&[
+            "_c_a-__READ__0000000001",
+            "_c_b-lock-0000000002",
+            "_c_c-__READ__0000000003",
+            "0af3__lock__0000000004",
+            "_c_d-__READ__0000000005",
+        ]);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
+        assert_eq!(read_decision(&c, 0), Decision::Acquired);
+        assert_eq!(
+            read_decision(&c, 2),
+            Decision::Wait(Blocker {
+                node: "_c_b-lock-0000000002".into(),
+                acquired_on_delete: true,
+                may_announce: true,
+            })
+        );
+        assert_eq!(
+            read_decision(&c, 4),
+            Decision::Wait(Blocker {
+                node: "0af3__lock__0000000004".into(),
+                acquired_on_delete: false,
+                may_announce: false,
+            })
+        );
+        assert_eq!(
+            Rule::Exclusive.decide(&c, 1),
+            Decision::Wait(Blocker {
+                node: "_c_a-__READ__0000000001".into(),
+                acquired_on_delete: true,
+                may_announce: false,
+            })
+        );
+    }
+
+    #[test]
     fn the_write_holder_reads_at_once_unless_a_writer_is_queued_between() {
         // Ours is the write node, the lowest; readers of others between.
         let names = owned(&[
@@ -278,7 +315,7 @@ mod tests {
             "_c_b-__READ__0000000002",
             "_c_c-__READ__0000000003",
         ]);
-        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(read_decision_of_writer(&c, 2, 1), Decision::Acquired);
 
         let names = owned(&[
@@ -286,13 +323,13 @@ mod tests {
             "_c_b-__WRIT__0000000002",
             "_c_c-__READ__0000000003",
         ]);
-        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(read_decision_of_writer(&c, 2, 1), Decision::WouldDeadlock);
 
         // Our write node (1) is gone: an ordinary reader, which waits for
         // the writer queued behind it, now the holder.
         let names = owned(&["_c_b-__WRIT__0000000002", "_c_c-__READ__0000000003"]);
-        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(
             read_decision_of_writer(&c, 1, 1),
             Decision::Wait(Blocker {
@@ -306,7 +343,7 @@ mod tests {
             "_c_c-__WRIT__0000000003",
             "_c_d-__READ__0000000004",
         ]);
-        let c: Vec<Contender> = contenders(&names, RW_MARKERS);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(read_decision_of_writer(&c, 2, 1), read_decision(&c, 2));
         assert_eq!(read_decision_of_writer(&c[..1], 0, 1), Decision::Acquired);
     }
