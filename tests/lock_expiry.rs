@@ -187,9 +187,11 @@ fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
     assert_eq!(state, LockState::Suspended);
     let (acquired_at, token) = recv(&acquired, WAIT, "the contender to acquire");
     contender.join().unwrap();
-    assert_eq!(
+    // Suspended before the other acquired (checked above); by now it may
+    // have gone on to Lost.
+    assert_ne!(
         guard.state(),
-        LockState::Suspended,
+        LockState::Held,
         "the holder must not believe it holds once another does"
     );
     eprintln!(
@@ -286,8 +288,10 @@ fn a_lock_node_deleted_right_after_acquisition_makes_the_guard_lost() {
 }
 
 /// A waiter's session expires while it waits (its link is blackholed past
-/// the timeout, then healed): `lock` fails with a session error instead of
-/// waiting forever, and the holder keeps its lock.
+/// the timeout, then healed): `lock` fails with `LockLost` instead of
+/// waiting forever, and the holder keeps its lock. The client may learn of
+/// the expiry while still cut off (it declares it itself 4/3 of the timeout
+/// after it last heard from the server) or from the server once healed.
 #[test]
 fn a_waiter_whose_session_expires_gets_an_error() {
     const LOCK: &str = "/waiter-expiry/lock";
@@ -313,11 +317,10 @@ fn a_waiter_whose_session_expires_gets_an_error() {
     wait_until("the waiter's session to expire", WAIT, || {
         owner(&holder, &waiter_node).is_none()
     });
-    expect_nothing(&result, "the waiter returns while partitioned");
     proxy.set_mode(ProxyMode::Pass);
     let err = recv(&result, WAIT, "the waiter to fail").unwrap_err();
     waiter_thread.join().unwrap();
-    assert!(err.is_session_lost(), "{err:?}");
+    assert_eq!(err, Error::LockLost);
     assert_eq!(guard.state(), LockState::Held);
     assert_eq!(children(&holder, LOCK).len(), 1);
     guard.unlock().unwrap();

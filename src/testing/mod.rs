@@ -68,7 +68,7 @@ use std::time::Duration;
 pub use cluster::{TestCluster, TestClusterBuilder};
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{TestServer, TestServerBuilder};
-pub use util::{four_letter_word, ServerMode};
+pub use util::{four_letter_word, loopback_listener, ServerMode};
 
 /// Reads the data of each of `paths` through `client`, with every read
 /// submitted before any is written, as the reads of many threads at once

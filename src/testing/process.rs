@@ -41,7 +41,9 @@ const BASE_PROPERTIES: &[(&str, &str)] = &[
 /// The watchdog: waits for its stdin to close (the test process holds the
 /// only write end, so this happens when it exits in any way), then kills the
 /// JVM and removes the temp dir. A normal teardown kills the watchdog first.
-const WATCHDOG_SCRIPT: &str = r#"trap '' INT HUP
+/// It ignores the signals a whole process group gets when a run is stopped
+/// (Ctrl-C, a CI job's SIGTERM): a paused JVM would not act on its own.
+const WATCHDOG_SCRIPT: &str = r#"trap '' INT HUP TERM QUIT
 read _ignored
 kill -9 "$1" 2>/dev/null
 i=0

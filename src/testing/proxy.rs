@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -11,6 +11,7 @@ use std::time::Duration;
 use socket2::SockRef;
 
 use super::pump::{run_connection, Conn};
+use super::util::loopback_listener;
 use super::Error;
 
 /// How often blocked proxy threads look at their stop flags.
@@ -146,8 +147,7 @@ impl FaultProxy {
     /// Listens on a free loopback port and forwards to `upstream`, in
     /// [`ProxyMode::Pass`].
     pub fn start(upstream: SocketAddr) -> Result<FaultProxy, Error> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| Error::io("bind the proxy's port", e))?;
+        let listener = loopback_listener()?;
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("read the proxy's address", e))?;
@@ -228,10 +228,12 @@ impl FaultProxy {
     /// Arms a one-shot trigger: the first client request whose opcode (from
     /// its RequestHeader; the first frame of a connection is the
     /// ConnectRequest and is skipped) satisfies `predicate` is forwarded to
-    /// the server whole, and its connection is closed right after, before
-    /// any byte the server sent after it reaches the client. So the server
-    /// executes the request but the client never sees the reply. Replaces
-    /// any trigger still armed; `predicate` must not panic.
+    /// the server whole, and its connection is closed right after. From the
+    /// moment the proxy reads that request, no byte from the server reaches
+    /// the client: neither the reply, nor replies to earlier requests the
+    /// proxy had not forwarded yet. So the server executes the request but
+    /// the client never sees the reply. Replaces any trigger still armed;
+    /// `predicate` must not panic.
     pub fn cut_after_request(&self, predicate: impl Fn(i32) -> bool + Send + 'static) {
         *self
             .shared

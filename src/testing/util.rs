@@ -151,6 +151,32 @@ pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
     Ok(ports)
 }
 
+/// A listener on a free loopback port that no server of this process was
+/// given (or may be restarted on), recorded so that none is given it later:
+/// for proxies and fake servers, which would otherwise race the servers for
+/// the ports [`free_ports`] hands out but that nothing holds yet.
+pub fn loopback_listener() -> Result<TcpListener, Error> {
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    // Held until one is found, so the kernel does not offer them again.
+    let mut taken = Vec::new();
+    for _ in 0..64 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| Error::io("bind a loopback port", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("read a bound port", e))?
+            .port();
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return Ok(listener);
+        }
+        taken.push(listener);
+    }
+    Err(Error::InvalidConfig(
+        "could not find a free loopback port".into(),
+    ))
+}
+
 /// A fresh, empty temporary directory, named from the pid, a counter and the
 /// time: `zklock-<what>-<pid>-<n>-<nanos>` under the system temp dir.
 pub(crate) fn temp_dir(what: &str) -> Result<PathBuf, Error> {

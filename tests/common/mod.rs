@@ -7,7 +7,6 @@
 
 pub mod path_errors;
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -220,9 +219,10 @@ pub fn fails_fast<T: std::fmt::Debug>(
     );
 }
 
-/// A loopback port nothing listens on (bound, then released).
+/// A loopback port nothing listens on (bound, then released, and never
+/// given to a test server).
 pub fn dead_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a free port");
+    let listener = zklock::testing::loopback_listener().expect("bind a free port");
     listener.local_addr().expect("local address").port()
 }
 

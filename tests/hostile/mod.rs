@@ -11,7 +11,7 @@
 #![allow(dead_code)]
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -82,7 +82,7 @@ impl Hostile {
         script: impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static,
         on_accept: impl Fn(usize) + Send + Sync + 'static,
     ) -> Self {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a hostile server");
+        let listener = zklock::testing::loopback_listener().expect("bind a hostile server");
         let addr = listener.local_addr().expect("its address");
         let stop = Arc::new(AtomicBool::new(false));
         let accepted = Arc::new(AtomicUsize::new(0));
