@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::tests::{
-    accepted, config, connected, events, get_data, header, replies, reply, sent, states_of,
-    TestSession,
+    accepted, config, connected, digest_auth, events, get_data, header, replies, reply, sent,
+    states_of, TestSession,
 };
 use super::*;
 use crate::proto::ErrorCode;
@@ -69,11 +69,7 @@ fn close_while_disconnected_reconnects_to_send_close_session() {
         ConnectRequest::from_bytes(&frames[0]).unwrap().session_id,
         0x1234
     );
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    resume_and_close(&mut s, now);
     assert!(matches!(
         events(&mut s)[..],
         [Event::State(State::Connected), Event::State(State::Closed)]
@@ -164,11 +160,7 @@ fn close_moves_on_to_another_host_when_a_handshake_fails() {
     // A server that takes the handshake gets closeSession.
     s.handle_connected(t);
     sent(&mut s);
-    s.handle_bytes(t, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(t, &reply(header(&frames[0]).xid, 9, 0, &()));
+    resume_and_close(&mut s, t);
     assert!(matches!(
         events(&mut s)[..],
         [Event::State(State::Connected), Event::State(State::Closed)]
@@ -189,11 +181,7 @@ fn close_ends_the_session_when_no_handshake_completes_by_its_deadline() {
     // Callers waiting for the reconnect.
     s.submit(now, OpCode::GetData, &get_data("/app/q"), 1, None)
         .unwrap();
-    let auth = AuthPacket {
-        auth_type: 0,
-        scheme: "digest".into(),
-        auth: b"u:p".to_vec(),
-    };
+    let auth = digest_auth();
     s.add_auth(now, auth, 2).unwrap();
     s.close(now);
     assert_eq!(replies(&mut s), [(1, Err(Error::Closed))]);
@@ -284,11 +272,7 @@ fn a_read_only_server_refusing_close_session_sends_it_to_a_read_write_one() {
     let request = ConnectRequest::from_bytes(&frames[0]).unwrap();
     assert!(!request.read_only);
     assert_eq!(request.session_id, 0x1234);
-    s.handle_bytes(at, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(at, &reply(header(&frames[0]).xid, 9, 0, &()));
+    resume_and_close(&mut s, at);
     assert_eq!(
         states_of(&events(&mut s)),
         [
@@ -344,11 +328,7 @@ fn a_close_whose_reply_was_lost_is_confirmed_by_the_next_server() {
     s.handle_disconnected(now);
     s.handle_connected(now);
     sent(&mut s);
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 9, 0, &()));
+    resume_and_close(&mut s, now);
     assert_eq!(s.close_outcome(), Some(Ok(())));
 }
 
@@ -371,11 +351,7 @@ fn close_session_waits_for_a_connection_longer_than_the_session_timeout() {
     assert_eq!(s.fatal_error(), None);
     s.handle_connected(late);
     sent(&mut s);
-    s.handle_bytes(late, &accepted(0x1234, 3000));
-    let frames = sent(&mut s);
-    assert_eq!(frames.len(), 1);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    s.handle_bytes(late, &reply(header(&frames[0]).xid, 9, 0, &()));
+    resume_and_close(&mut s, late);
     assert_eq!(s.close_outcome(), Some(Ok(())));
 }
 
@@ -383,11 +359,7 @@ fn close_session_waits_for_a_connection_longer_than_the_session_timeout() {
 fn an_auth_failure_while_closing_is_the_close_outcome() {
     let now = Instant::now();
     let mut s = connected(now);
-    let auth = AuthPacket {
-        auth_type: 0,
-        scheme: "digest".into(),
-        auth: b"u:p".to_vec(),
-    };
+    let auth = digest_auth();
     s.add_auth(now, auth, 4).unwrap();
     sent(&mut s);
     s.close(now);
@@ -395,4 +367,14 @@ fn an_auth_failure_while_closing_is_the_close_outcome() {
     s.handle_bytes(now, &reply(AUTH_XID, 0, ErrorCode::AuthFailed.code(), &()));
     assert_eq!(s.fatal_error(), Some(&Error::AuthFailed));
     assert_eq!(s.close_outcome(), Some(Err(Error::AuthFailed)));
+}
+
+/// The session's resume is accepted, and the closeSession that comes next,
+/// alone, is answered.
+fn resume_and_close(s: &mut TestSession, at: Instant) {
+    s.handle_bytes(at, &accepted(0x1234, 3000));
+    let frames = sent(s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(at, &reply(header(&frames[0]).xid, 9, 0, &()));
 }

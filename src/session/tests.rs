@@ -53,6 +53,15 @@ pub(super) fn accepted(session_id: i64, timeout_ms: i32) -> Vec<u8> {
     })
 }
 
+/// A digest auth packet for `u:p`.
+pub(super) fn digest_auth() -> AuthPacket {
+    AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    }
+}
+
 /// Splits the transmitted bytes into frames.
 pub(super) fn sent(session: &mut TestSession) -> Vec<Vec<u8>> {
     let mut buf = Vec::new();
@@ -763,11 +772,7 @@ fn a_reconnect_sends_a_noted_release_as_a_plain_delete() {
 fn auth_failure_is_terminal() {
     let now = Instant::now();
     let mut s = connected(now);
-    let auth = AuthPacket {
-        auth_type: 0,
-        scheme: "digest".into(),
-        auth: b"u:p".to_vec(),
-    };
+    let auth = digest_auth();
     s.add_auth(now, auth, 4).unwrap();
     let frames = sent(&mut s);
     assert_eq!(header(&frames[0]).xid, AUTH_XID);
