@@ -18,6 +18,7 @@ mod args;
 mod bench;
 mod exec;
 mod holders;
+mod supervise;
 mod tied;
 
 use std::process::ExitCode;
