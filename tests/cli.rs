@@ -413,6 +413,68 @@ fn is_running(pid: u32) -> bool {
     }
 }
 
+/// The contents of `file` once it exists; write it whole (`mv` a
+/// finished file into place).
+fn wait_for_file(file: &std::path::Path) -> String {
+    wait_until(&format!("{} to appear", file.display()), WAIT, || {
+        file.exists()
+    });
+    std::fs::read_to_string(file).expect("read a file that exists")
+}
+
+/// A command script that writes its pid and lock node to `dir/started`,
+/// logs `TERM` to `dir/log` when SIGTERM ends it, and otherwise loops for
+/// up to 60 s. `first` runs before it starts (to start a background
+/// process, say).
+fn until_terminated(dir: &TempDir, first: &str) -> String {
+    format!(
+        "{first} trap 'echo TERM >> \"{log}\"; exit 1' TERM; \
+         echo \"$$ $ZKLOCK_LOCK_NODE\" > '{started}.new' && mv '{started}.new' '{started}'; \
+         i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+        log = dir.join("log").display(),
+        started = dir.join("started").display(),
+    )
+}
+
+/// Waits for an `until_terminated` command to start: its pid (killed when
+/// the test ends) and lock node.
+fn started(dir: &TempDir) -> (KillOnDrop, String) {
+    let text = wait_for_file(&dir.join("started"));
+    let (pid, node) = text.trim().split_once(' ').expect("a pid and a node");
+    (KillOnDrop(pid.parse().expect("a pid")), node.to_owned())
+}
+
+/// What an `until_terminated` command logged.
+fn logged(dir: &TempDir) -> String {
+    std::fs::read_to_string(dir.join("log")).unwrap_or_default()
+}
+
+/// Signals reach the command from zklock itself, not from whatever `kill`
+/// comes first in PATH.
+#[test]
+fn a_lost_lock_terminates_the_command_whatever_kill_is_in_path() {
+    const PATH: &str = "/cli/fake-kill";
+    let dir = TempDir::new("fake-kill");
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).expect("create a bin dir");
+    let fake = bin.join("kill");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").expect("write a fake kill");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make it executable");
+    let search = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = until_terminated(&dir, "");
+    let run = Run::spawn(exec(&[], PATH, &script).env("PATH", search));
+    let (_command, node) = started(&dir);
+    client().delete(&node, None).expect("delete the lock node");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(LOST), "{}", out.stderr);
+    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+}
+
 #[test]
 fn sigterm_while_connecting_exits_75_at_once() {
     // The ensemble does not answer: the connect would take its whole 5 s.

@@ -17,6 +17,7 @@
 mod args;
 mod bench;
 mod exec;
+mod group;
 mod holders;
 mod supervise;
 mod tied;
