@@ -404,13 +404,7 @@ impl Drop for KillOnDrop {
 
 /// True if process `pid` exists and is not a zombie.
 fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
+    process_state(pid).is_some_and(|state| state != 'Z')
 }
 
 /// The contents of `file` once it exists; write it whole (`mv` a
@@ -473,6 +467,76 @@ fn a_lost_lock_terminates_the_command_whatever_kill_is_in_path() {
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(LOST), "{}", out.stderr);
     assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+}
+
+/// A lost lock takes the command's descendants too: its whole process
+/// group is signalled. Otherwise `sh -c 'worker & wait'` would leave the
+/// worker running without the lock, beside the next holder's command.
+#[test]
+fn a_lost_lock_terminates_the_commands_descendants_too() {
+    const PATH: &str = "/cli/descendants";
+    let dir = TempDir::new("descendants");
+    let worker_file = dir.join("worker");
+    let start_worker = format!(
+        // Its output elsewhere, or the test would wait for it to collect
+        // zklock's.
+        "sleep 300 >/dev/null 2>&1 & echo $! > '{0}.new' && mv '{0}.new' '{0}';",
+        worker_file.display()
+    );
+    let script = until_terminated(&dir, &start_worker);
+    let run = Run::spawn(&mut exec(&[], PATH, &script));
+    let (_command, node) = started(&dir);
+    let worker: u32 = wait_for_file(&worker_file).trim().parse().expect("a pid");
+    let _worker = KillOnDrop(worker);
+    assert!(is_running(worker), "the worker is not running");
+    client().delete(&node, None).expect("delete the lock node");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(LOST), "{}", out.stderr);
+    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+    // The next holder's command must not find the worker alive (a zombie
+    // is dead: an orphan stays one where nobody reaps it).
+    let check = format!(
+        "s=$(sed 's/.*) //' /proc/{worker}/stat 2>/dev/null | cut -c1); \
+         [ -z \"$s\" ] || [ \"$s\" = Z ]"
+    );
+    let next = Run::spawn(&mut exec(&["--no-wait"], PATH, &check)).finish(WAIT);
+    assert_eq!(
+        code(&next),
+        Some(0),
+        "the worker ran beside the next holder's command: {}",
+        next.stderr
+    );
+    wait_until("the worker to be gone", WAIT, || !is_running(worker));
+}
+
+/// Ctrl-Z (SIGTSTP) stops the command's process group with zklock, and
+/// SIGCONT continues both: the command, in a group of its own, must not run
+/// on while zklock is stopped and its session expires.
+#[test]
+fn sigtstp_stops_the_command_with_zklock_and_sigcont_continues_both() {
+    const PATH: &str = "/cli/sigtstp";
+    let dir = TempDir::new("sigtstp");
+    let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
+    let (command, _node) = started(&dir);
+    let zklock = run.pid();
+    run.signal("TSTP");
+    wait_until("zklock and its command to stop", WAIT, || {
+        process_state(zklock) == Some('T') && process_state(command.0) == Some('T')
+    });
+    run.signal("CONT");
+    wait_until("zklock and its command to continue", WAIT, || {
+        process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
+    });
+    run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T`, `Z`...), if it exists.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
 }
 
 #[test]

@@ -4,14 +4,18 @@
 //! it when the lock can no longer be relied on.
 
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
+use nix::sys::signal::Signal;
 use zklock::recipes::lock_queue;
 use zklock::{Client, Mutex, RwLock};
 
 use crate::args::{self, Args, Usage};
-use crate::supervise;
+use crate::group::Group;
+use crate::signals;
+use crate::supervise::{self, Watch};
 use crate::{Common, Outcome};
 
 /// The lock was not acquired; COMMAND did not run.
@@ -123,7 +127,8 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(parsed) => parsed,
         Err(e) => return e.into(),
     };
-    let signals = match signal_channel() {
+    let group = Arc::new(Group::default());
+    let signals = match signals::install(group.clone()) {
         Ok(rx) => rx,
         Err(e) => return Outcome::Error(format!("cannot install signal handlers: {e}")),
     };
@@ -196,7 +201,7 @@ pub fn run(mut args: Args) -> Outcome {
         }
         Err(e) => return e.into(),
     };
-    let outcome = run_command(&guard, &command, &signals, timeout, options.grace);
+    let outcome = run_command(&guard, &command, signals, group, timeout, options.grace);
     if !client.state().is_connected() {
         // Cut off from the ensemble (or the session is gone): closing the
         // session would first wait up to the connect timeout for a server,
@@ -209,7 +214,7 @@ pub fn run(mut args: Args) -> Outcome {
 
 /// Connects, unless SIGINT or SIGTERM comes first (`Ok(None)`; the
 /// connecting thread is abandoned, to end with the process).
-fn connect(common: &Common, signals: &Receiver<i32>) -> Result<Option<Client>, Outcome> {
+fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>, Outcome> {
     let (tx, connected) = bounded(1);
     let common = common.clone();
     std::thread::spawn(move || {
@@ -238,7 +243,8 @@ fn not_acquired(options: &Options, why: &str) -> Outcome {
 fn run_command(
     guard: &Guard<'_>,
     command: &[String],
-    signals: &Receiver<i32>,
+    signals: Receiver<Signal>,
+    group: Arc<Group>,
     timeout: Duration,
     grace: Duration,
 ) -> Outcome {
@@ -251,21 +257,12 @@ fn run_command(
         ("ZKLOCK_FENCING_TOKEN", OsStr::new(&token)),
         ("ZKLOCK_LOCK_NODE", OsStr::new(&node)),
     ];
-    supervise::run(command, envs, initial, &states, signals, timeout, grace)
-}
-
-fn signal_channel() -> std::io::Result<Receiver<i32>> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    let (tx, rx) = crossbeam_channel::unbounded();
-    std::thread::spawn(move || {
-        for signal in signals.forever() {
-            if tx.send(signal).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(rx)
+    let watch = Watch {
+        states,
+        signals,
+        group,
+    };
+    supervise::run(command, envs, initial, watch, timeout, grace)
 }
 
 fn host_info() -> String {

@@ -10,7 +10,7 @@
 //! | 1 | an error, one line on stderr: unreachable ensemble, invalid path, COMMAND not runnable... |
 //! | 2 | bad usage, one line on stderr |
 //! | 75 | `exec`: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM while connecting or waiting); COMMAND did not run |
-//! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND got SIGTERM, then SIGKILL, and was gone before the session could expire |
+//! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL, and was gone before the session could expire |
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
 
@@ -19,6 +19,7 @@ mod bench;
 mod exec;
 mod group;
 mod holders;
+mod signals;
 mod supervise;
 mod tied;
 
@@ -44,13 +45,15 @@ defaults to 10000 ms.
 
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
-ZKLOCK_LOCK_NODE in its environment. It waits for the lock forever, up to
---wait SECS, or not at all with --no-wait. SIGINT or SIGTERM cancels the wait;
-once COMMAND runs, they are passed on to it. If the lock can no longer be
-relied on (the connection was lost for longer than --grace MS, default 0, at
-most 1/6 of the session timeout; the session expired; the lock node was
-deleted), COMMAND gets SIGTERM, then SIGKILL, and is gone before the session
-can expire. --quiet silences the progress and reason lines on stderr.
+ZKLOCK_LOCK_NODE in its environment, in a process group of its own. It waits
+for the lock forever, up to --wait SECS, or not at all with --no-wait. SIGINT
+or SIGTERM cancels the wait; once COMMAND runs, they are passed on to its
+process group, and SIGTSTP stops the group with zklock. If the lock can no
+longer be relied on (the connection was lost for longer than --grace MS,
+default 0, at most 1/6 of the session timeout; the session expired; the lock
+node was deleted), the group gets SIGTERM, then SIGKILL, and is gone before
+the session can expire. --quiet silences the progress and reason lines on
+stderr.
 
 holders lists the holder and the waiters in queue order, with session ids
 and fencing tokens. bench prints one JSON line (--without-lock skips the lock

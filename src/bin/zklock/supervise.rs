@@ -6,13 +6,15 @@
 //! so frees the lock) no sooner than T after it last heard from us. The client
 //! drops a silent connection, and the guard turns `Suspended`, at most 2T/3
 //! after the last contact. From there zklock waits `--grace` G (at most T/6,
-//! default 0) for a reconnect, then sends SIGTERM, then SIGKILL after
-//! K = max(100 ms, (T/3 - G) / 2). The command is therefore gone by
+//! default 0) for a reconnect, then sends SIGTERM to the command's process
+//! group, then SIGKILL to whatever is left of it after
+//! K = max(100 ms, (T/3 - G) / 2). The group is therefore gone by
 //! 2T/3 + G + K <= 11T/12 < T.
 
 use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, bounded, never, select, Receiver};
@@ -22,16 +24,27 @@ use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
 use zklock::LockState;
 
-use crate::group::Group;
+use crate::group::{has_live_members, Group};
 use crate::tied::spawn_tied;
 use crate::Outcome;
 
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
 const EXIT_LOST: u8 = 76;
 
-/// How long the command may take to die once sent SIGKILL (it cannot
-/// refuse, but a process in uninterruptible sleep dies only when it wakes).
+/// How long the group may take to die once sent SIGKILL (it cannot refuse,
+/// but a process in uninterruptible sleep dies only when it wakes).
 const KILLED_WAIT: Duration = Duration::from_secs(5);
+
+/// How often a dying group is looked at.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What the command runs under: the lock's state changes, the signals to
+/// pass on, and the group it will lead.
+pub struct Watch {
+    pub states: Receiver<LockState>,
+    pub signals: Receiver<Signal>,
+    pub group: Arc<Group>,
+}
 
 /// Runs `command` with `envs`, the lock held (in state `initial`, then as
 /// `states` tell), until it exits or the lock can no longer be relied on.
@@ -39,8 +52,7 @@ pub fn run<'a>(
     command: &[String],
     envs: impl IntoIterator<Item = (&'a str, &'a OsStr)> + Clone,
     initial: LockState,
-    states: &Receiver<LockState>,
-    signals: &Receiver<i32>,
+    watch: Watch,
     timeout: Duration,
     grace: Duration,
 ) -> Outcome {
@@ -57,7 +69,11 @@ pub fn run<'a>(
         let _ = child.wait();
         return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id()));
     };
-    let group = Group::default();
+    let Watch {
+        states,
+        mut signals,
+        group,
+    } = watch;
     group.started(pid);
     let exited = watch_exit(pid);
     let kill_grace = (timeout.saturating_sub(grace * 3) / 6).max(Duration::from_millis(100));
@@ -84,19 +100,18 @@ pub fn run<'a>(
                 }
                 Ok(LockState::Lost) | Err(_) => return lost_lock(&mut child),
             },
-            recv(signals) -> signal => {
-                if let Some(signal) = signal.ok().and_then(|raw| Signal::try_from(raw).ok()) {
-                    group.signal_or_say(signal);
-                }
-            }
+            recv(signals) -> signal => match signal {
+                Ok(signal) => group.signal_or_say(signal),
+                Err(_) => signals = never(),
+            },
             recv(deadline.unwrap_or_else(never)) -> _ => return lost_lock(&mut child),
         }
     }
 }
 
-/// Tells when the command has exited, without reaping it: until the main
-/// thread reaps it, its pid cannot be reused, and it may still be
-/// signalled.
+/// Tells when the command (its group's leader) has exited, without reaping
+/// it: until the main thread reaps it, its pid (the group id) cannot be
+/// reused, and the group may still be signalled.
 fn watch_exit(pid: Pid) -> Receiver<()> {
     let (tx, rx) = bounded(1);
     std::thread::spawn(move || {
@@ -108,25 +123,47 @@ fn watch_exit(pid: Pid) -> Receiver<()> {
     rx
 }
 
-/// SIGTERM to the command; SIGKILL if it has not exited after
-/// `kill_grace`; returns once it has (or, should even SIGKILL not end it,
-/// after `KILLED_WAIT`).
+/// SIGTERM to the command's group; SIGKILL to what is left of it after
+/// `kill_grace`; returns once it is gone (or, should even SIGKILL not end
+/// it, after `KILLED_WAIT`).
 fn terminate(
     child: &mut Child,
     group: &Group,
     exited: &Receiver<()>,
     kill_grace: Duration,
 ) -> Outcome {
-    let pid = group.id().unwrap_or(Pid::from_raw(0));
-    eprintln!("zklock: lock no longer held; terminating the command (pid {pid})");
+    let id = group.id().unwrap_or(Pid::from_raw(0));
+    eprintln!("zklock: lock no longer held; terminating the command (process group {id})");
     group.signal_or_say(Signal::SIGTERM);
-    if exited.recv_timeout(kill_grace).is_err() {
+    let mut leader_exited = false;
+    if !wait_gone(id, exited, &mut leader_exited, kill_grace) {
         group.signal_or_say(Signal::SIGKILL);
-        let _ = exited.recv_timeout(KILLED_WAIT);
+        wait_gone(id, exited, &mut leader_exited, KILLED_WAIT);
     }
     group.reaping();
     let _ = child.try_wait();
     Outcome::Exit(EXIT_LOST)
+}
+
+/// Waits up to `limit` for the group to be gone: its leader exited, and no
+/// other live process in it. Polled: nothing tells of the exit of a process
+/// that is not our child.
+fn wait_gone(group: Pid, exited: &Receiver<()>, leader_exited: &mut bool, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if *leader_exited && has_live_members(group) != Some(true) {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        if *leader_exited {
+            std::thread::sleep(left.min(POLL));
+        } else if exited.recv_timeout(left.min(POLL)).is_ok() {
+            *leader_exited = true;
+        }
+    }
 }
 
 fn exit_code(status: ExitStatus) -> u8 {

@@ -5,19 +5,24 @@
 //! the session expires another contender's command would run beside it. So
 //! the command is started under `setpriv --pdeathsig KILL` (util-linux),
 //! which asks the kernel to kill it when this process's main thread ends,
-//! then runs it in its place (same pid, same arguments).
+//! then runs it in its place (same pid, same arguments). Only the command
+//! itself gets that signal, not its descendants.
+//!
+//! The command leads a process group of its own (setpriv execs in place,
+//! so the group id is the command's pid): see `group`.
 
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
 /// The util-linux tool that sets the parent-death signal, then execs.
 const SETPRIV: &str = "setpriv";
 
-/// Spawns `program` with `args` and `envs`, tied to this process's life
-/// where `setpriv` is available. Must be called on the main thread: the
+/// Spawns `program` with `args` and `envs` as the leader of a new process
+/// group, tied to this process's life where `setpriv` is available. Must be called on the main thread: the
 /// kernel sends the signal when the thread that spawned the child ends.
 pub fn spawn_tied<'a>(
     program: &str,
@@ -32,6 +37,7 @@ pub fn spawn_tied<'a>(
         .arg(&resolved)
         .args(args)
         .envs(envs.clone())
+        .process_group(0)
         .spawn();
     match tied {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -39,7 +45,11 @@ pub fn spawn_tied<'a>(
                 "zklock: warning: {SETPRIV} not found; if zklock is killed with SIGKILL, \
                  the command runs on without the lock"
             );
-            Command::new(&resolved).args(args).envs(envs).spawn()
+            Command::new(&resolved)
+                .args(args)
+                .envs(envs)
+                .process_group(0)
+                .spawn()
         }
         spawned => spawned,
     }
