@@ -333,7 +333,7 @@ fn a_holder_cut_off_is_terminated_before_another_contender_acquires() {
 }
 
 #[test]
-fn sigterm_while_waiting_exits_75_and_leaves_no_node() {
+fn an_ending_signal_while_waiting_exits_75_and_leaves_no_node() {
     const PATH: &str = "/cli/sigterm";
     let holder = client();
     let lock = holder.mutex(PATH).expect("mutex");
@@ -341,24 +341,54 @@ fn sigterm_while_waiting_exits_75_and_leaves_no_node() {
     let dir = TempDir::new("sigterm");
     let mark = dir.join("ran");
     let script = format!("touch '{}'", mark.display());
-    let waiter = Run::spawn(&mut exec(&[], PATH, &script));
-    wait_until("zklock exec to queue", WAIT, || queued(&holder, PATH) == 2);
-    waiter.signal("TERM");
-    let out = waiter.finish(WAIT);
-    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .lines()
-            .any(|l| l
+    for signal in ["TERM", "INT", "HUP", "QUIT"] {
+        let waiter = Run::spawn(&mut exec(&[], PATH, &script));
+        wait_until("zklock exec to queue", WAIT, || queued(&holder, PATH) == 2);
+        waiter.signal(signal);
+        let out = waiter.finish(WAIT);
+        assert_eq!(
+            code(&out),
+            Some(NOT_ACQUIRED),
+            "SIG{signal}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.lines().any(|l| l
                 == "zklock: interrupted while waiting for /cli/sigterm; not running the command"),
-        "{}",
-        out.stderr
+            "SIG{signal}: {}",
+            out.stderr
+        );
+        assert!(!mark.exists(), "SIG{signal}: the command ran");
+        assert_eq!(
+            children(&holder, PATH),
+            vec![basename(guard.node()).to_owned()],
+            "SIG{signal}"
+        );
+    }
+}
+
+/// SIGHUP (a closed terminal) goes to the running command's process group,
+/// as SIGTERM does: zklock exits with the command's status and releases
+/// the lock at once, instead of dying and leaving its node until the
+/// session expires.
+#[test]
+fn sighup_while_running_goes_to_the_commands_group() {
+    const PATH: &str = "/cli/sighup";
+    let dir = TempDir::new("sighup");
+    let worker_file = dir.join("worker");
+    let script = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > '{0}.new' && mv '{0}.new' '{0}'; wait",
+        worker_file.display()
     );
-    assert!(!mark.exists(), "the command ran");
-    assert_eq!(
-        children(&holder, PATH),
-        vec![basename(guard.node()).to_owned()]
-    );
+    let run = Run::spawn(&mut exec(&[], PATH, &script));
+    let worker: u32 = wait_for_file(&worker_file).trim().parse().expect("a pid");
+    let _worker = KillOnDrop(worker);
+    run.signal("HUP");
+    let out = run.finish(WAIT);
+    // The shell was killed by SIGHUP (1).
+    assert_eq!(code(&out), Some(128 + 1), "{}", out.stderr);
+    wait_until("the worker to be gone", WAIT, || !is_running(worker));
+    assert!(children(&client(), PATH).is_empty());
 }
 
 /// A `zklock exec` killed with SIGKILL (no chance to terminate anything)

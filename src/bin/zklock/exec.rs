@@ -212,7 +212,7 @@ pub fn run(mut args: Args) -> Outcome {
     outcome
 }
 
-/// Connects, unless SIGINT or SIGTERM comes first (`Ok(None)`; the
+/// Connects, unless a signal comes first (`Ok(None)`; the
 /// connecting thread is abandoned, to end with the process).
 fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>, Outcome> {
     let (tx, connected) = bounded(1);

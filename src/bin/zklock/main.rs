@@ -9,7 +9,7 @@
 //! | 0 | `holders`, `bench`: done |
 //! | 1 | an error, one line on stderr: unreachable ensemble, invalid path, COMMAND not runnable... |
 //! | 2 | bad usage, one line on stderr |
-//! | 75 | `exec`: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM while connecting or waiting); COMMAND did not run |
+//! | 75 | `exec`: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM/SIGHUP/SIGQUIT while connecting or waiting); COMMAND did not run |
 //! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL, and was gone before the session could expire |
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
@@ -46,9 +46,9 @@ defaults to 10000 ms.
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
 ZKLOCK_LOCK_NODE in its environment, in a process group of its own. It waits
-for the lock forever, up to --wait SECS, or not at all with --no-wait. SIGINT
-or SIGTERM cancels the wait; once COMMAND runs, they are passed on to its
-process group, and SIGTSTP stops the group with zklock. If the lock can no
+for the lock forever, up to --wait SECS, or not at all with --no-wait.
+SIGINT, SIGTERM, SIGHUP or SIGQUIT cancels the wait; once COMMAND runs, they
+are passed on to its process group, and SIGTSTP stops the group with zklock. If the lock can no
 longer be relied on (the connection was lost for longer than --grace MS,
 default 0, at most 1/6 of the session timeout; the session expired; the lock
 node was deleted), the group gets SIGTERM, then SIGKILL, and is gone before
@@ -65,7 +65,7 @@ exit status:
   1          an error (unreachable ensemble, invalid path...), one line on stderr
   2          bad usage, one line on stderr
   75         exec: the lock was not acquired (--no-wait, --wait ran out, or
-             SIGINT/SIGTERM while connecting or waiting); COMMAND did not run
+             a signal while connecting or waiting); COMMAND did not run
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
 /// Settings shared by the subcommands.

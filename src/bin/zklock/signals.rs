@@ -1,8 +1,10 @@
 //! The signals `exec` handles.
 //!
-//! SIGINT and SIGTERM end it: while connecting or waiting they cancel
-//! (status 75, no node left behind); once the command runs, they are passed
-//! on to its process group.
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT end it: while connecting or waiting
+//! they cancel (status 75, no node left behind); once the command runs,
+//! they are passed on to its process group. Left to their default action,
+//! they would kill zklock and leave its lock node until the session
+//! expired, the command killed without warning by its parent-death signal.
 //!
 //! SIGTSTP (Ctrl-Z) and SIGCONT are handled here, on the signal thread: the
 //! command, in a process group of its own, no longer stops with zklock's
@@ -17,7 +19,12 @@ use nix::sys::signal::{raise, Signal};
 use crate::group::Group;
 
 /// The signals that cancel a wait and are passed on to a running command.
-const ENDING: [Signal; 2] = [Signal::SIGINT, Signal::SIGTERM];
+const ENDING: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
 
 /// Installs the handlers; the ending signals arrive on the channel.
 pub fn install(group: Arc<Group>) -> std::io::Result<Receiver<Signal>> {
