@@ -15,7 +15,9 @@
 mod child;
 
 use std::net::{Ipv4Addr, TcpListener};
-use std::process::Command;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -567,6 +569,72 @@ fn sigtstp_stops_the_command_with_zklock_and_sigcont_continues_both() {
 fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// A child whose stderr is a socket with its other end closed, so that
+/// every write to it fails (EPIPE, as for a pipe nobody reads any more).
+/// Killed if dropped unfinished.
+struct StderrBroken(std::process::Child);
+
+impl StderrBroken {
+    fn spawn(command: &mut Command) -> StderrBroken {
+        let (ours, theirs) = UnixStream::pair().expect("a socket pair");
+        drop(ours);
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(OwnedFd::from(theirs)))
+            .spawn()
+            .expect("run zklock");
+        StderrBroken(child)
+    }
+
+    /// The exit status code, within `WAIT`.
+    fn finish(mut self) -> Option<i32> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "still running after {WAIT:?}");
+            std::thread::sleep(child::POLL);
+        }
+    }
+}
+
+impl Drop for StderrBroken {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// With stderr gone, zklock's own lines are lost and nothing else changes:
+/// not its exit statuses, nor the SIGTERM of a command whose lock is lost.
+#[test]
+fn a_broken_stderr_changes_nothing_but_the_lines() {
+    const PATH: &str = "/cli/broken-stderr";
+    let out = StderrBroken::spawn(&mut zklock(&["exec", "--frob"])).finish();
+    assert_eq!(out, Some(2));
+
+    let holder = client();
+    let lock = holder.mutex(PATH).expect("mutex");
+    let guard = lock.lock().expect("lock");
+    let out = StderrBroken::spawn(&mut exec(&["--no-wait"], PATH, "true")).finish();
+    assert_eq!(out, Some(NOT_ACQUIRED));
+    drop(guard);
+
+    let dir = TempDir::new("broken-stderr");
+    // The command's own stderr elsewhere: its shell reports the sleep that
+    // SIGTERM ends, and would die of the broken pipe before its trap ran.
+    let script = until_terminated(&dir, "exec 2>/dev/null;");
+    let run = StderrBroken::spawn(&mut exec(&[], PATH, &script));
+    let (_command, node) = started(&dir);
+    holder.delete(&node, None).expect("delete the lock node");
+    assert_eq!(run.finish(), Some(LOST));
+    assert_eq!(logged(&dir), "TERM\n");
 }
 
 #[test]

@@ -21,7 +21,7 @@ use zklock::{Acl, Client, CreateMode, Error};
 
 use crate::args::{self, Args, Usage};
 use crate::holders::quote;
-use crate::{Common, Outcome};
+use crate::{print, Common, Outcome};
 
 struct Options {
     common: Common,
@@ -90,15 +90,14 @@ pub fn run(mut args: Args) -> Outcome {
             let secs = elapsed.as_secs_f64();
             latencies.sort_unstable();
             let ops = latencies.len();
-            println!(
-                "{{\"impl\": \"zklock\", \"mode\": {}, \"clients\": {}, \"ops\": {ops}, \"secs\": {secs:.3}, \"ops_per_s\": {:.1}, \"p50_us\": {}, \"p99_us\": {}, \"violations\": {violations}, \"cpu_s\": {cpu:.3}}}",
+            print(&format!(
+                "{{\"impl\": \"zklock\", \"mode\": {}, \"clients\": {}, \"ops\": {ops}, \"secs\": {secs:.3}, \"ops_per_s\": {:.1}, \"p50_us\": {}, \"p99_us\": {}, \"violations\": {violations}, \"cpu_s\": {cpu:.3}}}\n",
                 quote(&options.mode),
                 options.clients,
                 ops as f64 / secs.max(1e-9),
                 percentile(&latencies, 50),
                 percentile(&latencies, 99),
-            );
-            Outcome::Exit(0)
+            ))
         }
         Err(e) => e.into(),
     }

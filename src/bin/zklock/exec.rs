@@ -233,7 +233,7 @@ fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>
 /// Exit status 75, saying why unless `--quiet`.
 fn not_acquired(options: &Options, why: &str) -> Outcome {
     if !options.quiet {
-        eprintln!("zklock: {why}; not running the command");
+        say!("zklock: {why}; not running the command");
     }
     Outcome::Exit(EXIT_NOT_ACQUIRED)
 }
@@ -291,7 +291,7 @@ fn report_progress(client: &Client, path: &str, our_data: &str, done: &Receiver<
                 ),
             };
             if !line.is_empty() && line != last {
-                eprintln!("{line}");
+                say!("{line}");
                 last = line;
             }
         }

@@ -56,7 +56,7 @@ impl Group {
     pub fn signal_or_say(&self, signal: Signal) {
         if let Err(e) = self.signal(signal) {
             let group = self.id().map_or(0, Pid::as_raw);
-            eprintln!("zklock: cannot send {signal} to the command's process group {group}: {e}");
+            say!("zklock: cannot send {signal} to the command's process group {group}: {e}");
         }
     }
 }

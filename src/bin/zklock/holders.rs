@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use zklock::recipes::{lock_queue, QueueEntry};
 
 use crate::args::{Args, Usage};
-use crate::{Common, Outcome};
+use crate::{print, Common, Outcome};
 
 pub fn run(mut args: Args) -> Outcome {
     let mut common = Common::new();
@@ -42,23 +42,24 @@ pub fn run(mut args: Args) -> Outcome {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     if json {
-        println!("{}", to_json(&path, &queue, now_ms));
-    } else if queue.is_empty() {
-        println!("{path}: free");
-    } else {
-        for (i, entry) in queue.iter().enumerate() {
-            println!(
-                "{:<7} {} session={:#x} token={} age={:.1}s {}",
-                if i == 0 { "holder" } else { "waiting" },
-                entry.name,
-                entry.session_id,
-                entry.fencing_token,
-                (now_ms - entry.created_ms).max(0) as f64 / 1000.0,
-                String::from_utf8_lossy(&entry.data)
-            );
-        }
+        return print(&format!("{}\n", to_json(&path, &queue, now_ms)));
     }
-    Outcome::Exit(0)
+    if queue.is_empty() {
+        return print(&format!("{path}: free\n"));
+    }
+    let mut text = String::new();
+    for (i, entry) in queue.iter().enumerate() {
+        text.push_str(&format!(
+            "{:<7} {} session={:#x} token={} age={:.1}s {}\n",
+            if i == 0 { "holder" } else { "waiting" },
+            entry.name,
+            entry.session_id,
+            entry.fencing_token,
+            (now_ms - entry.created_ms).max(0) as f64 / 1000.0,
+            String::from_utf8_lossy(&entry.data)
+        ));
+    }
+    print(&text)
 }
 
 fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {

@@ -14,6 +14,16 @@
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
 
+/// Writes one line to stderr. Unlike `eprintln!`, it cannot panic: with
+/// stderr gone the line is lost, but zklock carries on, and so does the
+/// lock's promise to its command.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod bench;
 mod exec;
@@ -23,6 +33,7 @@ mod signals;
 mod supervise;
 mod tied;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -139,22 +150,29 @@ fn main() -> ExitCode {
         Some("exec") => exec::run(Args::new(argv)),
         Some("holders") => holders::run(Args::new(argv)),
         Some("bench") => bench::run(Args::new(argv)),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            Outcome::Exit(0)
-        }
+        Some("-h" | "--help" | "help") => print(&format!("{USAGE}\n")),
         Some(other) => Outcome::Usage(format!("unknown command {other:?}")),
         None => Outcome::Usage("missing command".into()),
     };
     match outcome {
         Outcome::Exit(code) => ExitCode::from(code),
         Outcome::Usage(message) => {
-            eprintln!("zklock: {message} (zklock --help shows the usage)");
+            say!("zklock: {message} (zklock --help shows the usage)");
             ExitCode::from(EXIT_USAGE)
         }
         Outcome::Error(message) => {
-            eprintln!("zklock: {message}");
+            say!("zklock: {message}");
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// Writes `text` to stdout: done (status 0), or an error if stdout is gone
+/// (where `println!` would panic).
+pub fn print(text: &str) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Outcome::Exit(0),
+        Err(e) => Outcome::Error(format!("cannot write to stdout: {e}")),
     }
 }

@@ -57,6 +57,6 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Receiver<Signal>> {
 fn stop(group: &Group) {
     group.signal_or_say(Signal::SIGSTOP);
     if let Err(e) = raise(Signal::SIGSTOP) {
-        eprintln!("zklock: cannot stop: {e}");
+        say!("zklock: cannot stop: {e}");
     }
 }

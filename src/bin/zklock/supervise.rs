@@ -133,7 +133,7 @@ fn terminate(
     kill_grace: Duration,
 ) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
-    eprintln!("zklock: lock no longer held; terminating the command (process group {id})");
+    say!("zklock: lock no longer held; terminating the command (process group {id})");
     group.signal_or_say(Signal::SIGTERM);
     let mut leader_exited = false;
     if !wait_gone(id, exited, &mut leader_exited, kill_grace) {

@@ -41,7 +41,7 @@ pub fn spawn_tied<'a>(
         .spawn();
     match tied {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            eprintln!(
+            say!(
                 "zklock: warning: {SETPRIV} not found; if zklock is killed with SIGKILL, \
                  the command runs on without the lock"
             );
