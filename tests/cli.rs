@@ -897,6 +897,44 @@ fn bad_usage_is_one_line_with_status_2() {
             &["exec", "--no-wait", "--wait", "1", "/cli/x", "--", "true"][..],
             "zklock: --wait and --no-wait exclude each other",
         ),
+        (
+            &["exec", "--wait", "1e20", "/cli/x", "--", "true"][..],
+            "zklock: --wait must be from 0 to 18446744073709551615 seconds, not 1e20",
+        ),
+        (
+            &["exec", "--wait", "-1", "/cli/x", "--", "true"][..],
+            "zklock: --wait must be from 0 to 18446744073709551615 seconds, not -1",
+        ),
+        (
+            &["exec", "--no-wait=false", "/cli/x", "--", "true"][..],
+            "zklock: --no-wait takes no value",
+        ),
+        (
+            &["holders", "--json=yes", "/cli/x"][..],
+            "zklock: --json takes no value",
+        ),
+        (
+            &["holders", "--session-timeout", "2147483648", "/cli/x"][..],
+            "zklock: --session-timeout must be from 1 to 2147483647 ms, not 2147483648",
+        ),
+        (
+            &["exec", "--session-timeout", "0", "/cli/x", "--", "true"][..],
+            "zklock: --session-timeout must be from 1 to 2147483647 ms, not 0",
+        ),
+        // Refused before connecting (nothing listens on port 1).
+        (
+            &[
+                "exec",
+                "--connect",
+                "127.0.0.1:1",
+                "--grace",
+                "2000",
+                "/cli/x",
+                "--",
+                "true",
+            ][..],
+            "zklock: --grace must be at most 1/6 of the session timeout (1666 ms)",
+        ),
         (&["holders"][..], "zklock: missing LOCK_PATH"),
         (
             &["holders", "--frob", "/x"][..],
@@ -926,6 +964,39 @@ fn bad_usage_is_one_line_with_status_2() {
     assert!(out.stdout.contains("zklock exec"), "{}", out.stdout);
     assert!(out.stdout.contains("75"), "{}", out.stdout);
     assert!(out.stdout.contains("76"), "{}", out.stdout);
+}
+
+/// The opcodes of the writes a lock/unlock cycle may send: create, delete,
+/// multi, create2.
+const LOCK_WRITES: [i32; 4] = [1, 2, 14, 15];
+
+/// `--ops` may be any number: nothing is reserved for that many up front.
+#[test]
+fn bench_takes_any_number_of_ops() {
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    let connect = proxy.connect_string();
+    let ops = u64::MAX.to_string();
+    let mut run = Run::spawn(&mut zklock(&[
+        "bench",
+        "--connect",
+        &connect,
+        "--mode",
+        "uncontended",
+        "--path",
+        "/cli/bench-any-ops",
+        "--ops",
+        &ops,
+    ]));
+    wait_until("the bench to write 100 times", WAIT, || {
+        if let Some((status, _)) = run.poll() {
+            panic!("the bench exited: {status}");
+        }
+        LOCK_WRITES
+            .iter()
+            .map(|&op| proxy.requests_seen(op))
+            .sum::<usize>()
+            >= 100
+    });
 }
 
 /// Runs `zklock bench` for `ops` acquisitions and returns its `violations`.

@@ -1,5 +1,5 @@
-//! A small argument parser: `--name value`, `--name=value`, `--flag`, and
-//! everything after `--` kept as is.
+//! A small argument parser: `--name value`, `--name=value`, `--flag` (with
+//! no `=value`), and everything after `--` kept as is.
 
 use std::collections::VecDeque;
 
@@ -57,6 +57,11 @@ impl Args {
                 }
             };
             on(&name, &mut value)?;
+            // A flag leaves its inline value untaken: `--no-wait=false`
+            // must not pass for `--no-wait`.
+            if inline.is_some() {
+                return Err(Usage(format!("--{name} takes no value")));
+            }
         }
         kept.append(&mut self.rest);
         self.rest = kept;

@@ -23,6 +23,10 @@ use crate::args::{self, Args, Usage};
 use crate::holders::quote;
 use crate::{print, Common, Outcome};
 
+/// The most latencies reserved for up front: `--ops` may be any number, and
+/// the vector grows past this as needed.
+const MAX_RESERVED: usize = 1 << 20;
+
 struct Options {
     common: Common,
     mode: String,
@@ -121,7 +125,7 @@ fn uncontended(options: &Options) -> Result<Measured, Error> {
     let client = client(options)?;
     create_parents(&client, &options.path)?;
     let lock = client.mutex(&options.path)?;
-    let mut latencies = Vec::with_capacity(options.ops);
+    let mut latencies = Vec::with_capacity(options.ops.min(MAX_RESERVED));
     let started = Instant::now();
     for _ in 0..options.ops {
         let start = Instant::now();
@@ -160,7 +164,7 @@ fn contended(options: &Options) -> Result<Measured, Error> {
             .map(|lock| {
                 let (remaining, inside, violations) = (&remaining, &inside, &violations);
                 let gate = gate.clone();
-                scope.spawn(move || {
+                std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
@@ -223,7 +227,7 @@ fn raw(options: &Options) -> Result<Measured, Error> {
             .map(|_| {
                 let (client, remaining, data) = (&client, &remaining, &data);
                 let gate = gate.clone();
-                scope.spawn(move || {
+                std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
                     let mut latencies = Vec::new();
                     while take_one(remaining) {
@@ -260,14 +264,19 @@ fn timed<T>(go: crossbeam_channel::Sender<()>, work: impl FnOnce() -> T) -> (T, 
     (result, started.elapsed())
 }
 
+/// A worker thread, if it could be started (`--clients` is any number).
+type Worker<'scope> =
+    std::io::Result<std::thread::ScopedJoinHandle<'scope, Result<Vec<u64>, Error>>>;
+
 /// Joins the workers and merges their latencies; the first error wins, and
-/// a worker that panicked is an error too.
-fn merge(
-    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<Vec<u64>, Error>>>,
-    ops: usize,
-) -> Result<Vec<u64>, Error> {
-    let mut latencies = Vec::with_capacity(ops);
+/// a worker that could not start or that panicked is an error too.
+fn merge(handles: Vec<Worker<'_>>, ops: usize) -> Result<Vec<u64>, Error> {
+    let mut latencies = Vec::with_capacity(ops.min(MAX_RESERVED));
     for handle in handles {
+        let handle = handle.map_err(|e| Error::Io {
+            kind: e.kind(),
+            message: format!("cannot start a bench worker thread: {e}"),
+        })?;
         let worker = handle.join().map_err(|_| Error::Io {
             kind: std::io::ErrorKind::Other,
             message: "a bench worker thread panicked".into(),

@@ -51,13 +51,16 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
         }
         match name {
             "wait" => {
-                let secs: f64 = args::number(name, &value()?)?;
-                if !secs.is_finite() || secs < 0.0 {
-                    return Err(Usage(
-                        "--wait must be a non-negative number of seconds".into(),
-                    ));
-                }
-                o.wait = Some(Duration::from_secs_f64(secs));
+                let given = value()?;
+                let secs: f64 = args::number(name, &given)?;
+                // Also refuses NaN, infinities and negative numbers.
+                let wait = Duration::try_from_secs_f64(secs).map_err(|_| {
+                    Usage(format!(
+                        "--wait must be from 0 to {} seconds, not {given}",
+                        u64::MAX
+                    ))
+                })?;
+                o.wait = Some(wait);
             }
             "no-wait" => no_wait = true,
             "read" => o.side = Side::Read,
@@ -74,10 +77,25 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
         }
         o.wait = Some(Duration::ZERO);
     }
+    // Checked again against the negotiated timeout once connected; this
+    // catches what is wrong whatever the server says, before connecting.
+    check_grace(o.grace, o.common.session_timeout, "")?;
     let path = args.positional("LOCK_PATH")?;
     let command = args.command()?;
     args.finish()?;
     Ok((o, path, command))
+}
+
+/// `--grace` G must be at most T/6 for COMMAND to be gone before the
+/// session can expire (see `supervise`).
+fn check_grace(grace: Duration, timeout: Duration, which: &str) -> Result<(), Usage> {
+    if grace > timeout / 6 {
+        return Err(Usage(format!(
+            "--grace must be at most 1/6 of the {which}session timeout ({} ms)",
+            timeout.as_millis() / 6
+        )));
+    }
+    Ok(())
 }
 
 /// Any of the three guards.
@@ -140,11 +158,8 @@ pub fn run(mut args: Args) -> Outcome {
     let timeout = client
         .negotiated_timeout()
         .unwrap_or(options.common.session_timeout);
-    if options.grace > timeout / 6 {
-        return Outcome::Usage(format!(
-            "--grace must be at most 1/6 of the negotiated session timeout ({} ms)",
-            timeout.as_millis() / 6
-        ));
+    if let Err(e) = check_grace(options.grace, timeout, "negotiated ") {
+        return e.into();
     }
     let data = format!("{} cmd={}", host_info(), command.join(" "));
     let lock = match options.side {

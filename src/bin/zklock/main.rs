@@ -52,7 +52,7 @@ const USAGE: &str = "usage:
                [--clients C] [--ops N] [--path P] [--without-lock]
 
 --connect defaults to $ZK_CONNECT, then 127.0.0.1:2181; --session-timeout
-defaults to 10000 ms.
+defaults to 10000 ms (at most 2147483647).
 
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
@@ -78,6 +78,9 @@ exit status:
   75         exec: the lock was not acquired (--no-wait, --wait ran out, or
              a signal while connecting or waiting); COMMAND did not run
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
+
+/// The longest session timeout the protocol carries: `i32::MAX` ms.
+const MAX_SESSION_TIMEOUT_MS: u64 = i32::MAX as u64;
 
 /// Settings shared by the subcommands.
 #[derive(Clone)]
@@ -107,8 +110,10 @@ impl Common {
             "connect" => self.connect = value()?,
             "session-timeout" => {
                 let ms: u64 = args::number(name, &value()?)?;
-                if ms == 0 {
-                    return Err(Usage("--session-timeout must be positive".into()));
+                if !(1..=MAX_SESSION_TIMEOUT_MS).contains(&ms) {
+                    return Err(Usage(format!(
+                        "--session-timeout must be from 1 to {MAX_SESSION_TIMEOUT_MS} ms, not {ms}"
+                    )));
                 }
                 self.session_timeout = Duration::from_millis(ms);
             }
