@@ -814,6 +814,24 @@ fn json_values(json: &str, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// The keys of a flat JSON object, in order (enough for the bench line,
+/// whose strings have no escaped quotes).
+fn json_keys(json: &str) -> Vec<&str> {
+    let parts: Vec<&str> = json.split('"').collect();
+    parts
+        .iter()
+        .enumerate()
+        .skip(1)
+        .step_by(2)
+        .filter(|(i, _)| {
+            parts
+                .get(i + 1)
+                .is_some_and(|after| after.trim_start().starts_with(':'))
+        })
+        .map(|(_, key)| *key)
+        .collect()
+}
+
 #[test]
 fn an_unreachable_ensemble_is_one_line_naming_the_host() {
     // A port nobody listens on.
@@ -1016,6 +1034,23 @@ fn bench_violations(extra: &[&str], ops: &str, path: &str) -> u64 {
     args.extend_from_slice(extra);
     let out = Run::spawn(&mut zklock(&args)).finish(Duration::from_secs(60));
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    // The format the peers' benches share, no more and no less.
+    assert_eq!(
+        json_keys(out.stdout.trim()),
+        [
+            "impl",
+            "mode",
+            "clients",
+            "ops",
+            "secs",
+            "ops_per_s",
+            "p50_us",
+            "p99_us",
+            "violations"
+        ],
+        "{}",
+        out.stdout
+    );
     let counted = json_values(out.stdout.trim(), "ops");
     assert_eq!(
         counted.iter().map(|v| v.trim()).collect::<Vec<_>>(),

@@ -78,13 +78,11 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(o) => o,
         Err(e) => return e.into(),
     };
-    let cpu_before = cpu_seconds();
     let result = match options.mode.as_str() {
         "uncontended" => uncontended(&options),
         "contended" => contended(&options),
         _ => raw(&options),
     };
-    let cpu = cpu_seconds() - cpu_before;
     match result {
         Ok(Measured {
             mut latencies,
@@ -95,7 +93,7 @@ pub fn run(mut args: Args) -> Outcome {
             latencies.sort_unstable();
             let ops = latencies.len();
             print(&format!(
-                "{{\"impl\": \"zklock\", \"mode\": {}, \"clients\": {}, \"ops\": {ops}, \"secs\": {secs:.3}, \"ops_per_s\": {:.1}, \"p50_us\": {}, \"p99_us\": {}, \"violations\": {violations}, \"cpu_s\": {cpu:.3}}}\n",
+                "{{\"impl\": \"zklock\", \"mode\": {}, \"clients\": {}, \"ops\": {ops}, \"secs\": {secs:.3}, \"ops_per_s\": {:.1}, \"p50_us\": {}, \"p99_us\": {}, \"violations\": {violations}}}\n",
                 quote(&options.mode),
                 options.clients,
                 ops as f64 / secs.max(1e-9),
@@ -316,22 +314,4 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
     }
     let rank = (sorted.len() * p).div_ceil(100).clamp(1, sorted.len());
     sorted.get(rank - 1).copied().unwrap_or(0)
-}
-
-/// User plus system CPU time of this process, from /proc (0 where unavailable).
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are the
-    // 14th and 15th fields overall, in clock ticks (100 per second on Linux).
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }
