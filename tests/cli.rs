@@ -799,6 +799,80 @@ fn holders_lists_the_holder_then_the_waiters_in_order() {
     assert_eq!(out.stdout.trim(), "{\"path\":\"/cli/free\",\"queue\":[]}");
 }
 
+/// Readers ahead of the first writer all hold a read-write lock, and
+/// `holders` says so; a writer, and whoever queues behind it, waits.
+#[test]
+fn holders_shows_every_reader_ahead_of_a_writer_as_a_holder() {
+    const PATH: &str = "/cli/holders-rw";
+    let observer = client();
+    let readers: Vec<Client> = (0..2).map(|_| client()).collect();
+    let locks: Vec<zklock::RwLock> = readers
+        .iter()
+        .map(|c| zklock::RwLock::new(c, PATH).expect("rwlock"))
+        .collect();
+    let guards: Vec<_> = locks.iter().map(|l| l.read().expect("read")).collect();
+    // A writer, then a reader behind it: both wait.
+    let waiters: Vec<Client> = (0..2).map(|_| client()).collect();
+    let mut threads = Vec::new();
+    for (i, waiter) in waiters.iter().enumerate() {
+        let waiter = waiter.clone();
+        threads.push(std::thread::spawn(move || {
+            let lock = zklock::RwLock::new(&waiter, PATH).expect("rwlock");
+            // Ends with an error when the test closes the client.
+            let _ = if i == 0 {
+                lock.write().map(drop)
+            } else {
+                lock.read().map(drop)
+            };
+        }));
+        wait_until("the waiter to queue", WAIT, || {
+            queued(&observer, PATH) == i + 3
+        });
+    }
+    let connect = connect_string();
+    let out = Run::spawn(&mut zklock(&["holders", "--connect", &connect, PATH])).finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let labels: Vec<&str> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        labels,
+        ["holder", "holder", "waiting", "waiting"],
+        "{}",
+        out.stdout
+    );
+    let out = Run::spawn(&mut zklock(&[
+        "holders",
+        "--connect",
+        &connect,
+        "--json",
+        PATH,
+    ]))
+    .finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let json = out.stdout.trim();
+    assert_eq!(
+        json_values(json, "holds"),
+        ["true", "true", "false", "false"],
+        "{json}"
+    );
+    assert_eq!(
+        json_values(json, "kind"),
+        ["read", "read", "write", "read"],
+        "{json}"
+    );
+
+    for waiter in &waiters {
+        waiter.close().expect("close");
+    }
+    for thread in threads {
+        thread.join().expect("waiter thread");
+    }
+    drop(guards);
+}
+
 /// Every value of `"key":` in a flat JSON text, strings unquoted (enough
 /// for the `holders --json` output, whose strings here have no escapes).
 fn json_values(json: &str, key: &str) -> Vec<String> {

@@ -1,10 +1,11 @@
-//! `zklock holders LOCK_PATH [--json]`: the holder and the queue, in order.
+//! `zklock holders LOCK_PATH [--json]`: the holders and the queue, in order.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use zklock::recipes::{lock_queue, QueueEntry};
 
 use crate::args::{Args, Usage};
+use crate::queue::holding;
 use crate::{print, Common, Outcome};
 
 pub fn run(mut args: Args) -> Outcome {
@@ -40,9 +41,10 @@ pub fn run(mut args: Args) -> Outcome {
     };
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let holders = holding(queue.iter().map(|e| e.kind));
     if json {
-        return print(&format!("{}\n", to_json(&path, &queue, now_ms)));
+        return print(&format!("{}\n", to_json(&path, &queue, holders, now_ms)));
     }
     if queue.is_empty() {
         return print(&format!("{path}: free\n"));
@@ -51,29 +53,35 @@ pub fn run(mut args: Args) -> Outcome {
     for (i, entry) in queue.iter().enumerate() {
         text.push_str(&format!(
             "{:<7} {} session={:#x} token={} age={:.1}s {}\n",
-            if i == 0 { "holder" } else { "waiting" },
+            if i < holders { "holder" } else { "waiting" },
             entry.name,
             entry.session_id,
             entry.fencing_token,
-            (now_ms - entry.created_ms).max(0) as f64 / 1000.0,
+            age_ms(now_ms, entry) as f64 / 1000.0,
             String::from_utf8_lossy(&entry.data)
         ));
     }
     print(&text)
 }
 
-fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {
+fn age_ms(now_ms: i64, entry: &QueueEntry) -> i64 {
+    now_ms.saturating_sub(entry.created_ms).max(0)
+}
+
+/// The queue as JSON; the first `holders` entries hold the lock.
+fn to_json(path: &str, queue: &[QueueEntry], holders: usize, now_ms: i64) -> String {
     let entries: Vec<String> = queue
         .iter()
         .enumerate()
         .map(|(i, e)| {
             format!(
-                "{{\"position\":{i},\"node\":{},\"kind\":{},\"session_id\":\"{:#x}\",\"fencing_token\":{},\"age_ms\":{},\"data\":{}}}",
+                "{{\"position\":{i},\"holds\":{},\"node\":{},\"kind\":{},\"session_id\":\"{:#x}\",\"fencing_token\":{},\"age_ms\":{},\"data\":{}}}",
+                i < holders,
                 quote(&e.name),
                 quote(e.kind),
                 e.session_id,
                 e.fencing_token,
-                (now_ms - e.created_ms).max(0),
+                age_ms(now_ms, e),
                 quote(&String::from_utf8_lossy(&e.data)),
             )
         })

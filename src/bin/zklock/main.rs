@@ -29,6 +29,7 @@ mod bench;
 mod exec;
 mod group;
 mod holders;
+mod queue;
 mod signals;
 mod supervise;
 mod tied;
@@ -66,7 +67,7 @@ node was deleted), the group gets SIGTERM, then SIGKILL, and is gone before
 the session can expire. --quiet silences the progress and reason lines on
 stderr.
 
-holders lists the holder and the waiters in queue order, with session ids
+holders lists the holders and the waiters in queue order, with session ids
 and fencing tokens. bench prints one JSON line (--without-lock skips the lock
 in contended mode, to show that its overlap check works).
 
