@@ -475,23 +475,55 @@ fn logged(dir: &TempDir) -> String {
     std::fs::read_to_string(dir.join("log")).unwrap_or_default()
 }
 
+/// A PATH with a fake `program` running `script` ahead of the real ones.
+fn path_with_fake(dir: &TempDir, program: &str, script: &str) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("create a bin dir");
+    let fake = bin.join(program);
+    std::fs::write(&fake, format!("#!/bin/sh\n{script}\n")).expect("write a fake program");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make it executable");
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A setpriv without --pdeathsig (util-linux before 2.33) is found out:
+/// the command runs, started directly, after one warning. Trusted, it
+/// would run nothing and fail every time.
+#[test]
+fn a_setpriv_without_pdeathsig_is_warned_about_and_not_used() {
+    let dir = TempDir::new("old-setpriv");
+    let search = path_with_fake(
+        &dir,
+        "setpriv",
+        "echo \"setpriv: unrecognized option '$1'\" >&2; exit 1",
+    );
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let out = Run::spawn(exec(&["--quiet"], "/cli/old-setpriv", &script).env("PATH", search))
+        .finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert!(mark.exists(), "the command did not run");
+    assert_eq!(
+        one_line(&out),
+        format!(
+            "zklock: warning: {} cannot set a parent-death signal (util-linux 2.33 or later \
+             can); if zklock is killed with SIGKILL, the command runs on without the lock",
+            dir.join("bin").join("setpriv").display()
+        )
+    );
+}
+
 /// Signals reach the command from zklock itself, not from whatever `kill`
 /// comes first in PATH.
 #[test]
 fn a_lost_lock_terminates_the_command_whatever_kill_is_in_path() {
     const PATH: &str = "/cli/fake-kill";
     let dir = TempDir::new("fake-kill");
-    let bin = dir.join("bin");
-    std::fs::create_dir(&bin).expect("create a bin dir");
-    let fake = bin.join("kill");
-    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").expect("write a fake kill");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("make it executable");
-    let search = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let search = path_with_fake(&dir, "kill", "exit 0");
     let script = until_terminated(&dir, "");
     let run = Run::spawn(exec(&[], PATH, &script).env("PATH", search));
     let (_command, node) = started(&dir);

@@ -50,7 +50,7 @@ pub struct Watch {
 /// `states` tell), until it exits or the lock can no longer be relied on.
 pub fn run<'a>(
     command: &[String],
-    envs: impl IntoIterator<Item = (&'a str, &'a OsStr)> + Clone,
+    envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
     initial: LockState,
     watch: Watch,
     timeout: Duration,

@@ -3,10 +3,10 @@
 //! `zklock exec` terminates its command before letting go of the lock, but
 //! a SIGKILL gives it no chance to. The command would then run on, and once
 //! the session expires another contender's command would run beside it. So
-//! the command is started under `setpriv --pdeathsig KILL` (util-linux),
-//! which asks the kernel to kill it when this process's main thread ends,
-//! then runs it in its place (same pid, same arguments). Only the command
-//! itself gets that signal, not its descendants.
+//! the command is started under `setpriv --pdeathsig KILL` (util-linux
+//! 2.33+), which asks the kernel to kill it when this process's main thread
+//! ends, then runs it in its place (same pid, same arguments). Only the
+//! command itself gets that signal, not its descendants.
 //!
 //! The command leads a process group of its own (setpriv execs in place,
 //! so the group id is the command's pid): see `group`.
@@ -16,43 +16,71 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 
 /// The util-linux tool that sets the parent-death signal, then execs.
 const SETPRIV: &str = "setpriv";
 
 /// Spawns `program` with `args` and `envs` as the leader of a new process
-/// group, tied to this process's life where `setpriv` is available. Must be called on the main thread: the
-/// kernel sends the signal when the thread that spawned the child ends.
+/// group, tied to this process's life where `setpriv` can do it. Must be
+/// called on the main thread: the kernel sends the signal when the thread
+/// that spawned the child ends.
 pub fn spawn_tied<'a>(
     program: &str,
     args: &[String],
-    envs: impl IntoIterator<Item = (&'a str, &'a OsStr)> + Clone,
+    envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
 ) -> io::Result<Child> {
     // Resolved here, so that a missing command is reported as such rather
     // than as setpriv's failure to run it.
     let resolved = resolve(program)?;
-    let tied = Command::new(SETPRIV)
-        .args(["--pdeathsig", "KILL", "--"])
-        .arg(&resolved)
-        .args(args)
-        .envs(envs.clone())
-        .process_group(0)
-        .spawn();
-    match tied {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            say!(
-                "zklock: warning: {SETPRIV} not found; if zklock is killed with SIGKILL, \
-                 the command runs on without the lock"
-            );
-            Command::new(&resolved)
-                .args(args)
-                .envs(envs)
-                .process_group(0)
-                .spawn()
+    let mut command = match setpriv() {
+        Some(setpriv) => {
+            let mut command = Command::new(setpriv);
+            command.args(["--pdeathsig", "KILL", "--"]).arg(&resolved);
+            command
         }
-        spawned => spawned,
+        None => Command::new(&resolved),
+    };
+    command.args(args).envs(envs).process_group(0).spawn()
+}
+
+/// `setpriv`, if it can set the parent-death signal. Otherwise says why
+/// (once: each `zklock exec` starts one command) and returns `None`, and
+/// the command is started directly. A setpriv older than 2.33 rejects
+/// `--pdeathsig`: trusted blindly, it would run nothing, every time.
+fn setpriv() -> Option<PathBuf> {
+    let Ok(setpriv) = resolve(SETPRIV) else {
+        warn(&format!("{SETPRIV} not found"));
+        return None;
+    };
+    let probe = Command::new(&setpriv)
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(resolve("true").unwrap_or_else(|_| "true".into()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match probe {
+        Ok(status) if status.success() => Some(setpriv),
+        Ok(_) => {
+            warn(&format!(
+                "{} cannot set a parent-death signal (util-linux 2.33 or later can)",
+                setpriv.display()
+            ));
+            None
+        }
+        Err(e) => {
+            warn(&format!("{} cannot run: {e}", setpriv.display()));
+            None
+        }
     }
+}
+
+fn warn(why: &str) {
+    say!(
+        "zklock: warning: {why}; if zklock is killed with SIGKILL, \
+         the command runs on without the lock"
+    );
 }
 
 /// Where `program` is, looked up in `PATH` as `execvp` does when it has no
