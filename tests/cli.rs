@@ -393,6 +393,68 @@ fn sighup_while_running_goes_to_the_commands_group() {
     assert!(children(&client(), PATH).is_empty());
 }
 
+/// The opcodes of the reads a waiting exec's progress lines may send:
+/// getData, getChildren.
+const GET_DATA: i32 = 4;
+const GET_CHILDREN: i32 = 8;
+
+/// A waiting exec shows its place and the holder, and finds them out
+/// cheaply, since every waiter does: a listing each second, and the
+/// holder's data only when the holder changes, not every node's every time.
+#[test]
+fn progress_lines_cost_a_listing_a_second() {
+    const PATH: &str = "/cli/progress";
+    let holder = client();
+    let lock = holder.mutex(PATH).expect("mutex");
+    let guard = lock.lock().expect("lock");
+    // Ten more contenders ahead of the exec.
+    for i in 0..10 {
+        holder
+            .create(
+                &format!("{PATH}/_c_other{i}-lock-"),
+                b"other",
+                &zklock::Acl::open_unsafe(),
+                zklock::CreateMode::EphemeralSequential,
+            )
+            .expect("create a contender");
+    }
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    let proxy_connect = proxy.connect_string();
+    let waiter = Run::spawn(&mut zklock(&[
+        "exec",
+        "--connect",
+        &proxy_connect,
+        PATH,
+        "--",
+        "true",
+    ]));
+    wait_until("zklock exec to queue", WAIT, || queued(&holder, PATH) == 12);
+    let (listed, read) = (
+        proxy.requests_seen(GET_CHILDREN),
+        proxy.requests_seen(GET_DATA),
+    );
+    wait_until("three listings", WAIT, || {
+        proxy.requests_seen(GET_CHILDREN) >= listed + 3
+    });
+    // The holder's data, once.
+    assert_eq!(proxy.requests_seen(GET_DATA) - read, 1);
+    waiter.signal("TERM");
+    let out = waiter.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    let first = lock_queue(&holder, PATH).expect("lock_queue").remove(0);
+    let line = format!(
+        "zklock: waiting for {PATH}: 11 ahead; held by {} (token {})",
+        String::from_utf8_lossy(&first.data),
+        guard.fencing_token()
+    );
+    assert_eq!(
+        out.stderr.lines().filter(|l| *l == line).count(),
+        1,
+        "{}",
+        out.stderr
+    );
+}
+
 /// A `zklock exec` killed with SIGKILL (no chance to terminate anything)
 /// takes its command with it. Otherwise the command would run on without
 /// the lock: once the session expired, another exec's command would run

@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
-use zklock::recipes::lock_queue;
 use zklock::{Client, Mutex, RwLock};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
-use crate::signals;
 use crate::supervise::{self, Watch};
+use crate::{progress, signals};
 use crate::{Common, Outcome};
 
 /// The lock was not acquired; COMMAND did not run.
@@ -191,11 +190,9 @@ pub fn run(mut args: Args) -> Outcome {
             }
         });
         if !options.quiet && options.wait != Some(Duration::ZERO) {
-            let client = &client;
-            let path = &path;
+            let (client, path) = (&client, &path);
             let done = done_rx.clone();
-            let data = data.clone();
-            scope.spawn(move || report_progress(client, path, &data, &done));
+            scope.spawn(move || progress::report(client, path, &done));
         }
         let result = lock.acquire(options.side, options.wait);
         drop(done_tx);
@@ -287,33 +284,4 @@ fn host_info() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".into());
     format!("host={host} pid={}", std::process::id())
-}
-
-/// While waiting: our place in the queue and who holds the lock, on stderr,
-/// each time it changes (checked once a second).
-fn report_progress(client: &Client, path: &str, our_data: &str, done: &Receiver<()>) {
-    let mut last = String::new();
-    loop {
-        if let Ok(queue) = lock_queue(client, path) {
-            let ours = queue.iter().position(|e| e.data == our_data.as_bytes());
-            let line = match (ours, queue.first()) {
-                (Some(0), _) | (_, None) => String::new(),
-                (position, Some(holder)) => format!(
-                    "zklock: waiting for {path}: {} ahead; held by {} (token {})",
-                    position.unwrap_or(queue.len()),
-                    String::from_utf8_lossy(&holder.data),
-                    holder.fencing_token
-                ),
-            };
-            if !line.is_empty() && line != last {
-                say!("{line}");
-                last = line;
-            }
-        }
-        if done.recv_timeout(Duration::from_secs(1))
-            != Err(crossbeam_channel::RecvTimeoutError::Timeout)
-        {
-            return;
-        }
-    }
 }

@@ -29,6 +29,7 @@ mod bench;
 mod exec;
 mod group;
 mod holders;
+mod progress;
 mod queue;
 mod signals;
 mod supervise;
