@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
-use zklock::{Client, Mutex, RwLock};
+use zklock::{Client, LockState, Mutex, RwLock};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
@@ -17,7 +17,8 @@ use crate::supervise::{self, Watch};
 use crate::{progress, signals};
 use crate::{Common, Outcome};
 
-/// The lock was not acquired; COMMAND did not run.
+/// COMMAND did not run: the lock was not acquired, or no longer held when
+/// COMMAND was to start.
 const EXIT_NOT_ACQUIRED: u8 = 75;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -120,6 +121,13 @@ enum Lock {
 }
 
 impl Lock {
+    fn new(client: &Client, path: &str, side: Side, data: String) -> zklock::Result<Lock> {
+        Ok(match side {
+            Side::Exclusive => Lock::Mutex(Mutex::new(client, path)?.with_data(data)),
+            _ => Lock::Rw(RwLock::new(client, path)?.with_data(data)),
+        })
+    }
+
     fn acquire(&self, side: Side, wait: Option<Duration>) -> zklock::Result<Option<Guard<'_>>> {
         Ok(match (self, side, wait) {
             (Lock::Mutex(m), _, None) => Some(Guard::Mutex(m.lock()?)),
@@ -154,24 +162,59 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(None) => return not_acquired(&options, "interrupted while connecting"),
         Err(outcome) => return outcome,
     };
+    let _session = EndSession(client.clone());
     let timeout = client
         .negotiated_timeout()
         .unwrap_or(options.common.session_timeout);
     if let Err(e) = check_grace(options.grace, timeout, "negotiated ") {
         return e.into();
     }
-    let data = format!("{} cmd={}", host_info(), command.join(" "));
-    let lock = match options.side {
-        Side::Exclusive => {
-            Mutex::new(&client, &path).map(|m| Lock::Mutex(m.with_data(data.clone())))
-        }
-        _ => RwLock::new(&client, &path).map(|l| Lock::Rw(l.with_data(data.clone()))),
-    };
-    let lock = match lock {
+    let lock = match Lock::new(&client, &path, options.side, node_data(&command)) {
         Ok(l) => l,
         Err(e) => return e.into(),
     };
+    // Leaked (it would live until the process ends anyway) so that its
+    // guard can move to the thread in `prepare`, which a signal may leave
+    // blocked behind.
+    let lock: &'static Lock = Box::leak(Box::new(lock));
+    let guard = match acquire(lock, &client, &path, &options, &signals) {
+        Ok(guard) => guard,
+        Err(outcome) => return outcome,
+    };
+    // Subscribed before the state is read in `prepare`: no later change
+    // goes unseen.
+    let states = each!(&guard, g => g.state_changes());
+    let (guard, token) = match prepare(guard, &states, &signals) {
+        Ready::Held(guard, token) => (guard, token),
+        Ready::NotHeld(why) => {
+            return not_acquired(&options, &format!("{why} before the command could start"))
+        }
+        Ready::Interrupted => {
+            return not_acquired(&options, "interrupted before the command could start")
+        }
+    };
+    let node = each!(&guard, g => g.node().to_owned());
+    let token = token.to_string();
+    let envs = [
+        ("ZKLOCK_FENCING_TOKEN", OsStr::new(&token)),
+        ("ZKLOCK_LOCK_NODE", OsStr::new(&node)),
+    ];
+    let watch = Watch {
+        states,
+        signals,
+        group,
+    };
+    supervise::run(&command, envs, watch, timeout, options.grace)
+}
 
+/// Waits for the lock, with the progress lines, until a signal cancels.
+fn acquire(
+    lock: &'static Lock,
+    client: &Client,
+    path: &str,
+    options: &Options,
+    signals: &Receiver<Signal>,
+) -> Result<Guard<'static>, Outcome> {
     let (done_tx, done_rx) = bounded::<()>(0);
     let (acquired, interrupted) = std::thread::scope(|scope| {
         let watcher = scope.spawn(|| {
@@ -190,7 +233,6 @@ pub fn run(mut args: Args) -> Outcome {
             }
         });
         if !options.quiet && options.wait != Some(Duration::ZERO) {
-            let (client, path) = (&client, &path);
             let done = done_rx.clone();
             scope.spawn(move || progress::report(client, path, &done));
         }
@@ -198,34 +240,67 @@ pub fn run(mut args: Args) -> Outcome {
         drop(done_tx);
         (result, watcher.join().unwrap_or(true))
     });
-    let guard = match acquired {
+    let interrupted_why = format!("interrupted while waiting for {path}");
+    match acquired {
         Ok(Some(guard)) if interrupted => {
             // The signal came as the lock was acquired: release it unused.
             drop(guard);
-            return not_acquired(&options, &format!("interrupted while waiting for {path}"));
+            Err(not_acquired(options, &interrupted_why))
         }
-        Err(zklock::Error::Cancelled) => {
-            return not_acquired(&options, &format!("interrupted while waiting for {path}"));
-        }
-        Ok(Some(guard)) => guard,
-        Ok(None) => {
-            return not_acquired(&options, &format!("{path} is held by another process"));
-        }
-        Err(e) => return e.into(),
-    };
-    let outcome = run_command(&guard, &command, signals, group, timeout, options.grace);
-    if !client.state().is_connected() {
-        // Cut off from the ensemble (or the session is gone): closing the
-        // session would first wait up to the connect timeout for a server,
-        // delaying the exit past the session's expiry. Exit without it; the
-        // ensemble expires the session and deletes its nodes.
-        std::mem::forget(client.clone());
+        Err(zklock::Error::Cancelled) => Err(not_acquired(options, &interrupted_why)),
+        Ok(Some(guard)) => Ok(guard),
+        Ok(None) => Err(not_acquired(
+            options,
+            &format!("{path} is held by another process"),
+        )),
+        Err(e) => Err(e.into()),
     }
-    outcome
 }
 
-/// Connects, unless a signal comes first (`Ok(None)`; the
-/// connecting thread is abandoned, to end with the process).
+/// Whether COMMAND may start.
+enum Ready {
+    /// The lock is held; its fencing token.
+    Held(Guard<'static>, i64),
+    /// Why not.
+    NotHeld(&'static str),
+    Interrupted,
+}
+
+/// Checks that the lock is still held just before COMMAND starts, and gets
+/// its fencing token. Either may need a round trip, and the token, through
+/// a lost connection, waits for a reconnect until the session expires: so
+/// they are asked on a thread of their own while this one watches for
+/// signals. A signal leaves that thread behind with the guard; the session
+/// ends with the process (`EndSession`).
+fn prepare(
+    guard: Guard<'static>,
+    states: &Receiver<LockState>,
+    signals: &Receiver<Signal>,
+) -> Ready {
+    let (tx, rx) = bounded(1);
+    std::thread::spawn(move || {
+        let token = each!(&guard, g => g.fencing_token());
+        let state = each!(&guard, g => g.state());
+        let _ = tx.send((guard, token, state));
+    });
+    select! {
+        recv(rx) -> ready => match ready {
+            Ok((guard, token, LockState::Held)) if token != 0 => {
+                match states.try_iter().last() {
+                    None | Some(LockState::Held) => Ready::Held(guard, token),
+                    Some(LockState::Suspended) => Ready::NotHeld("the connection to the ensemble was lost"),
+                    Some(LockState::Lost) => Ready::NotHeld("the lock was lost"),
+                }
+            }
+            Ok((_, _, LockState::Suspended)) => Ready::NotHeld("the connection to the ensemble was lost"),
+            _ => Ready::NotHeld("the lock was lost"),
+        },
+        recv(signals) -> _ => Ready::Interrupted,
+    }
+}
+
+/// Connects, unless a signal comes first (`Ok(None)`; the connecting
+/// thread is abandoned, to end with the process).
 fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>, Outcome> {
     let (tx, connected) = bounded(1);
     let common = common.clone();
@@ -242,6 +317,24 @@ fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>
     }
 }
 
+/// Ends the session when `exec` ends, so that the lock node goes at once.
+/// Not when cut off from the ensemble (or the session is gone): closing
+/// would first wait up to the connect timeout for a server, delaying the
+/// exit past the session's expiry. The ensemble expires the session and
+/// deletes its nodes.
+struct EndSession(Client);
+
+impl Drop for EndSession {
+    fn drop(&mut self) {
+        if self.0.state().is_connected() {
+            let _ = self.0.close();
+        } else {
+            // The last handle's drop would close it.
+            std::mem::forget(self.0.clone());
+        }
+    }
+}
+
 /// Exit status 75, saying why unless `--quiet`.
 fn not_acquired(options: &Options, why: &str) -> Outcome {
     if !options.quiet {
@@ -250,38 +343,16 @@ fn not_acquired(options: &Options, why: &str) -> Outcome {
     Outcome::Exit(EXIT_NOT_ACQUIRED)
 }
 
-/// Runs COMMAND while `guard` holds, terminating it as soon as the lock can
-/// no longer be relied on.
-fn run_command(
-    guard: &Guard<'_>,
-    command: &[String],
-    signals: Receiver<Signal>,
-    group: Arc<Group>,
-    timeout: Duration,
-    grace: Duration,
-) -> Outcome {
-    let token = each!(guard, g => g.fencing_token());
-    let node = each!(guard, g => g.node().to_owned());
-    let states = each!(guard, g => g.state_changes());
-    let initial = each!(guard, g => g.state());
-    let token = token.to_string();
-    let envs = [
-        ("ZKLOCK_FENCING_TOKEN", OsStr::new(&token)),
-        ("ZKLOCK_LOCK_NODE", OsStr::new(&node)),
-    ];
-    let watch = Watch {
-        states,
-        signals,
-        group,
-    };
-    supervise::run(command, envs, initial, watch, timeout, grace)
-}
-
-fn host_info() -> String {
+/// The lock node's data, for `holders` and the progress lines.
+fn node_data(command: &[String]) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".into());
-    format!("host={host} pid={}", std::process::id())
+    format!(
+        "host={host} pid={} cmd={}",
+        std::process::id(),
+        command.join(" ")
+    )
 }

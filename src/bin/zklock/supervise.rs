@@ -46,12 +46,11 @@ pub struct Watch {
     pub group: Arc<Group>,
 }
 
-/// Runs `command` with `envs`, the lock held (in state `initial`, then as
-/// `states` tell), until it exits or the lock can no longer be relied on.
+/// Runs `command` with `envs`, the lock held, until it exits or the lock
+/// can no longer be relied on.
 pub fn run<'a>(
     command: &[String],
     envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
-    initial: LockState,
     watch: Watch,
     timeout: Duration,
     grace: Duration,
@@ -78,10 +77,7 @@ pub fn run<'a>(
     let exited = watch_exit(pid);
     let kill_grace = (timeout.saturating_sub(grace * 3) / 6).max(Duration::from_millis(100));
     let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_grace);
-    let mut suspended_since = (initial == LockState::Suspended).then(Instant::now);
-    if initial == LockState::Lost {
-        return lost_lock(&mut child);
-    }
+    let mut suspended_since: Option<Instant> = None;
     loop {
         let deadline = suspended_since
             .map(|since| after((since + grace).saturating_duration_since(Instant::now())));
