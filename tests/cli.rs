@@ -139,6 +139,15 @@ fn two_execs_serialise_their_commands() {
     assert!(children(&client(), "/cli/serialise").is_empty());
 }
 
+/// With PATH unset, the command is looked for where execvp looks then
+/// (/bin:/usr/bin), not in the current directory.
+#[test]
+fn with_path_unset_the_command_is_found_in_the_default_path() {
+    let out = Run::spawn(exec(&[], "/cli/no-path", "exit 3").env_remove("PATH")).finish(WAIT);
+    assert_eq!(code(&out), Some(3), "{}", out.stderr);
+    assert_eq!(out.stderr, "");
+}
+
 #[test]
 fn exec_exits_with_the_status_of_its_command() {
     let out = Run::spawn(&mut exec(&[], "/cli/status", "exit 7")).finish(WAIT);

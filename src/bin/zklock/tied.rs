@@ -11,7 +11,7 @@
 //! The command leads a process group of its own (setpriv execs in place,
 //! so the group id is the command's pid): see `group`.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -20,6 +20,10 @@ use std::process::{Child, Command, Stdio};
 
 /// The util-linux tool that sets the parent-death signal, then execs.
 const SETPRIV: &str = "setpriv";
+
+/// Where `execvp` looks for a command when `PATH` is unset (glibc and musl
+/// agree).
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
 /// Spawns `program` with `args` and `envs` as the leader of a new process
 /// group, tied to this process's life where `setpriv` can do it. Must be
@@ -97,7 +101,7 @@ fn resolve(program: &str) -> io::Result<PathBuf> {
             ))
         };
     }
-    let search = std::env::var_os("PATH").unwrap_or_default();
+    let search = std::env::var_os("PATH").unwrap_or_else(|| OsString::from(DEFAULT_PATH));
     for dir in std::env::split_paths(&search) {
         let candidate = dir.join(program);
         if is_executable_file(&candidate).unwrap_or(false) {
