@@ -7,9 +7,8 @@
 //! drops a silent connection, and the guard turns `Suspended`, at most 2T/3
 //! after the last contact. From there zklock waits `--grace` G (at most T/6,
 //! default 0) for a reconnect, then sends SIGTERM to the command's process
-//! group, then SIGKILL to whatever is left of it after
-//! K = max(100 ms, (T/3 - G) / 2). The group is therefore gone by
-//! 2T/3 + G + K <= 11T/12 < T.
+//! group, then SIGKILL to whatever is left of it after K = (T/3 - G) / 2.
+//! The group is therefore gone by 2T/3 + G + K <= 11T/12 < T (K >= T/12).
 
 use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
@@ -75,8 +74,8 @@ pub fn run<'a>(
     } = watch;
     group.started(pid);
     let exited = watch_exit(pid);
-    let kill_grace = (timeout.saturating_sub(grace * 3) / 6).max(Duration::from_millis(100));
-    let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_grace);
+    let kill_after = kill_delay(timeout, grace);
+    let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_after);
     let mut suspended_since: Option<Instant> = None;
     loop {
         let deadline = suspended_since
@@ -105,6 +104,13 @@ pub fn run<'a>(
     }
 }
 
+/// K, the time from SIGTERM to SIGKILL: (T/3 - G) / 2, at least T/12 since
+/// G <= T/6, and at most T/4 - G, so that 2T/3 + G + K <= 11T/12. No floor:
+/// one above T/4 - G (100 ms once did) breaks that for short timeouts.
+fn kill_delay(timeout: Duration, grace: Duration) -> Duration {
+    timeout.saturating_sub(grace.saturating_mul(3)) / 6
+}
+
 /// Tells when the command (its group's leader) has exited, without reaping
 /// it: until the main thread reaps it, its pid (the group id) cannot be
 /// reused, and the group may still be signalled.
@@ -120,19 +126,19 @@ fn watch_exit(pid: Pid) -> Receiver<()> {
 }
 
 /// SIGTERM to the command's group; SIGKILL to what is left of it after
-/// `kill_grace`; returns once it is gone (or, should even SIGKILL not end
+/// `kill_after`; returns once it is gone (or, should even SIGKILL not end
 /// it, after `KILLED_WAIT`).
 fn terminate(
     child: &mut Child,
     group: &Group,
     exited: &Receiver<()>,
-    kill_grace: Duration,
+    kill_after: Duration,
 ) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
     say!("zklock: lock no longer held; terminating the command (process group {id})");
     group.signal_or_say(Signal::SIGTERM);
     let mut leader_exited = false;
-    if !wait_gone(id, exited, &mut leader_exited, kill_grace) {
+    if !wait_gone(id, exited, &mut leader_exited, kill_after) {
         group.signal_or_say(Signal::SIGKILL);
         wait_gone(id, exited, &mut leader_exited, KILLED_WAIT);
     }
@@ -167,5 +173,27 @@ fn exit_code(status: ExitStatus) -> u8 {
         (Some(code), _) => u8::try_from(code).unwrap_or(1),
         (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
         (None, None) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command is gone before the session can expire, for any session
+    /// timeout and grace.
+    #[test]
+    fn the_kill_comes_within_eleven_twelfths_of_the_timeout() {
+        for timeout_ms in [12, 120, 600, 1_000, 1_199, 1_200, 4_000, 10_000, 60_000] {
+            let timeout = Duration::from_millis(timeout_ms);
+            for grace in [Duration::ZERO, timeout / 12, timeout / 6] {
+                let kill_at = timeout * 2 / 3 + grace + kill_delay(timeout, grace);
+                assert!(
+                    kill_at <= timeout * 11 / 12,
+                    "T {timeout:?}, G {grace:?}: SIGKILL at {kill_at:?}"
+                );
+                assert!(kill_delay(timeout, grace) >= timeout / 12 - Duration::from_nanos(1));
+            }
+        }
     }
 }
