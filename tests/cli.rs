@@ -148,6 +148,40 @@ fn with_path_unset_the_command_is_found_in_the_default_path() {
     assert_eq!(out.stderr, "");
 }
 
+/// The lock node, readable by anyone who can read the lock path, names
+/// the host, zklock's pid and the command's program; the arguments, which
+/// may carry secrets, only with --publish-args.
+#[test]
+fn the_lock_node_shows_the_arguments_only_if_asked() {
+    const PATH: &str = "/cli/node-data";
+    let observer = client();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("the host name");
+    for (options, shown) in [(&[][..], false), (&["--publish-args"][..], true)] {
+        let dir = TempDir::new("node-data");
+        let script = format!(
+            "echo \"$ZKLOCK_LOCK_NODE\" > '{node}.new' && mv '{node}.new' '{node}'; \
+             i=0; while [ ! -e '{release}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+            node = dir.join("node").display(),
+            release = dir.join("release").display(),
+        );
+        let run = Run::spawn(&mut exec(options, PATH, &script));
+        let node = wait_for_file(&dir.join("node"));
+        let (data, _) = observer.get_data(node.trim()).expect("get_data");
+        let command = if shown {
+            format!("sh -c {script}")
+        } else {
+            "sh".to_owned()
+        };
+        assert_eq!(
+            String::from_utf8_lossy(&data),
+            format!("host={} pid={} cmd={command}", host.trim(), run.pid())
+        );
+        std::fs::write(dir.join("release"), "").expect("release the command");
+        let out = run.finish(WAIT);
+        assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    }
+}
+
 #[test]
 fn exec_exits_with_the_status_of_its_command() {
     let out = Run::spawn(&mut exec(&[], "/cli/status", "exit 7")).finish(WAIT);

@@ -33,6 +33,7 @@ struct Options {
     wait: Option<Duration>,
     side: Side,
     grace: Duration,
+    publish_args: bool,
     quiet: bool,
 }
 
@@ -42,6 +43,7 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
         wait: None,
         side: Side::Exclusive,
         grace: Duration::ZERO,
+        publish_args: false,
         quiet: false,
     };
     let mut no_wait = false;
@@ -66,6 +68,7 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
             "read" => o.side = Side::Read,
             "write" => o.side = Side::Write,
             "grace" => o.grace = Duration::from_millis(args::number(name, &value()?)?),
+            "publish-args" => o.publish_args = true,
             "quiet" => o.quiet = true,
             _ => return Err(Usage(format!("unknown option --{name}"))),
         }
@@ -169,7 +172,7 @@ pub fn run(mut args: Args) -> Outcome {
     if let Err(e) = check_grace(options.grace, timeout, "negotiated ") {
         return e.into();
     }
-    let lock = match Lock::new(&client, &path, options.side, node_data(&command)) {
+    let lock = match Lock::new(&client, &path, options.side, node_data(&command, &options)) {
         Ok(l) => l,
         Err(e) => return e.into(),
     };
@@ -343,16 +346,20 @@ fn not_acquired(options: &Options, why: &str) -> Outcome {
     Outcome::Exit(EXIT_NOT_ACQUIRED)
 }
 
-/// The lock node's data, for `holders` and the progress lines.
-fn node_data(command: &[String]) -> String {
+/// The lock node's data, for `holders` and the progress lines: the host,
+/// zklock's pid and COMMAND's program. Not its arguments unless asked:
+/// the node is readable by anyone who can read the lock path (the default
+/// ACL is open), and arguments may carry secrets.
+fn node_data(command: &[String], options: &Options) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".into());
-    format!(
-        "host={host} pid={} cmd={}",
-        std::process::id(),
+    let shown = if options.publish_args {
         command.join(" ")
-    )
+    } else {
+        command.first().cloned().unwrap_or_default()
+    };
+    format!("host={host} pid={} cmd={shown}", std::process::id())
 }

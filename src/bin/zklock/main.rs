@@ -48,7 +48,8 @@ const EXIT_USAGE: u8 = 2;
 
 const USAGE: &str = "usage:
   zklock exec [--connect HOSTS] [--session-timeout MS] [--wait SECS | --no-wait]
-              [--read | --write] [--grace MS] [--quiet] LOCK_PATH -- COMMAND [ARGS...]
+              [--read | --write] [--grace MS] [--publish-args] [--quiet]
+              LOCK_PATH -- COMMAND [ARGS...]
   zklock holders [--connect HOSTS] [--json] LOCK_PATH
   zklock bench [--connect HOSTS] --mode uncontended|contended|get|set
                [--clients C] [--ops N] [--path P] [--without-lock]
@@ -61,12 +62,14 @@ exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 ZKLOCK_LOCK_NODE in its environment, in a process group of its own. It waits
 for the lock forever, up to --wait SECS, or not at all with --no-wait.
 SIGINT, SIGTERM, SIGHUP or SIGQUIT cancels the wait; once COMMAND runs, they
-are passed on to its process group, and SIGTSTP stops the group with zklock. If the lock can no
-longer be relied on (the connection was lost for longer than --grace MS,
-default 0, at most 1/6 of the session timeout; the session expired; the lock
-node was deleted), the group gets SIGTERM, then SIGKILL, and is gone before
-the session can expire. --quiet silences the progress and reason lines on
-stderr.
+are passed on to its process group, and SIGTSTP stops the group with zklock.
+If the lock can no longer be relied on (the connection was lost for longer
+than --grace MS, default 0, at most 1/6 of the session timeout; the session
+expired; the lock node was deleted), the group gets SIGTERM, then SIGKILL,
+and is gone before the session can expire. The lock node's data names the
+host, zklock's pid and COMMAND's program; --publish-args adds its arguments
+(readable by anyone who can read LOCK_PATH). --quiet silences the progress
+and reason lines on stderr.
 
 holders lists the holders and the waiters in queue order, with session ids
 and fencing tokens. bench prints one JSON line (--without-lock skips the lock
