@@ -6,7 +6,8 @@
 //! the command is started under `setpriv --pdeathsig KILL` (util-linux
 //! 2.33+), which asks the kernel to kill it when this process's main thread
 //! ends, then runs it in its place (same pid, same arguments). Only the
-//! command itself gets that signal, not its descendants.
+//! command itself gets that signal, not its descendants, and the kernel
+//! clears it when the command execs a setuid or setgid program.
 //!
 //! The command leads a process group of its own (setpriv execs in place,
 //! so the group id is the command's pid): see `group`.
