@@ -15,5 +15,5 @@ mod rwlock;
 
 pub use held::LockState;
 pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};
-pub use queue::{lock_queue, QueueEntry};
+pub use queue::{holding, lock_queue, queue_order, QueueEntry, QueuedNode};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -12,6 +12,8 @@ pub struct QueueEntry {
     pub name: String,
     /// What kind of contender: `mutex`, `kazoo`, `read` or `write`.
     pub kind: &'static str,
+    /// Whether it holds the lock (see [`holding`]).
+    pub holds: bool,
     /// The owning session.
     pub session_id: i64,
     /// The node's creation zxid: the fencing token its holder gets.
@@ -22,9 +24,52 @@ pub struct QueueEntry {
     pub data: Vec<u8>,
 }
 
-/// The contenders at `path` in queue order: every reader before the first
-/// exclusive node (mutex or write) holds; an exclusive node holds only if
-/// it is first.
+/// A contender among a lock path's children: its name and kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuedNode<'a> {
+    /// The node's name under the lock path.
+    pub name: &'a str,
+    /// What kind of contender: `mutex`, `kazoo`, `read` or `write`.
+    pub kind: &'static str,
+}
+
+/// The contenders among `children` (names under a lock path) in queue
+/// order, as every lock kind orders them; other children are left out. No
+/// request: for tools that list a lock often, where [`lock_queue`] would
+/// read every node.
+pub fn queue_order(children: &[String]) -> Vec<QueuedNode<'_>> {
+    contenders(children, ALL_MARKERS)
+        .into_iter()
+        .map(|c| QueuedNode {
+            name: c.name,
+            kind: kind_of(c.marker),
+        })
+        .collect()
+}
+
+/// How many contenders at the head of a queue whose kinds are `kinds` (in
+/// queue order) hold the lock: every reader ahead of the first exclusive
+/// node (mutex or write), or else the first node alone.
+pub fn holding<'k>(kinds: impl IntoIterator<Item = &'k str>) -> usize {
+    let mut kinds = kinds.into_iter();
+    match kinds.next() {
+        None => 0,
+        Some("read") => 1 + kinds.take_while(|k| *k == "read").count(),
+        Some(_) => 1,
+    }
+}
+
+fn kind_of(marker: &str) -> &'static str {
+    match marker {
+        MUTEX_MARKER => "mutex",
+        KAZOO_MARKER => "kazoo",
+        READ_MARKER => "read",
+        _ => "write",
+    }
+}
+
+/// The contenders at `path` in queue order, each saying whether it holds
+/// (see [`holding`]).
 /// Nodes that vanish while being read are skipped. An absent path is an
 /// empty queue.
 pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
@@ -41,12 +86,8 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
             Err(e) => return Err(e),
         };
         out.push(QueueEntry {
-            kind: match contender.marker {
-                MUTEX_MARKER => "mutex",
-                KAZOO_MARKER => "kazoo",
-                READ_MARKER => "read",
-                _ => "write",
-            },
+            kind: kind_of(contender.marker),
+            holds: false,
             name: contender.name.to_owned(),
             session_id: stat.ephemeral_owner,
             fencing_token: stat.czxid,
@@ -54,5 +95,54 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
             data,
         });
     }
+    let holders = holding(out.iter().map(|e| e.kind));
+    for entry in out.iter_mut().take(holders) {
+        entry.holds = true;
+    }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_every_kind_by_sequence_and_skips_other_children() {
+        let children: Vec<String> = [
+            "_c_b-__WRIT__0000000003",
+            "config",
+            "deadbeef__lock__0000000001",
+            "_c_a-__READ__0000000002",
+            "_c_c-lock--000000005",
+            "_c_d-lock-2147483647",
+            "_c_e-lock-12",
+        ]
+        .map(String::from)
+        .to_vec();
+        let got: Vec<(&str, &str)> = queue_order(&children)
+            .iter()
+            .map(|c| (c.name, c.kind))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("deadbeef__lock__0000000001", "kazoo"),
+                ("_c_a-__READ__0000000002", "read"),
+                ("_c_b-__WRIT__0000000003", "write"),
+                ("_c_d-lock-2147483647", "mutex"),
+                ("_c_c-lock--000000005", "mutex"),
+            ]
+        );
+    }
+
+    #[test]
+    fn readers_ahead_of_any_exclusive_node_hold_together() {
+        assert_eq!(holding([]), 0);
+        assert_eq!(holding(["mutex", "mutex"]), 1);
+        assert_eq!(holding(["write", "read"]), 1);
+        assert_eq!(holding(["read", "read", "write", "read"]), 2);
+        assert_eq!(holding(["read", "mutex", "read"]), 1);
+        assert_eq!(holding(["read", "read"]), 2);
+        assert_eq!(holding(["kazoo", "read"]), 1);
+    }
 }

@@ -5,7 +5,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use zklock::recipes::{lock_queue, QueueEntry};
 
 use crate::args::{Args, Usage};
-use crate::queue::holding;
 use crate::{print, Common, Outcome};
 
 pub fn run(mut args: Args) -> Outcome {
@@ -42,18 +41,17 @@ pub fn run(mut args: Args) -> Outcome {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let holders = holding(queue.iter().map(|e| e.kind));
     if json {
-        return print(&format!("{}\n", to_json(&path, &queue, holders, now_ms)));
+        return print(&format!("{}\n", to_json(&path, &queue, now_ms)));
     }
     if queue.is_empty() {
         return print(&format!("{path}: free\n"));
     }
     let mut text = String::new();
-    for (i, entry) in queue.iter().enumerate() {
+    for entry in &queue {
         text.push_str(&format!(
             "{:<7} {} session={:#x} token={} age={:.1}s {}\n",
-            if i < holders { "holder" } else { "waiting" },
+            if entry.holds { "holder" } else { "waiting" },
             entry.name,
             entry.session_id,
             entry.fencing_token,
@@ -68,15 +66,15 @@ fn age_ms(now_ms: i64, entry: &QueueEntry) -> i64 {
     now_ms.saturating_sub(entry.created_ms).max(0)
 }
 
-/// The queue as JSON; the first `holders` entries hold the lock.
-fn to_json(path: &str, queue: &[QueueEntry], holders: usize, now_ms: i64) -> String {
+/// The queue as JSON.
+fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {
     let entries: Vec<String> = queue
         .iter()
         .enumerate()
         .map(|(i, e)| {
             format!(
                 "{{\"position\":{i},\"holds\":{},\"node\":{},\"kind\":{},\"session_id\":\"{:#x}\",\"fencing_token\":{},\"age_ms\":{},\"data\":{}}}",
-                i < holders,
+                e.holds,
                 quote(&e.name),
                 quote(e.kind),
                 e.session_id,

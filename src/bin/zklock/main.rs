@@ -30,7 +30,6 @@ mod exec;
 mod group;
 mod holders;
 mod progress;
-mod queue;
 mod signals;
 mod supervise;
 mod tied;

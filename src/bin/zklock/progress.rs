@@ -12,9 +12,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use zklock::recipes::{holding, queue_order};
 use zklock::Client;
-
-use crate::queue::{contenders, holding};
 
 /// How often the queue is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
@@ -57,7 +56,7 @@ impl Progress<'_> {
     /// once it holds.
     fn line(&mut self) -> Option<String> {
         let children = self.client.get_children(self.path).ok()?;
-        let queue = contenders(&children);
+        let queue = queue_order(&children);
         let names: Vec<&str> = queue.iter().map(|c| c.name).collect();
         let ahead = self.find_ours(&names)?;
         if ahead < holding(queue.iter().map(|c| c.kind)) {
