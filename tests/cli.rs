@@ -289,7 +289,7 @@ fn a_holder_cut_off_is_terminated_before_another_contender_acquires() {
     let (pidfile, log) = (dir.join("pid"), dir.join("log"));
     let script = format!(
         "echo $$ > '{}'; trap 'echo TERM >> \"{}\"; exit 1' TERM; \
-         while true; do sleep 0.1; done",
+         i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
         pidfile.display(),
         log.display()
     );
