@@ -14,7 +14,6 @@
 
 mod child;
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
@@ -59,6 +58,16 @@ fn zklock(args: &[&str]) -> Command {
     let mut command = Command::new(ZKLOCK);
     command.args(args).env_remove("ZK_CONNECT");
     command
+}
+
+/// `zklock holders` on `path`, in JSON if asked, run to its end.
+fn holders(connect: &str, path: &str, json: bool) -> Output {
+    let mut args = vec!["holders", "--connect", connect];
+    if json {
+        args.push("--json");
+    }
+    args.push(path);
+    Run::spawn(&mut zklock(&args)).finish(WAIT)
 }
 
 /// `zklock exec --connect <server> OPTIONS... PATH -- sh -c SCRIPT`.
@@ -838,7 +847,7 @@ fn holders_lists_the_holder_then_the_waiters_in_order() {
 
     // Text: one line per node, holder first.
     let connect = connect_string();
-    let out = Run::spawn(&mut zklock(&["holders", "--connect", &connect, PATH])).finish(WAIT);
+    let out = holders(&connect, PATH, false);
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", out.stdout);
@@ -872,14 +881,7 @@ fn holders_lists_the_holder_then_the_waiters_in_order() {
     }
 
     // JSON: the same, in the same order.
-    let out = Run::spawn(&mut zklock(&[
-        "holders",
-        "--connect",
-        &connect,
-        "--json",
-        PATH,
-    ]))
-    .finish(WAIT);
+    let out = holders(&connect, PATH, true);
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
     let json = out.stdout.trim();
     assert!(
@@ -917,22 +919,9 @@ fn holders_lists_the_holder_then_the_waiters_in_order() {
     drop(guard);
 
     // A free lock.
-    let out = Run::spawn(&mut zklock(&[
-        "holders",
-        "--connect",
-        &connect,
-        "/cli/free",
-    ]))
-    .finish(WAIT);
+    let out = holders(&connect, "/cli/free", false);
     assert_eq!(out.stdout.trim(), "/cli/free: free");
-    let out = Run::spawn(&mut zklock(&[
-        "holders",
-        "--connect",
-        &connect,
-        "--json",
-        "/cli/free",
-    ]))
-    .finish(WAIT);
+    let out = holders(&connect, "/cli/free", true);
     assert_eq!(out.stdout.trim(), "{\"path\":\"/cli/free\",\"queue\":[]}");
 }
 
@@ -967,7 +956,7 @@ fn holders_shows_every_reader_ahead_of_a_writer_as_a_holder() {
         });
     }
     let connect = connect_string();
-    let out = Run::spawn(&mut zklock(&["holders", "--connect", &connect, PATH])).finish(WAIT);
+    let out = holders(&connect, PATH, false);
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
     let labels: Vec<&str> = out
         .stdout
@@ -980,14 +969,7 @@ fn holders_shows_every_reader_ahead_of_a_writer_as_a_holder() {
         "{}",
         out.stdout
     );
-    let out = Run::spawn(&mut zklock(&[
-        "holders",
-        "--connect",
-        &connect,
-        "--json",
-        PATH,
-    ]))
-    .finish(WAIT);
+    let out = holders(&connect, PATH, true);
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
     let json = out.stdout.trim();
     assert_eq!(
@@ -1045,13 +1027,12 @@ fn json_keys(json: &str) -> Vec<&str> {
 
 #[test]
 fn an_unreachable_ensemble_is_one_line_naming_the_host() {
-    // A port nobody listens on.
-    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    // A port nobody listens on, and no test server is given.
+    let listener = zklock::testing::loopback_listener().expect("a free port");
+    let port = listener.local_addr().expect("its address").port();
+    drop(listener);
     let host = format!("127.0.0.1:{port}");
-    let out = Run::spawn(&mut zklock(&["holders", "--connect", &host, "/cli/x"])).finish(WAIT);
+    let out = holders(&host, "/cli/x", false);
     assert_eq!(code(&out), Some(1), "{}", out.stderr);
     let line = one_line(&out);
     assert!(line.starts_with("zklock: "), "{line}");
