@@ -402,3 +402,18 @@ fn fault_proxy_passes_a_server_close_on_to_the_client() {
         stopped.elapsed()
     );
 }
+
+/// A server that fails to start says why, and keeps its log for a look.
+#[test]
+fn a_failed_start_keeps_the_log_it_names() {
+    let err = TestServer::builder()
+        .config("tickTime", "not-a-number")
+        .start()
+        .expect_err("a server with a broken config");
+    let zklock::testing::Error::Exited { log, tail, .. } = &err else {
+        panic!("not an exit: {err:?}");
+    };
+    assert!(log.is_file(), "{} is gone", log.display());
+    assert!(tail.contains("Invalid config"), "{tail}");
+    let _ = std::fs::remove_dir_all(log.parent().expect("the server's directory"));
+}

@@ -96,6 +96,7 @@ impl TestClusterBuilder {
             root,
             options: self.options,
             members,
+            keep_logs: false,
         };
         for member in &cluster.members {
             create_dir_all(&member.data_dir)?;
@@ -131,7 +132,10 @@ impl TestClusterBuilder {
                         let _ = cluster.kill(i);
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    cluster.keep_logs = true;
+                    return Err(e);
+                }
             }
         }
         Err(Error::InvalidConfig("no start attempt made".into()))
@@ -179,6 +183,8 @@ pub struct TestCluster {
     root: PathBuf,
     options: Options,
     members: Vec<Member>,
+    /// Keep the logs when dropped: the start failed, and the error names them.
+    keep_logs: bool,
 }
 
 impl TestCluster {
@@ -434,11 +440,11 @@ impl Drop for TestCluster {
             let process = member.lock().take();
             drop(process); // kills and waits
         }
-        if std::thread::panicking() {
+        if std::thread::panicking() || self.keep_logs {
             let logs: Vec<PathBuf> = self.members.iter().map(|m| m.log_path.clone()).collect();
             for log in &logs {
                 eprintln!(
-                    "zklock::testing: panicking; keeping the ZooKeeper log {}",
+                    "zklock::testing: keeping the ZooKeeper log {}",
                     log.display()
                 );
             }

@@ -202,6 +202,7 @@ impl TestServerBuilder {
             port: 0,
             options: self.options,
             process: Mutex::new(None),
+            keep_log: false,
         };
         create_dir_all(&server.data_dir)?;
         for attempt in 1..=START_ATTEMPTS {
@@ -215,7 +216,10 @@ impl TestServerBuilder {
                 Err(e) if attempt < START_ATTEMPTS && is_port_clash(&e) => {
                     let _ = server.kill();
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    server.keep_log = true;
+                    return Err(e);
+                }
             }
         }
         Err(Error::InvalidConfig("no start attempt made".into()))
@@ -243,6 +247,8 @@ pub struct TestServer {
     port: u16,
     options: Options,
     process: Mutex<Option<JvmProcess>>,
+    /// Keep the log when dropped: the start failed, and the error names it.
+    keep_log: bool,
 }
 
 impl TestServer {
@@ -422,9 +428,9 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let process = self.lock().take();
         drop(process); // kills and waits
-        if std::thread::panicking() {
+        if std::thread::panicking() || self.keep_log {
             eprintln!(
-                "zklock::testing: panicking; keeping the ZooKeeper log {}",
+                "zklock::testing: keeping the ZooKeeper log {}",
                 self.log_path.display()
             );
             remove_all_but(&self.root, std::slice::from_ref(&self.log_path));
