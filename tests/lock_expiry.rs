@@ -288,7 +288,7 @@ fn a_lock_node_deleted_right_after_acquisition_makes_the_guard_lost() {
 }
 
 /// A waiter's session expires while it waits (its link is blackholed past
-/// the timeout, then healed): `lock` fails with `LockLost` instead of
+/// the timeout, then healed): `lock` fails with `SessionExpired` instead of
 /// waiting forever, and the holder keeps its lock. The client may learn of
 /// the expiry while still cut off (it declares it itself 4/3 of the timeout
 /// after it last heard from the server) or from the server once healed.
@@ -320,7 +320,7 @@ fn a_waiter_whose_session_expires_gets_an_error() {
     proxy.set_mode(ProxyMode::Pass);
     let err = recv(&result, WAIT, "the waiter to fail").unwrap_err();
     waiter_thread.join().unwrap();
-    assert_eq!(err, Error::LockLost);
+    assert_eq!(err, Error::SessionExpired);
     assert_eq!(guard.state(), LockState::Held);
     assert_eq!(children(&holder, LOCK).len(), 1);
     guard.unlock().unwrap();

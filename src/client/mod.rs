@@ -311,7 +311,8 @@ impl Client {
         outcome.unwrap_or(Ok(()))
     }
 
-    fn fatal_error(&self) -> Option<Error> {
+    /// The error that ended the session, if it has ended.
+    pub(crate) fn fatal_error(&self) -> Option<Error> {
         self.inner.shared.core().session.fatal_error().cloned()
     }
 

@@ -453,7 +453,7 @@ impl Attempt<'_> {
             if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
                 // Our own node went while we waited: this attempt can never
                 // be granted.
-                return Err(Error::LockLost);
+                return Err(node_gone(client));
             }
             // A grant on a deletion or a note alone relies on the watch on
             // our own node: if its request was lost with a connection, an
@@ -509,7 +509,7 @@ impl Attempt<'_> {
                 sequence,
             });
         if watch.as_ref().is_some_and(NodeWatch::is_lost) {
-            return Err(Error::LockLost);
+            return Err(node_gone(client));
         }
         Ok(HeldLock::new(
             client, node, token, watch, announce, successor,
@@ -709,6 +709,13 @@ fn queue(
             acquired_on_delete: blocker.acquired_on_delete,
         },
     )
+}
+
+/// Why our node is gone: the end of the session (`SessionExpired`, say),
+/// whichever of its effects the attempt saw first; or else `LockLost` (an
+/// operator deleted it).
+fn node_gone(client: &Client) -> Error {
+    client.fatal_error().unwrap_or(Error::LockLost)
 }
 
 /// The decision for our node `name` among `children`; `None` if our node

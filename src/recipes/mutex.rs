@@ -60,9 +60,11 @@ impl Mutex {
         &self.spec.path
     }
 
-    /// Blocks until the lock is held. Fails if the session is lost, or with
-    /// `Cancelled` after [`Mutex::cancel`], or with `WouldDeadlock` if this
-    /// thread already holds it.
+    /// Blocks until the lock is held. Fails with the session's error if the
+    /// session ends (`SessionExpired`, say), with `LockLost` if the waiting
+    /// node is deleted (by an operator), with `Cancelled` after
+    /// [`Mutex::cancel`], or with `WouldDeadlock` if this thread already
+    /// holds it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
         self.acquire(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
