@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::held::{HeldLock, NodeWatch};
 use super::naming::{
-    announces_release, contenders, next_sequence, node_prefix, release_note, Contender,
+    announces_release, contenders, next_sequence, node_prefix, release_note, Contender, ALL_MARKERS,
 };
 use super::rwlock::{read_decision, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
@@ -339,6 +339,12 @@ pub(crate) enum Rule {
 }
 
 impl Rule {
+    /// Holding means being the lowest contender (a mutex, a write lock), so
+    /// the release may be announced with a note.
+    fn is_exclusive(self) -> bool {
+        matches!(self, Rule::Exclusive)
+    }
+
     pub(crate) fn decide(self, contenders: &[Contender], ours: usize) -> Decision {
         match self {
             Rule::Exclusive => exclusive(contenders, ours),
@@ -348,16 +354,12 @@ impl Rule {
     }
 }
 
-/// One acquisition: which marker our node gets, which children contend,
-/// and the decision rule.
+/// One acquisition: which marker our node gets, and the decision rule.
+/// Every lock naming contends (see [`ALL_MARKERS`]).
 pub(crate) struct Attempt<'a> {
     pub spec: &'a LockSpec,
     pub marker: &'static str,
-    pub markers: &'static [&'static str],
     pub rule: Rule,
-    /// Holding means being the lowest contender (a mutex, a write lock), so
-    /// the release may be announced with a note.
-    pub exclusive: bool,
     pub waiters: &'a Waiters,
 }
 
@@ -419,7 +421,7 @@ impl Attempt<'_> {
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
-                    let blocker = match decide_for(self.rule, self.markers, &children, &name) {
+                    let blocker = match decide_for(self.rule, &children, &name) {
                         // Our node is gone: the session expired or someone
                         // deleted it.
                         None => return Err(Error::LockLost),
@@ -500,10 +502,11 @@ impl Attempt<'_> {
     fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
         let client = &self.spec.client;
         let node = client.server_path(&join(&self.spec.path, name))?;
-        let announce = self.exclusive && watch.is_some();
+        let exclusive = self.rule.is_exclusive();
+        let announce = exclusive && watch.is_some();
         // Passed on by a plain release only (see `HeldLock::new`).
         let successor = next_sequence(name, self.marker)
-            .filter(|_| self.exclusive)
+            .filter(|_| exclusive)
             .map(|sequence| Successor {
                 kind: self.marker,
                 sequence,
@@ -593,11 +596,11 @@ impl Attempt<'_> {
     ) -> impl FnOnce(CreatedListed) + Send + 'static {
         let client = self.spec.client.downgrade();
         let dir = self.spec.path.clone();
-        let (rule, markers) = (self.rule, self.markers);
+        let rule = self.rule;
         let wakeup = wakeup.clone();
         move |listed: CreatedListed| {
             let step = match client.upgrade() {
-                Some(client) => queue(&client, &dir, rule, markers, deadline, &wakeup, listed),
+                Some(client) => queue(&client, &dir, rule, deadline, &wakeup, listed),
                 None => Step::Listed(listed),
             };
             wakeup.finish_step(step, deadline);
@@ -674,7 +677,6 @@ fn queue(
     client: &Client,
     dir: &str,
     rule: Rule,
-    markers: &'static [&'static str],
     deadline: Option<Instant>,
     wakeup: &Arc<Wakeup>,
     listed: CreatedListed,
@@ -683,7 +685,7 @@ fn queue(
         return Step::Listed(listed);
     };
     let name = last_segment(path);
-    let Some(Decision::Wait(blocker)) = decide_for(rule, markers, children, name) else {
+    let Some(Decision::Wait(blocker)) = decide_for(rule, children, name) else {
         return Step::Listed(listed);
     };
     if wakeup.is_cancelled() || time_left(deadline).is_none() {
@@ -720,13 +722,8 @@ fn node_gone(client: &Client) -> Error {
 
 /// The decision for our node `name` among `children`; `None` if our node
 /// is not among them.
-fn decide_for(
-    rule: Rule,
-    markers: &'static [&'static str],
-    children: &[String],
-    name: &str,
-) -> Option<Decision> {
-    let sorted = contenders(children, markers);
+fn decide_for(rule: Rule, children: &[String], name: &str) -> Option<Decision> {
+    let sorted = contenders(children, ALL_MARKERS);
     let ours = sorted.iter().position(|c| c.name == name)?;
     Some(rule.decide(&sorted, ours))
 }

@@ -9,7 +9,7 @@ use crossbeam_channel::Receiver;
 
 use super::acquire::{Attempt, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
-use super::naming::{ALL_MARKERS, MUTEX_MARKER};
+use super::naming::MUTEX_MARKER;
 use crate::client::core::lock;
 use crate::error::{Error, Result};
 use crate::proto::Acl;
@@ -116,9 +116,7 @@ fn attempt(
     Attempt {
         spec,
         marker: MUTEX_MARKER,
-        markers: ALL_MARKERS,
         rule: Rule::Exclusive,
-        exclusive: true,
         waiters,
     }
     .run(deadline)

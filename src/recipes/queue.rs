@@ -79,16 +79,16 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
         Err(e) => return Err(e),
     };
     let mut out = Vec::new();
-    for contender in contenders(&children, ALL_MARKERS) {
-        let (data, stat) = match client.get_data(&join(path, contender.name)) {
+    for node in queue_order(&children) {
+        let (data, stat) = match client.get_data(&join(path, node.name)) {
             Ok(found) => found,
             Err(Error::NoNode) => continue,
             Err(e) => return Err(e),
         };
         out.push(QueueEntry {
-            kind: kind_of(contender.marker),
+            kind: node.kind,
             holds: false,
-            name: contender.name.to_owned(),
+            name: node.name.to_owned(),
             session_id: stat.ephemeral_owner,
             fencing_token: stat.czxid,
             created_ms: stat.ctime,

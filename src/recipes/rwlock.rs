@@ -7,7 +7,7 @@ use crossbeam_channel::Receiver;
 use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
-use super::naming::{is_exclusive, Contender, ALL_MARKERS, READ_MARKER, WRITE_MARKER};
+use super::naming::{is_exclusive, Contender, READ_MARKER, WRITE_MARKER};
 use crate::error::{Error, Result};
 use crate::Client;
 
@@ -113,9 +113,7 @@ impl RwLock {
         let held = Attempt {
             spec: &self.spec,
             marker: READ_MARKER,
-            markers: ALL_MARKERS,
             rule,
-            exclusive: false,
             waiters: &self.waiters,
         }
         .run(deadline)?;
@@ -131,9 +129,7 @@ impl RwLock {
         let held = Attempt {
             spec: &self.spec,
             marker: WRITE_MARKER,
-            markers: ALL_MARKERS,
             rule: Rule::Exclusive,
-            exclusive: true,
             waiters: &self.waiters,
         }
         .run(deadline)?;
@@ -226,7 +222,7 @@ impl RwLockWriteGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recipes::naming::contenders;
+    use crate::recipes::naming::{contenders, ALL_MARKERS};
 
     fn owned(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| s.to_string()).collect()
