@@ -96,7 +96,7 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 
 /// One connection's life: handshake, then reads until it is lost.
 fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], started: Instant) {
-    let mut current_write_timeout = {
+    let first_write_timeout = {
         let mut core = shared.core();
         if core.session.fatal_error().is_some() {
             // The session ended (closed, say) while this connection was
@@ -107,15 +107,13 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
         }
         core.stream = Some(stream.clone());
         core.session.handle_connected(started);
-        // Set before the first flush, which may carry many queued requests.
-        let write_timeout = write_timeout(&core.session);
-        stream
-            .set_write_timeout(Some(write_timeout))
-            .ok()
-            .map(|()| write_timeout)
+        write_timeout(&core.session)
     };
+    let mut socket_read_timeout = SocketTimeout::default();
+    let mut socket_write_timeout = SocketTimeout::default();
+    // Set before the first flush, which may carry many queued requests.
+    socket_write_timeout.update(first_write_timeout, |t| stream.set_write_timeout(t));
     shared.flush();
-    let mut current_timeout = None;
     let mut events = Vec::new();
     loop {
         let timeout = {
@@ -126,9 +124,7 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
                 .map_or(MAX_WAIT, |t| t.saturating_duration_since(now).min(MAX_WAIT))
                 .max(Duration::from_millis(1))
         };
-        if current_timeout != Some(timeout) && stream.set_read_timeout(Some(timeout)).is_ok() {
-            current_timeout = Some(timeout);
-        }
+        socket_read_timeout.update(timeout, |t| stream.set_read_timeout(t));
         let read = (&*stream).read(buf);
         let now = Instant::now();
         let mut core = shared.core();
@@ -183,13 +179,24 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
         shared.dispatch(&mut events);
         // Before the flush: the handshake's answer (the timeout it
         // negotiated) may have just queued every request that waited for it.
-        if current_write_timeout != Some(new_write_timeout)
-            && stream.set_write_timeout(Some(new_write_timeout)).is_ok()
-        {
-            current_write_timeout = Some(new_write_timeout);
-        }
+        socket_write_timeout.update(new_write_timeout, |t| stream.set_write_timeout(t));
         if has_transmit {
             shared.flush();
+        }
+    }
+}
+
+/// A socket timeout as last set, so that an unchanged one costs no system
+/// call.
+#[derive(Default)]
+struct SocketTimeout(Option<Duration>);
+
+impl SocketTimeout {
+    /// Sets `wanted` with `set` unless it is already the timeout; a failed
+    /// set is tried again next time.
+    fn update(&mut self, wanted: Duration, set: impl FnOnce(Option<Duration>) -> io::Result<()>) {
+        if self.0 != Some(wanted) && set(Some(wanted)).is_ok() {
+            self.0 = Some(wanted);
         }
     }
 }
