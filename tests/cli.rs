@@ -522,12 +522,7 @@ fn a_killed_exec_takes_its_command_with_it() {
         pid_file.display()
     );
     let mut run = Run::spawn(&mut exec(&[], PATH, &script));
-    wait_until("the command to start", WAIT, || pid_file.exists());
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .expect("read the pid file")
-        .trim()
-        .parse()
-        .expect("a pid");
+    let pid: u32 = wait_for_file(&pid_file).trim().parse().expect("a pid");
     let _cleanup = KillOnDrop(pid);
     assert!(is_running(pid), "the command is not running");
     run.signal("KILL");
