@@ -345,7 +345,7 @@ fn a_lost_create_reply_then_a_lost_search_still_leaves_no_orphan() {
         "both cuts fired"
     );
     assert_eq!(client.session_id(), session, "same session throughout");
-    let held = guard.node().rsplit('/').next().unwrap().to_owned();
+    let held = leaf(guard.node()).to_owned();
     assert_eq!(sequence(&held), 0, "the first create is the one held");
     assert_eq!(
         owned_by(&admin, DIR, session),

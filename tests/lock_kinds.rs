@@ -290,7 +290,7 @@ fn a_write_holder_whose_node_is_gone_does_not_read_past_the_next_writer() {
     let next_node = next.wait_held();
 
     assert_eq!(rw.try_read().map(|g| g.is_some()), Ok(false));
-    assert_eq!(children(&c, DIR), [last(&next_node)]);
+    assert_eq!(children(&c, DIR), [leaf(&next_node)]);
     next.release();
     let read = rw
         .try_read_for(WAIT)
@@ -298,10 +298,6 @@ fn a_write_holder_whose_node_is_gone_does_not_read_past_the_next_writer() {
         .expect("a read once the other writer is gone");
     drop(read);
     assert_eq!(write.state(), LockState::Lost);
-}
-
-fn last(path: &str) -> String {
-    path.rsplit('/').next().unwrap_or_default().to_owned()
 }
 
 /// A `Mutex` and an `RwLock` on one path exclude each other: a mutex node
@@ -409,7 +405,7 @@ fn a_stale_mutex_guard_does_not_disturb_the_next_holder() {
         assert_eq!(stale.wait_while_held(Some(WAIT)), zklock::LockState::Lost);
         let b_node = recv(&from_b, WAIT, "b to acquire");
         drop(stale);
-        assert_eq!(children(&admin, DIR), [b_node.rsplit('/').next().unwrap()]);
+        assert_eq!(children(&admin, DIR), [leaf(&b_node)]);
         to_b.send(()).unwrap();
         b.join().unwrap();
     });

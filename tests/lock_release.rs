@@ -50,7 +50,7 @@ fn back_to_back_acquisitions_join_release_and_create_in_one_transaction() {
             assert_eq!(guard.fencing_token(), stat.czxid);
             // Only the new node: the old one went in the same transaction
             // (or before it).
-            let name = guard.node().rsplit('/').next().unwrap().to_owned();
+            let name = leaf(guard.node()).to_owned();
             assert_eq!(children(&client, &dir), [name]);
             token = guard.fencing_token();
             node = guard.node().to_owned();
@@ -127,7 +127,7 @@ fn a_lingering_release_of_a_node_gone_meanwhile_does_not_fail_the_next_acquisiti
     // admin's delete, the failed transaction (servers log those too), then
     // the create.
     assert_eq!(again.fencing_token(), token + 3);
-    let name = again.node().rsplit('/').next().unwrap().to_owned();
+    let name = leaf(again.node()).to_owned();
     assert_eq!(children(&admin, "/gone"), [name]);
 }
 

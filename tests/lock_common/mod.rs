@@ -46,6 +46,11 @@ pub fn connect_with(connect_string: &str, session_timeout: Duration) -> Client {
         .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
 }
 
+/// The last segment of a node path: a lock node's name.
+pub fn leaf(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
 /// The sequence number of a lock node (`..-0000000042`).
 pub fn sequence(name: &str) -> u32 {
     let digits = name.rsplit(['-', '_']).next().unwrap_or_default();
