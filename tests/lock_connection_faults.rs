@@ -364,9 +364,6 @@ fn a_lost_create_reply_then_a_lost_search_still_leaves_no_orphan() {
     assert!(children(&admin, DIR).is_empty());
 }
 
-/// The opcode of `exists`, which node watches are set with.
-const EXISTS: i32 = 3;
-
 /// The connection drops just as a waiter sets its watches (the watch on its
 /// own node among them), so their replies are lost. Once reconnected, the
 /// waiter watches its own node again: when an operator deletes it, the
@@ -383,7 +380,8 @@ fn a_waiter_whose_own_watch_was_lost_with_a_connection_sets_it_again() {
     let holder_mutex = Mutex::new(&holder, DIR).unwrap();
     let held = holder_mutex.lock().unwrap();
 
-    proxy.cut_after_request(|opcode| opcode == EXISTS);
+    // Node watches are set with `exists`.
+    proxy.cut_after_request(|opcode| opcode == zklock::proto::OpCode::Exists.code());
     let (attempt, attempt_thread) = spawn("waiter", move || {
         let mutex = Mutex::new(&waiter, DIR).unwrap();
         mutex.try_lock_for(WAIT).map(|g| g.is_some())
