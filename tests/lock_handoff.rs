@@ -64,11 +64,7 @@ fn queue_second_writer(
     dir: &'static str,
 ) -> (Contender, Vec<String>) {
     let second_client = connect(&server.connect_string());
-    let second_rw = RwLock::new(&second_client, dir).unwrap();
-    let second = Contender::start("second writer", move |hold| {
-        let guard = second_rw.write().expect("write");
-        hold(guard.node());
-    });
+    let second = Contender::writer(&second_client, dir, "second writer");
     (second, wait_lock_nodes(first, dir, 2))
 }
 

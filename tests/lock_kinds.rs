@@ -280,11 +280,7 @@ fn a_write_holder_whose_node_is_gone_does_not_read_past_the_next_writer() {
     let ours = write.node().to_owned();
 
     let other = connect(&server.connect_string());
-    let next = Contender::start("next-writer", move |hold| {
-        let other = RwLock::new(&other, DIR).unwrap();
-        let guard = other.write().expect("write");
-        hold(guard.node());
-    });
+    let next = Contender::writer(&other, DIR, "next writer");
     wait_children(&c, DIR, 2);
     c.delete(&ours, None).unwrap();
     let next_node = next.wait_held();

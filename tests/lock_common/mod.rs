@@ -159,6 +159,15 @@ impl Contender {
         })
     }
 
+    /// A contender for the write side of a read-write lock on `client`.
+    pub fn writer(client: &Client, dir: &str, name: &str) -> Contender {
+        let rw = zklock::RwLock::new(client, dir).unwrap();
+        Contender::start(name, move |hold| {
+            let guard = rw.write().expect("write");
+            hold(guard.node());
+        })
+    }
+
     /// Waits until the contender holds, and returns its node.
     pub fn wait_held(&self) -> String {
         recv(&self.held, WAIT, &format!("the {} to hold", self.name))
