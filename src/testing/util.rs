@@ -133,21 +133,13 @@ pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
                 "could not find enough free loopback ports".into(),
             ));
         }
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| Error::io("bind a loopback port to find a free one", e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::io("read a bound port", e))?
-            .port();
+        let (listener, port) = bind_loopback()?;
         if seen.insert(port) {
             ports.push(port);
         }
         listeners.push(listener);
     }
-    handed_out.extend_from_slice(&ports);
-    // Remember a bounded number: enough to cover servers running together.
-    let excess = handed_out.len().saturating_sub(4096);
-    handed_out.drain(..excess);
+    record(&mut handed_out, &ports);
     Ok(ports)
 }
 
@@ -160,14 +152,9 @@ pub fn loopback_listener() -> Result<TcpListener, Error> {
     // Held until one is found, so the kernel does not offer them again.
     let mut taken = Vec::new();
     for _ in 0..64 {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| Error::io("bind a loopback port", e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::io("read a bound port", e))?
-            .port();
+        let (listener, port) = bind_loopback()?;
         if !handed_out.contains(&port) {
-            handed_out.push(port);
+            record(&mut handed_out, &[port]);
             return Ok(listener);
         }
         taken.push(listener);
@@ -175,6 +162,25 @@ pub fn loopback_listener() -> Result<TcpListener, Error> {
     Err(Error::InvalidConfig(
         "could not find a free loopback port".into(),
     ))
+}
+
+/// A listener on a loopback port the kernel picks, and that port.
+fn bind_loopback() -> Result<(TcpListener, u16), Error> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| Error::io("bind a loopback port", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::io("read a bound port", e))?
+        .port();
+    Ok((listener, port))
+}
+
+/// Adds `ports` to those handed out, remembering a bounded number: enough
+/// to cover servers running together.
+fn record(handed_out: &mut Vec<u16>, ports: &[u16]) {
+    handed_out.extend_from_slice(ports);
+    let excess = handed_out.len().saturating_sub(4096);
+    handed_out.drain(..excess);
 }
 
 /// A fresh, empty temporary directory, named from the pid, a counter and the
