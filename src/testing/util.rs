@@ -146,7 +146,8 @@ pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
 /// A listener on a free loopback port that no server of this process was
 /// given (or may be restarted on), recorded so that none is given it later:
 /// for proxies and fake servers, which would otherwise race the servers for
-/// the ports [`free_ports`] hands out but that nothing holds yet.
+/// the ports picked for test servers, which nothing holds until the server
+/// binds them.
 pub fn loopback_listener() -> Result<TcpListener, Error> {
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
     // Held until one is found, so the kernel does not offer them again.
