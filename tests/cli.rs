@@ -1111,6 +1111,10 @@ fn bad_usage_is_one_line_with_status_2() {
             "zklock: --wait must be from 0 to 18446744073709551615 seconds, not -1",
         ),
         (
+            &["exec", "--read", "--write", "/cli/x", "--", "true"][..],
+            "zklock: --read and --write exclude each other",
+        ),
+        (
             &["exec", "--no-wait=false", "/cli/x", "--", "true"][..],
             "zklock: --no-wait takes no value",
         ),
@@ -1169,6 +1173,47 @@ fn bad_usage_is_one_line_with_status_2() {
     assert!(out.stdout.contains("zklock exec"), "{}", out.stdout);
     assert!(out.stdout.contains("75"), "{}", out.stdout);
     assert!(out.stdout.contains("76"), "{}", out.stdout);
+}
+
+#[test]
+fn every_command_shows_the_usage_on_help_but_commands_keep_their_own() {
+    for args in [
+        &["exec", "--help"][..],
+        &["exec", "--wait", "3", "-h", "/cli/x", "--", "true"][..],
+        &["holders", "--help"][..],
+        &["bench", "-h"][..],
+    ] {
+        let out = Run::spawn(&mut zklock(args)).finish(WAIT);
+        assert_eq!(code(&out), Some(0), "{args:?}: {}", out.stderr);
+        assert!(out.stdout.starts_with("usage:"), "{args:?}: {}", out.stdout);
+        assert_eq!(out.stderr, "", "{args:?}");
+    }
+    // After `--`, `--help` is COMMAND's.
+    let out = Run::spawn(&mut zklock(&[
+        "exec",
+        "--connect",
+        &connect_string(),
+        "/cli/help",
+        "--",
+        "printf",
+        "%s\\n",
+        "--help",
+    ]))
+    .finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "--help\n");
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bad = std::ffi::OsStr::from_bytes(b"/cli/\xff");
+    let out = Run::spawn(zklock(&["holders"]).arg(bad)).finish(WAIT);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: argument \"/cli/\\xFF\" is not valid UTF-8 (zklock --help shows the usage)"
+    );
 }
 
 /// The opcodes of the writes a lock/unlock cycle may send: create, delete,

@@ -65,8 +65,19 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
                 o.wait = Some(wait);
             }
             "no-wait" => no_wait = true,
-            "read" => o.side = Side::Read,
-            "write" => o.side = Side::Write,
+            "read" | "write" => {
+                let side = if name == "read" {
+                    Side::Read
+                } else {
+                    Side::Write
+                };
+                // `--read --write` taken as the last one would run a
+                // writer for a user who also asked for a reader.
+                if o.side != Side::Exclusive && o.side != side {
+                    return Err(Usage("--read and --write exclude each other".into()));
+                }
+                o.side = side;
+            }
             "grace" => o.grace = Duration::from_millis(args::number(name, &value()?)?),
             "publish-args" => o.publish_args = true,
             "quiet" => o.quiet = true,

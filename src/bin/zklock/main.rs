@@ -53,8 +53,9 @@ const USAGE: &str = "usage:
   zklock bench [--connect HOSTS] --mode uncontended|contended|get|set
                [--clients C] [--ops N] [--path P] [--without-lock]
 
---connect defaults to $ZK_CONNECT, then 127.0.0.1:2181; --session-timeout
-defaults to 10000 ms (at most 2147483647).
+Every command takes --connect and --session-timeout. --connect defaults to
+$ZK_CONNECT, then 127.0.0.1:2181; --session-timeout defaults to 10000 ms (at
+most 2147483647). zklock COMMAND --help shows this text.
 
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
@@ -155,14 +156,9 @@ impl From<zklock::Error> for Outcome {
 }
 
 fn main() -> ExitCode {
-    let mut argv = std::env::args().skip(1);
-    let outcome = match argv.next().as_deref() {
-        Some("exec") => exec::run(Args::new(argv)),
-        Some("holders") => holders::run(Args::new(argv)),
-        Some("bench") => bench::run(Args::new(argv)),
-        Some("-h" | "--help" | "help") => print(&format!("{USAGE}\n")),
-        Some(other) => Outcome::Usage(format!("unknown command {other:?}")),
-        None => Outcome::Usage("missing command".into()),
+    let outcome = match arguments() {
+        Ok(argv) => dispatch(argv),
+        Err(outcome) => outcome,
     };
     match outcome {
         Outcome::Exit(code) => ExitCode::from(code),
@@ -175,6 +171,42 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// The arguments after the program's name. `std::env::args` would panic
+/// on one that is not UTF-8; this makes it a usage error.
+fn arguments() -> Result<Vec<String>, Outcome> {
+    std::env::args_os()
+        .skip(1)
+        .map(|arg| {
+            arg.into_string()
+                .map_err(|bad| Outcome::Usage(format!("argument {bad:?} is not valid UTF-8")))
+        })
+        .collect()
+}
+
+fn dispatch(argv: Vec<String>) -> Outcome {
+    let mut argv = argv.into_iter();
+    let command = argv.next();
+    let rest: Vec<String> = argv.collect();
+    match command.as_deref() {
+        Some("exec" | "holders" | "bench") if asks_for_help(&rest) => print(&format!("{USAGE}\n")),
+        Some("exec") => exec::run(Args::new(rest)),
+        Some("holders") => holders::run(Args::new(rest)),
+        Some("bench") => bench::run(Args::new(rest)),
+        Some("-h" | "--help" | "help") => print(&format!("{USAGE}\n")),
+        Some(other) => Outcome::Usage(format!("unknown command {other:?}")),
+        None => Outcome::Usage("missing command".into()),
+    }
+}
+
+/// True if a subcommand's options ask for the usage: `zklock exec --help`
+/// should show it, not call `--help` an unknown option. What follows `--`
+/// is COMMAND's, whose own `--help` is not ours.
+fn asks_for_help(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help" || a == "-h")
 }
 
 /// Writes `text` to stdout: done (status 0), or an error if stdout is gone
