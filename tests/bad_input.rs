@@ -787,6 +787,16 @@ fn acls_ttls_modes_and_schemes_are_checked_before_sending() {
             .with_acl(Vec::new());
         expect_invalid_argument("Mutex::lock", EMPTY_ACL, no_acl.lock().map(drop));
         expect_invalid_argument("Mutex::try_lock", EMPTY_ACL, no_acl.try_lock().map(drop));
+        // Every lock kind takes an ACL, and uses it.
+        let no_acl = ReentrantMutex::new(&c, "/bi-acl-lock")
+            .expect("a reentrant mutex")
+            .with_acl(Vec::new());
+        expect_invalid_argument("ReentrantMutex::lock", EMPTY_ACL, no_acl.lock().map(drop));
+        let no_acl = RwLock::new(&c, "/bi-acl-lock")
+            .expect("a read-write lock")
+            .with_acl(Vec::new());
+        expect_invalid_argument("RwLock::read", EMPTY_ACL, no_acl.read().map(drop));
+        expect_invalid_argument("RwLock::try_write", EMPTY_ACL, no_acl.try_write().map(drop));
         expect_invalid_argument(
             "add_auth",
             "the auth scheme must not be empty",

@@ -122,10 +122,14 @@ fn attempt(
     .run(deadline)
 }
 
-/// Proof that a [`Mutex`] is held. Dropping it releases the lock: the node's
-/// delete is sent at once without waiting, retried through reconnects while
-/// the session lives, and ordered before any later request of the client.
-/// [`MutexGuard::unlock`] releases and waits for the server's confirmation.
+/// Proof that a [`Mutex`] is held. Dropping it releases the lock without
+/// waiting: the node's delete lingers for
+/// [`release_linger`](crate::Config::release_linger) (200 µs by default)
+/// so that this client's next acquisition of the path can carry it, goes
+/// ahead of any other request of the client, is retried through reconnects
+/// while the session lives, and is not sent if the lock is already `Lost`.
+/// [`MutexGuard::unlock`] releases at once and waits for the server's
+/// confirmation. Not `Clone`: one guard, one release.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct MutexGuard<'a> {
@@ -191,7 +195,9 @@ impl MutexGuard<'_> {
     guard_accessors!();
 
     /// Releases the lock and waits for the server to confirm the delete.
-    /// `LockLost` if the lock had already been lost.
+    /// `LockLost` if the lock had already been lost. Another error (a
+    /// `ConnectionLoss`, say) leaves the delete to be retried in the
+    /// background while the session lives, as a dropped guard's is.
     pub fn unlock(self) -> Result<()> {
         self.hold.unlock()
     }
@@ -224,10 +230,22 @@ impl ReentrantMutex {
         })
     }
 
-    /// Sets the data stored in the lock nodes.
+    /// Sets the data stored in the lock nodes (default:
+    /// `host=<name> pid=<pid> thread=<name>`).
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.spec.data = Some(data.into());
         self
+    }
+
+    /// Sets the ACL of the lock nodes and directories (default: open).
+    pub fn with_acl(mut self, acl: Vec<Acl>) -> Self {
+        self.spec.acl = acl;
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.spec.path
     }
 
     /// Blocks until held; returns at once (counting) if this thread holds
@@ -392,7 +410,10 @@ impl ReentrantMutexGuard<'_> {
     }
 
     /// Drops this hold; if it was the last, releases the lock and waits for
-    /// the server's confirmation. `LockLost` if the lock had been lost.
+    /// the server's confirmation. `LockLost` if the lock had been lost and
+    /// this was its last hold, or the mutex has been acquired again since;
+    /// `Ok` for an earlier hold, even of a lost lock (its
+    /// [`state`](Self::state) says so).
     pub fn unlock(self) -> Result<()> {
         let release = self.mutex.release_one(self.hold);
         std::mem::forget(self);

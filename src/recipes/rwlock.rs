@@ -9,6 +9,7 @@ use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{is_exclusive, Contender, READ_MARKER, WRITE_MARKER};
 use crate::error::{Error, Result};
+use crate::proto::Acl;
 use crate::Client;
 
 /// A fair distributed read-write lock, node-compatible with Curator's
@@ -44,9 +45,16 @@ impl RwLock {
         })
     }
 
-    /// Sets the data stored in the lock nodes.
+    /// Sets the data stored in the lock nodes (default:
+    /// `host=<name> pid=<pid> thread=<name>`).
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.spec.data = Some(data.into());
+        self
+    }
+
+    /// Sets the ACL of the lock nodes and directories (default: open).
+    pub fn with_acl(mut self, acl: Vec<Acl>) -> Self {
+        self.spec.acl = acl;
         self
     }
 
@@ -55,7 +63,9 @@ impl RwLock {
         &self.spec.path
     }
 
-    /// Blocks until a read lock is held.
+    /// Blocks until a read lock is held. Fails as [`Mutex::lock`](crate::Mutex::lock)
+    /// does, and with `WouldDeadlock` if this thread holds the write lock
+    /// and another writer is queued.
     pub fn read(&self) -> Result<RwLockReadGuard<'_>> {
         self.acquire_read(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
@@ -77,8 +87,9 @@ impl RwLock {
         self.acquire_read(Some(deadline))
     }
 
-    /// Blocks until the write lock is held. `WouldDeadlock` if this thread
-    /// already holds it.
+    /// Blocks until the write lock is held. Fails as
+    /// [`Mutex::lock`](crate::Mutex::lock) does, and with `WouldDeadlock` if
+    /// this thread already holds the write lock or a read lock.
     pub fn write(&self) -> Result<RwLockWriteGuard<'_>> {
         self.acquire_write(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
@@ -179,7 +190,8 @@ pub(super) fn read_decision_of_writer(
     }
 }
 
-/// A held read lock; dropping it releases it (see [`super::MutexGuard`]).
+/// A held read lock; dropping it releases it as dropping a
+/// [`MutexGuard`](crate::MutexGuard) does.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockReadGuard<'a> {
@@ -193,13 +205,16 @@ impl RwLockReadGuard<'_> {
 
     guard_accessors!();
 
-    /// Releases the read lock and waits for the server's confirmation.
+    /// Releases the read lock and waits for the server's confirmation
+    /// (see [`MutexGuard::unlock`](crate::MutexGuard::unlock)). `LockLost`
+    /// if the lock had already been lost.
     pub fn unlock(self) -> Result<()> {
         self.hold.unlock()
     }
 }
 
-/// The held write lock; dropping it releases it.
+/// The held write lock; dropping it releases it as dropping a
+/// [`MutexGuard`](crate::MutexGuard) does.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockWriteGuard<'a> {
@@ -213,7 +228,9 @@ impl RwLockWriteGuard<'_> {
 
     guard_accessors!();
 
-    /// Releases the write lock and waits for the server's confirmation.
+    /// Releases the write lock and waits for the server's confirmation
+    /// (see [`MutexGuard::unlock`](crate::MutexGuard::unlock)). `LockLost`
+    /// if the lock had already been lost.
     pub fn unlock(self) -> Result<()> {
         self.hold.unlock()
     }
