@@ -150,7 +150,10 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// An argument the server would refuse, caught before sending.
+    /// An argument the server would refuse (an empty ACL, a request over
+    /// [`max_request`](crate::Config::max_request), a bad TTL...), caught
+    /// before sending; or a [`Config`](crate::Config) setting out of range,
+    /// caught by [`connect`](crate::ClientBuilder::connect).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The server sent bytes that break the protocol; the connection was dropped.
@@ -186,10 +189,17 @@ pub enum Error {
     /// A lock wait was cancelled through `cancel()`.
     #[error("cancelled")]
     Cancelled,
-    /// The calling thread already holds this lock; waiting would deadlock.
+    /// Waiting would deadlock on the calling thread's own hold: it locks a
+    /// [`Mutex`](crate::Mutex) or takes an [`RwLock`](crate::RwLock)'s
+    /// write lock while it holds that lock already, asks for the write
+    /// lock while it holds the read lock (no upgrades), or, holding the
+    /// write lock, asks for the read lock while another writer is queued.
     #[error("this thread already holds the lock; locking it again would deadlock")]
     WouldDeadlock,
-    /// The lock was lost while held (session expired or node deleted).
+    /// The lock was lost: its session expired or its node was deleted
+    /// (while held, or while waiting for the lock), or a
+    /// [`ReentrantMutex`](crate::ReentrantMutex) hold known to be lost was
+    /// entered again.
     #[error("lock lost")]
     LockLost,
 }
@@ -297,8 +307,11 @@ impl Error {
         )
     }
 
-    /// True when the session is gone for good: expired, auth failed or closed.
-    /// Ephemeral nodes (and so locks) of the session are gone or going.
+    /// True when the session is gone for good (expired, auth failed or
+    /// closed), and for `LockLost`: ephemeral nodes (and so locks) of the
+    /// session are gone or going. `LockLost` also comes from a lock node
+    /// deleted while its session lives on; [`Client::state`](crate::Client::state)
+    /// tells the two apart.
     pub fn is_session_lost(&self) -> bool {
         matches!(
             self,

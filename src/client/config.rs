@@ -14,7 +14,17 @@ use super::Client;
 pub type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 
 /// How a [`Client`] connects. Built with [`Client::builder`]; every setter on
-/// [`ClientBuilder`] has a getter of the same name here.
+/// [`ClientBuilder`] has a getter of the same name here, except
+/// [`digest`](ClientBuilder::digest) (read back as
+/// [`digest_users`](Config::digest_users), without the passwords) and
+/// [`state_handler`](ClientBuilder::state_handler).
+///
+/// [`ClientBuilder::connect`] checks the settings and fails with
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before
+/// connecting, on one out of range: a timeout under 1 ms or over
+/// `i32::MAX` ms, a frame or request limit under 1024 bytes, a release
+/// linger over 1 s, or a session to take over with id 0 or a password that
+/// is not 16 bytes.
 #[derive(Clone)]
 pub struct Config {
     pub(crate) session_timeout: Duration,
@@ -204,14 +214,18 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Sets the requested session timeout. A dead connection is detected
-    /// after 2/3 of the negotiated timeout.
+    /// Sets the requested session timeout (default 30 s; from 1 ms to
+    /// `i32::MAX` ms). The server clamps it to its own bounds; a dead
+    /// connection is detected after 2/3 of the negotiated timeout.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
         self
     }
 
-    /// Sets how long one TCP connect plus handshake may take per host.
+    /// Sets how long one TCP connect plus handshake may take per host
+    /// (default 5 s; from 1 ms to `i32::MAX` ms). `connect` waits up to
+    /// this times the number of hosts, and [`Client::close`] up to this for
+    /// a server to confirm the close.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
         self
@@ -229,13 +243,15 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets the largest frame accepted from a server.
+    /// Sets the largest frame accepted from a server (at least 1024 bytes;
+    /// see [`Config::max_frame`]).
     pub fn max_frame(mut self, bytes: usize) -> Self {
         self.config.max_frame = bytes;
         self
     }
 
-    /// Sets the largest request sent: match the servers' `jute.maxbuffer`.
+    /// Sets the largest request sent: match the servers' `jute.maxbuffer`
+    /// (at least 1024 bytes; see [`Config::max_request`]).
     pub fn max_request(mut self, bytes: usize) -> Self {
         self.config.max_request = bytes;
         self
@@ -261,14 +277,16 @@ impl ClientBuilder {
     }
 
     /// Sets how long a dropped lock guard's delete waits for this client's
-    /// next acquisition on the same lock path to carry it (zero: no wait).
+    /// next acquisition on the same lock path to carry it (default 200 µs,
+    /// at most 1 s; zero: no wait). See [`Config::release_linger`].
     pub fn release_linger(mut self, linger: Duration) -> Self {
         self.config.release_linger = linger;
         self
     }
 
-    /// Sets how long a call waits for its reply once sent (`None`: as long
-    /// as the connection lives).
+    /// Sets how long a call waits for its reply once sent (default `None`:
+    /// as long as the connection lives; otherwise from 1 ms to `i32::MAX`
+    /// ms). See [`Config::request_timeout`].
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.request_timeout = timeout;
         self
