@@ -11,7 +11,10 @@
 //!     let left: u32 = String::from_utf8_lossy(&data).parse().unwrap_or(0);
 //!     // Pass the fencing token to storage that can reject stale writers.
 //!     println!("holding with token {}", guard.fencing_token());
-//!     client.set_data("/stock/42", (left - 1).to_string().as_bytes(), None)?;
+//!     // `left - 1` would underflow once the stock is gone.
+//!     if let Some(now) = left.checked_sub(1) {
+//!         client.set_data("/stock/42", now.to_string().as_bytes(), None)?;
+//!     }
 //! } // dropping the guard releases the lock
 //! # Ok(()) }
 //! ```
