@@ -86,8 +86,11 @@ impl Mutex {
         self.acquire(Some(deadline))
     }
 
-    /// Wakes every `lock` call waiting on this mutex, which then fail with
-    /// `Cancelled` and leave no node behind. Callable from any thread.
+    /// Wakes every attempt under way on this mutex (`lock`, `try_lock_for`,
+    /// `try_lock_until`), which then fail with `Cancelled` and leave no node
+    /// behind. Callable from any thread. Not sticky: a call that starts
+    /// after it (or has not registered its attempt yet) is not cancelled,
+    /// so to stop a call racing with it, cancel until the call returns.
     pub fn cancel(&self) {
         self.waiters.cancel();
     }
@@ -271,7 +274,8 @@ impl ReentrantMutex {
         self.acquire(Some(deadline))
     }
 
-    /// Wakes every waiting `lock` call with `Cancelled`.
+    /// Wakes every attempt under way with `Cancelled` (see
+    /// [`Mutex::cancel`]; calls that start later are not cancelled).
     pub fn cancel(&self) {
         self.waiters.cancel();
     }

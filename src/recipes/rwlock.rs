@@ -111,7 +111,9 @@ impl RwLock {
         self.acquire_write(Some(deadline))
     }
 
-    /// Wakes every waiting `read` and `write` call with `Cancelled`.
+    /// Wakes every `read` and `write` attempt under way, timed ones
+    /// included, with `Cancelled` (see [`Mutex::cancel`](crate::Mutex::cancel);
+    /// calls that start later are not cancelled).
     pub fn cancel(&self) {
         self.waiters.cancel();
     }
