@@ -308,14 +308,15 @@ impl Error {
     }
 
     /// True when the session is gone for good (expired, auth failed or
-    /// closed), and for `LockLost`: ephemeral nodes (and so locks) of the
-    /// session are gone or going. `LockLost` also comes from a lock node
-    /// deleted while its session lives on; [`Client::state`](crate::Client::state)
-    /// tells the two apart.
+    /// closed): its ephemeral nodes, and so its locks, are gone or going, and
+    /// only a new [`Client`](crate::Client) can go on. Not for `LockLost`,
+    /// which names one lock's loss: its node may have been deleted while the
+    /// session lives on, and [`Client::state`](crate::Client::state) tells
+    /// whether it does.
     pub fn is_session_lost(&self) -> bool {
         matches!(
             self,
-            Error::SessionExpired | Error::AuthFailed | Error::Closed | Error::LockLost
+            Error::SessionExpired | Error::AuthFailed | Error::Closed
         )
     }
 }
@@ -345,5 +346,14 @@ mod tests {
         }
         assert_eq!(Error::from_code(-999), Error::UnknownServerError(-999));
         assert_eq!(Error::Closed.code(), None);
+    }
+
+    #[test]
+    fn only_the_end_of_a_session_counts_as_a_lost_session() {
+        let lost = [Error::SessionExpired, Error::AuthFailed, Error::Closed];
+        assert!(lost.iter().all(Error::is_session_lost));
+        // A lock's loss alone says nothing about its session.
+        let not_lost = [Error::LockLost, Error::ConnectionLoss, Error::NoNode];
+        assert!(!not_lost.iter().any(Error::is_session_lost));
     }
 }
