@@ -260,6 +260,60 @@ fn a_deleted_lock_node_makes_the_guard_lost() {
         .unwrap();
 }
 
+/// A guard stays with its thread; a monitor carries the lock's node, token
+/// and state to another ('static) thread, which sees the loss when someone
+/// deletes the node, just as the guard does. Every lock kind gives one, and
+/// a released hold's monitor says `Lost`.
+#[test]
+fn a_monitor_follows_the_lock_from_another_thread() {
+    const LOCK: &str = "/monitored/lock";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let admin = connect(&server.connect_string());
+    let mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    let (node, token) = (guard.node().to_owned(), guard.fencing_token());
+    let monitor = guard.monitor();
+    let (seen_tx, seen) = mpsc::channel();
+    let (lost_tx, lost) = mpsc::channel();
+    let watcher = std::thread::spawn(move || {
+        let _ = seen_tx.send((
+            monitor.node().to_owned(),
+            monitor.fencing_token(),
+            monitor.state(),
+        ));
+        let _ = lost_tx.send(monitor.wait_while_held(Some(WAIT)));
+    });
+    assert_eq!(
+        seen.recv_timeout(WAIT).unwrap(),
+        (node.clone(), token, LockState::Held)
+    );
+    admin.delete(&node, None).unwrap();
+    assert_eq!(lost.recv_timeout(WAIT).unwrap(), LockState::Lost);
+    watcher.join().unwrap();
+    assert_eq!(guard.state(), LockState::Lost);
+    assert_eq!(guard.unlock(), Err(Error::LockLost));
+
+    let rwlock = zklock::RwLock::new(&holder, "/monitored/rw").unwrap();
+    let write = rwlock.write().unwrap();
+    let monitor = write.monitor();
+    assert_eq!(
+        (monitor.node(), monitor.fencing_token()),
+        (write.node(), write.fencing_token())
+    );
+    write.unlock().unwrap();
+    assert_eq!(monitor.state(), LockState::Lost, "after the release");
+    let read = rwlock.read().unwrap();
+    assert_eq!(read.monitor().node(), read.node());
+    drop(read);
+
+    let reentrant = zklock::ReentrantMutex::new(&holder, "/monitored/reentrant").unwrap();
+    let outer = reentrant.lock().unwrap();
+    let inner = reentrant.lock().unwrap();
+    assert_eq!(inner.monitor().fencing_token(), outer.fencing_token());
+    assert_eq!(inner.monitor().state(), LockState::Held);
+}
+
 /// The same, but the node is deleted the moment `lock` returns, before the
 /// guard was asked about (the holder's link delays every byte by 300 ms).
 /// The watch that waiting on the guard sets is answered with "no such

@@ -1,6 +1,7 @@
 //! A lock node this process holds: its state, its fencing token, and its
 //! guaranteed release.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
@@ -508,10 +509,16 @@ impl Holders {
 
 /// A held lock as a guard owns it: recorded in the lock object's
 /// [`Holders`] while it lives, released in the background when dropped.
+///
+/// Not `Send`: the lock object knows its holds by thread (a thread that
+/// locks again gets `WouldDeadlock`), so a guard moved to another thread
+/// would leave that thread to queue behind its own node, and this one
+/// refused. `Sync` stays: other threads may read a guard's token and state.
 #[derive(Debug)]
 pub(crate) struct Hold<'a> {
     held: Option<HeldLock>,
     holders: &'a Holders,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl<'a> Hold<'a> {
@@ -522,6 +529,7 @@ impl<'a> Hold<'a> {
         Hold {
             held: Some(held),
             holders,
+            _not_send: PhantomData,
         }
     }
 

@@ -8,12 +8,14 @@
 
 mod acquire;
 mod held;
+mod monitor;
 mod mutex;
 mod naming;
 mod queue;
 mod rwlock;
 
 pub use held::LockState;
+pub use monitor::LockMonitor;
 pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};
 pub use queue::{holding, lock_queue, queue_order, QueueEntry, QueuedNode};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

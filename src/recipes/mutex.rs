@@ -9,6 +9,7 @@ use crossbeam_channel::Receiver;
 
 use super::acquire::{Attempt, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
+use super::monitor::LockMonitor;
 use super::naming::MUTEX_MARKER;
 use crate::client::core::lock;
 use crate::error::{Error, Result};
@@ -132,7 +133,19 @@ fn attempt(
 /// ahead of any other request of the client, is retried through reconnects
 /// while the session lives, and is not sent if the lock is already `Lost`.
 /// [`MutexGuard::unlock`] releases at once and waits for the server's
-/// confirmation. Not `Clone`: one guard, one release.
+/// confirmation. Not `Clone`: one guard, one release. Not `Send`, like
+/// [`std::sync::MutexGuard`]: the mutex knows its holder by thread, to
+/// refuse a second `lock` there with `WouldDeadlock`; another thread
+/// follows the lock through [`MutexGuard::monitor`].
+///
+/// ```compile_fail
+/// fn hand_over<T: Send>(_: T) {}
+/// # fn main() -> zklock::Result<()> {
+/// let client = zklock::Client::connect("127.0.0.1:2181")?;
+/// let lock = client.mutex("/locks/job")?;
+/// hand_over(lock.lock()?);
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct MutexGuard<'a> {
@@ -185,6 +198,12 @@ macro_rules! guard_accessors {
         /// Starts watching the node if nothing asked yet.
         pub fn state_changes(&self) -> Receiver<LockState> {
             self.held().state_changes()
+        }
+
+        /// The node, token and state of this hold for another thread: the
+        /// guard itself is not `Send`.
+        pub fn monitor(&self) -> crate::recipes::LockMonitor {
+            crate::recipes::LockMonitor::new(self.held().tracker())
         }
     };
 }
@@ -352,7 +371,8 @@ enum Release {
 }
 
 /// One hold of a [`ReentrantMutex`]; the lock is released when the last
-/// hold of the thread is dropped. Not `Send`: holds belong to a thread.
+/// hold of the thread is dropped. Not `Send`: holds belong to a thread;
+/// another thread follows the lock through [`ReentrantMutexGuard::monitor`].
 #[must_use = "the hold is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct ReentrantMutexGuard<'a> {
@@ -400,6 +420,12 @@ impl ReentrantMutexGuard<'_> {
             Some(tracker) => tracker.wait_while_held(timeout),
             None => LockState::Lost,
         }
+    }
+
+    /// The node, token and state of this hold for another thread: the
+    /// guard itself is not `Send`.
+    pub fn monitor(&self) -> LockMonitor {
+        LockMonitor::new(self.tracker.clone())
     }
 
     /// A channel that receives every later state change.

@@ -193,7 +193,8 @@ pub(super) fn read_decision_of_writer(
 }
 
 /// A held read lock; dropping it releases it as dropping a
-/// [`MutexGuard`](crate::MutexGuard) does.
+/// [`MutexGuard`](crate::MutexGuard) does. Not `Send` either: another
+/// thread follows the lock through [`RwLockReadGuard::monitor`].
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockReadGuard<'a> {
@@ -216,7 +217,8 @@ impl RwLockReadGuard<'_> {
 }
 
 /// The held write lock; dropping it releases it as dropping a
-/// [`MutexGuard`](crate::MutexGuard) does.
+/// [`MutexGuard`](crate::MutexGuard) does. Not `Send` either: another
+/// thread follows the lock through [`RwLockWriteGuard::monitor`].
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RwLockWriteGuard<'a> {

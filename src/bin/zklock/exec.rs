@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
-use zklock::{Client, LockState, Mutex, RwLock};
+use zklock::{Client, LockMonitor, LockState, Mutex, RwLock};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
@@ -187,19 +187,15 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(l) => l,
         Err(e) => return e.into(),
     };
-    // Leaked (it would live until the process ends anyway) so that its
-    // guard can move to the thread in `prepare`, which a signal may leave
-    // blocked behind.
-    let lock: &'static Lock = Box::leak(Box::new(lock));
-    let guard = match acquire(lock, &client, &path, &options, &signals) {
+    let guard = match acquire(&lock, &client, &path, &options, &signals) {
         Ok(guard) => guard,
         Err(outcome) => return outcome,
     };
     // Subscribed before the state is read in `prepare`: no later change
     // goes unseen.
     let states = each!(&guard, g => g.state_changes());
-    let (guard, token) = match prepare(guard, &states, &signals) {
-        Ready::Held(guard, token) => (guard, token),
+    let token = match prepare(each!(&guard, g => g.monitor()), &states, &signals) {
+        Ready::Held(token) => token,
         Ready::NotHeld(why) => {
             return not_acquired(&options, &format!("{why} before the command could start"))
         }
@@ -222,13 +218,13 @@ pub fn run(mut args: Args) -> Outcome {
 }
 
 /// Waits for the lock, with the progress lines, until a signal cancels.
-fn acquire(
-    lock: &'static Lock,
+fn acquire<'a>(
+    lock: &'a Lock,
     client: &Client,
     path: &str,
     options: &Options,
     signals: &Receiver<Signal>,
-) -> Result<Guard<'static>, Outcome> {
+) -> Result<Guard<'a>, Outcome> {
     let (done_tx, done_rx) = bounded::<()>(0);
     let (acquired, interrupted) = std::thread::scope(|scope| {
         let watcher = scope.spawn(|| {
@@ -274,7 +270,7 @@ fn acquire(
 /// Whether COMMAND may start.
 enum Ready {
     /// The lock is held; its fencing token.
-    Held(Guard<'static>, i64),
+    Held(i64),
     /// Why not.
     NotHeld(&'static str),
     Interrupted,
@@ -283,30 +279,29 @@ enum Ready {
 /// Checks that the lock is still held just before COMMAND starts, and gets
 /// its fencing token. Either may need a round trip, and the token, through
 /// a lost connection, waits for a reconnect until the session expires: so
-/// they are asked on a thread of their own while this one watches for
-/// signals. A signal leaves that thread behind with the guard; the session
-/// ends with the process (`EndSession`).
+/// they are asked on a thread of their own, through the guard's monitor,
+/// while this one watches for signals. A signal leaves that thread behind;
+/// the session ends with the process (`EndSession`).
 fn prepare(
-    guard: Guard<'static>,
+    monitor: LockMonitor,
     states: &Receiver<LockState>,
     signals: &Receiver<Signal>,
 ) -> Ready {
     let (tx, rx) = bounded(1);
     std::thread::spawn(move || {
-        let token = each!(&guard, g => g.fencing_token());
-        let state = each!(&guard, g => g.state());
-        let _ = tx.send((guard, token, state));
+        let token = monitor.fencing_token();
+        let _ = tx.send((token, monitor.state()));
     });
     select! {
         recv(rx) -> ready => match ready {
-            Ok((guard, token, LockState::Held)) if token != 0 => {
+            Ok((token, LockState::Held)) if token != 0 => {
                 match states.try_iter().last() {
-                    None | Some(LockState::Held) => Ready::Held(guard, token),
+                    None | Some(LockState::Held) => Ready::Held(token),
                     Some(LockState::Suspended) => Ready::NotHeld("the connection to the ensemble was lost"),
                     Some(LockState::Lost) => Ready::NotHeld("the lock was lost"),
                 }
             }
-            Ok((_, _, LockState::Suspended)) => Ready::NotHeld("the connection to the ensemble was lost"),
+            Ok((_, LockState::Suspended)) => Ready::NotHeld("the connection to the ensemble was lost"),
             _ => Ready::NotHeld("the lock was lost"),
         },
         recv(signals) -> _ => Ready::Interrupted,

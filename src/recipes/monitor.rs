@@ -1,0 +1,71 @@
+//! A held lock's node, token and state, for threads other than the holder's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+
+use super::held::{LockState, Tracker};
+
+/// A view of one held lock that any thread may keep: its node, fencing
+/// token and state, without the guard. Guards are not `Send` (a lock knows
+/// its holds by thread), so a watchdog or a worker thread that must stop
+/// when the lock is lost takes a monitor instead:
+///
+/// ```no_run
+/// # fn main() -> zklock::Result<()> {
+/// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+/// let lock = client.mutex("/locks/nightly")?;
+/// let guard = lock.lock()?;
+/// let monitor = guard.monitor();
+/// std::thread::spawn(move || {
+///     if monitor.wait_while_held(None) != zklock::LockState::Held {
+///         eprintln!("lock on {} lost or suspended: stopping", monitor.node());
+///     }
+/// });
+/// // ... the job, with `guard` held ...
+/// # Ok(()) }
+/// ```
+///
+/// The monitor watches the node, not the guard: once the guard is released
+/// and the node deleted, the state turns `Lost`. Cloning is cheap and
+/// releases nothing. A monitor keeps its client's session open, as a
+/// [`Client`](crate::Client) handle does.
+#[derive(Debug, Clone)]
+pub struct LockMonitor {
+    tracker: Arc<Tracker>,
+}
+
+impl LockMonitor {
+    pub(crate) fn new(tracker: Arc<Tracker>) -> LockMonitor {
+        LockMonitor { tracker }
+    }
+
+    /// The lock node's path.
+    pub fn node(&self) -> &str {
+        self.tracker.node()
+    }
+
+    /// The lock node's creation zxid, as the guard's
+    /// [`fencing_token`](crate::MutexGuard::fencing_token) gives it.
+    pub fn fencing_token(&self) -> i64 {
+        self.tracker.fencing_token()
+    }
+
+    /// `Held`, `Suspended` or `Lost`, as the guard's
+    /// [`state`](crate::MutexGuard::state) gives it.
+    pub fn state(&self) -> LockState {
+        self.tracker.state()
+    }
+
+    /// Blocks until the state is no longer `Held` (or `timeout` passes) and
+    /// returns it.
+    pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        self.tracker.wait_while_held(timeout)
+    }
+
+    /// A channel that receives every later change of [`Self::state`].
+    pub fn state_changes(&self) -> Receiver<LockState> {
+        self.tracker.state_changes()
+    }
+}
