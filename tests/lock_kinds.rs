@@ -296,6 +296,38 @@ fn a_write_holder_whose_node_is_gone_does_not_read_past_the_next_writer() {
     assert_eq!(write.state(), LockState::Lost);
 }
 
+/// A write holder whose node and then lock directory an operator deleted
+/// (a stuck lock cleared by hand) reads as an ordinary reader, even though
+/// the writer that now holds the recreated directory's lock has the very
+/// sequence number its node had: the count restarts with the directory.
+#[test]
+fn a_write_holder_does_not_read_under_a_new_writer_with_its_old_sequence() {
+    const DIR: &str = "/downgrade-recreated/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let rw = RwLock::new(&c, DIR).unwrap();
+    let write = rw.write().unwrap();
+    let ours = write.node().to_owned();
+
+    let operator = connect(&server.connect_string());
+    operator.delete(&ours, None).unwrap();
+    operator.delete(DIR, None).unwrap();
+    let other = connect(&server.connect_string());
+    let next = Contender::writer(&other, DIR, "writer in the new directory");
+    let next_node = next.wait_held();
+    assert_eq!(sequence(leaf(&next_node)), sequence(leaf(&ours)));
+
+    assert_eq!(rw.try_read().map(|g| g.is_some()), Ok(false));
+    assert_eq!(children(&c, DIR), [leaf(&next_node)]);
+    next.release();
+    let read = rw
+        .try_read_for(WAIT)
+        .unwrap()
+        .expect("a read once the other writer is gone");
+    drop(read);
+    assert_eq!(write.state(), LockState::Lost);
+}
+
 /// A `Mutex` and an `RwLock` on one path exclude each other: a mutex node
 /// is a writer to readers, and read nodes are contenders to a mutex.
 #[test]

@@ -327,25 +327,27 @@ impl Waiters {
 }
 
 /// The decision rule of a lock kind; it runs on the I/O thread too.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Rule {
     /// A mutex or a write lock: the lowest node holds.
     Exclusive,
     /// A read lock: see [`read_decision`].
     Read,
     /// A read lock taken by the holder of the write lock, whose node has this
-    /// sequence number: see [`read_decision_of_writer`].
-    ReadUnderWrite(u32),
+    /// name: see [`read_decision_of_writer`]. The name, not the sequence
+    /// number: a lock directory deleted and recreated numbers its nodes from
+    /// 0 again, and only the name's uuid is ours alone.
+    ReadUnderWrite(Arc<str>),
 }
 
 impl Rule {
     /// Holding means being the lowest contender (a mutex, a write lock), so
     /// the release may be announced with a note.
-    fn is_exclusive(self) -> bool {
+    fn is_exclusive(&self) -> bool {
         matches!(self, Rule::Exclusive)
     }
 
-    pub(crate) fn decide(self, contenders: &[Contender], ours: usize) -> Decision {
+    pub(crate) fn decide(&self, contenders: &[Contender], ours: usize) -> Decision {
         match self {
             Rule::Exclusive => exclusive(contenders, ours),
             Rule::Read => read_decision(contenders, ours),
@@ -421,7 +423,7 @@ impl Attempt<'_> {
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
-                    let blocker = match decide_for(self.rule, &children, &name) {
+                    let blocker = match decide_for(&self.rule, &children, &name) {
                         // Our node is gone: the session expired or someone
                         // deleted it.
                         None => return Err(Error::LockLost),
@@ -596,11 +598,11 @@ impl Attempt<'_> {
     ) -> impl FnOnce(CreatedListed) + Send + 'static {
         let client = self.spec.client.downgrade();
         let dir = self.spec.path.clone();
-        let rule = self.rule;
+        let rule = self.rule.clone();
         let wakeup = wakeup.clone();
         move |listed: CreatedListed| {
             let step = match client.upgrade() {
-                Some(client) => queue(&client, &dir, rule, deadline, &wakeup, listed),
+                Some(client) => queue(&client, &dir, &rule, deadline, &wakeup, listed),
                 None => Step::Listed(listed),
             };
             wakeup.finish_step(step, deadline);
@@ -676,7 +678,7 @@ impl Attempt<'_> {
 fn queue(
     client: &Client,
     dir: &str,
-    rule: Rule,
+    rule: &Rule,
     deadline: Option<Instant>,
     wakeup: &Arc<Wakeup>,
     listed: CreatedListed,
@@ -722,7 +724,7 @@ fn node_gone(client: &Client) -> Error {
 
 /// The decision for our node `name` among `children`; `None` if our node
 /// is not among them.
-fn decide_for(rule: Rule, children: &[String], name: &str) -> Option<Decision> {
+fn decide_for(rule: &Rule, children: &[String], name: &str) -> Option<Decision> {
     let sorted = contenders(children, ALL_MARKERS);
     let ours = sorted.iter().position(|c| c.name == name)?;
     Some(rule.decide(&sorted, ours))

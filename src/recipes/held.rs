@@ -15,7 +15,7 @@ use crate::proto::{EventType, Response};
 use crate::session::{Release, State, Successor};
 use crate::Client;
 
-use super::naming::{own_sequence, release_note};
+use super::naming::release_note;
 use crate::client::path::last_segment;
 
 /// Whether a held lock can still be relied on.
@@ -462,7 +462,7 @@ impl Drop for HeldLock {
 
 /// Which threads hold a lock object, each hold tagged with its id, so that
 /// the guard of a lost lock only ever forgets its own hold and never the
-/// next holder's, and with its node's sequence number.
+/// next holder's, and with its node's name.
 #[derive(Debug, Default)]
 pub(crate) struct Holders(Mutex<Vec<Holder>>);
 
@@ -470,7 +470,8 @@ pub(crate) struct Holders(Mutex<Vec<Holder>>);
 struct Holder {
     thread: ThreadId,
     id: u64,
-    sequence: Option<u32>,
+    /// The node's name under the lock path.
+    node: Arc<str>,
 }
 
 impl Holders {
@@ -480,13 +481,13 @@ impl Holders {
         lock(&self.0).iter().any(|h| h.thread == me)
     }
 
-    /// The sequence number of the node of the calling thread's hold.
-    pub(crate) fn current_thread_sequence(&self) -> Option<u32> {
+    /// The name of the node of the calling thread's hold.
+    pub(crate) fn current_thread_node(&self) -> Option<Arc<str>> {
         let me = std::thread::current().id();
         lock(&self.0)
             .iter()
             .find(|h| h.thread == me)
-            .and_then(|h| h.sequence)
+            .map(|h| h.node.clone())
     }
 
     fn add(&self, held: &HeldLock, exclusive: bool) {
@@ -498,7 +499,7 @@ impl Holders {
         holders.push(Holder {
             thread: std::thread::current().id(),
             id: held.id(),
-            sequence: own_sequence(last_segment(held.node())),
+            node: last_segment(held.node()).into(),
         });
     }
 

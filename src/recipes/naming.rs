@@ -96,13 +96,6 @@ pub(crate) fn next_sequence(name: &str, marker: &str) -> Option<u32> {
     sequence_after(name, marker)?.checked_add(1)
 }
 
-/// The sequence number of one of our own nodes, `name`.
-pub(crate) fn own_sequence(name: &str) -> Option<u32> {
-    [MUTEX_MARKER, READ_MARKER, WRITE_MARKER]
-        .iter()
-        .find_map(|marker| sequence_after(name, marker))
-}
-
 /// The sequence number of the node `name` with `marker`, if it has both.
 fn sequence_after(name: &str, marker: &str) -> Option<u32> {
     let at = name.rfind(marker)?;

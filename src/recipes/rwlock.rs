@@ -119,7 +119,7 @@ impl RwLock {
     }
 
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
-        let rule = match self.writer.current_thread_sequence() {
+        let rule = match self.writer.current_thread_node() {
             Some(write) => Rule::ReadUnderWrite(write),
             None => Rule::Read,
         };
@@ -165,8 +165,8 @@ pub(super) fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
     }
 }
 
-/// The read decision for the thread holding the write lock, whose node has
-/// the sequence number `write`: with that node the lowest contender and no
+/// The read decision for the thread holding the write lock, whose node is
+/// named `write`: with that node the lowest contender and no
 /// other writer before the reader, it holds at once. A writer queued
 /// between the two would take the lock as soon as the write lock is
 /// released, while this read lock lives; and waiting for that writer would
@@ -178,13 +178,13 @@ pub(super) fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
 pub(super) fn read_decision_of_writer(
     contenders: &[Contender],
     ours: usize,
-    write: u32,
+    write: &str,
 ) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
     let mut writers = earlier.iter().filter(|c| is_exclusive(c.marker));
     let lowest_is_ours = earlier
         .first()
-        .is_some_and(|c| c.marker == WRITE_MARKER && c.sequence == write);
+        .is_some_and(|c| c.marker == WRITE_MARKER && c.name == write);
     match (lowest_is_ours, writers.nth(1)) {
         (true, None) => Decision::Acquired,
         (true, Some(_)) => Decision::WouldDeadlock,
@@ -327,13 +327,14 @@ mod tests {
     #[test]
     fn the_write_holder_reads_at_once_unless_a_writer_is_queued_between() {
         // Ours is the write node, the lowest; readers of others between.
+        const OURS: &str = "_c_a-__WRIT__0000000001";
         let names = owned(&[
             "_c_a-__WRIT__0000000001",
             "_c_b-__READ__0000000002",
             "_c_c-__READ__0000000003",
         ]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2, 1), Decision::Acquired);
+        assert_eq!(read_decision_of_writer(&c, 2, OURS), Decision::Acquired);
 
         let names = owned(&[
             "_c_a-__WRIT__0000000001",
@@ -341,14 +342,17 @@ mod tests {
             "_c_c-__READ__0000000003",
         ]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2, 1), Decision::WouldDeadlock);
+        assert_eq!(
+            read_decision_of_writer(&c, 2, OURS),
+            Decision::WouldDeadlock
+        );
 
         // Our write node (1) is gone: an ordinary reader, which waits for
         // the writer queued behind it, now the holder.
         let names = owned(&["_c_b-__WRIT__0000000002", "_c_c-__READ__0000000003"]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(
-            read_decision_of_writer(&c, 1, 1),
+            read_decision_of_writer(&c, 1, OURS),
             Decision::Wait(Blocker {
                 node: "_c_b-__WRIT__0000000002".into(),
                 acquired_on_delete: true,
@@ -361,7 +365,23 @@ mod tests {
             "_c_d-__READ__0000000004",
         ]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2, 1), read_decision(&c, 2));
-        assert_eq!(read_decision_of_writer(&c[..1], 0, 1), Decision::Acquired);
+        assert_eq!(read_decision_of_writer(&c, 2, OURS), read_decision(&c, 2));
+        assert_eq!(
+            read_decision_of_writer(&c[..1], 0, OURS),
+            Decision::Acquired
+        );
+
+        // Another's write node with our node's number, in a directory
+        // recreated since: it holds, and we wait for it.
+        let names = owned(&["_c_x-__WRIT__0000000001", "_c_c-__READ__0000000003"]);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
+        assert_eq!(
+            read_decision_of_writer(&c, 1, OURS),
+            Decision::Wait(Blocker {
+                node: "_c_x-__WRIT__0000000001".into(),
+                acquired_on_delete: true,
+                may_announce: true,
+            })
+        );
     }
 }
