@@ -404,6 +404,44 @@ fn a_reader_asking_to_write_gets_would_deadlock() {
     assert!(children(&c, DIR).is_empty());
 }
 
+/// A reader may read again, but not past a writer queued behind its read
+/// node: that writer waits for the read node, so a read queued behind the
+/// writer would wait on this very thread (forever, with `read`). It gets
+/// `WouldDeadlock` and leaves no node; the writer takes over in its turn.
+#[test]
+fn a_reader_may_not_read_again_past_a_queued_writer() {
+    const DIR: &str = "/reread/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let rw = RwLock::new(&c, DIR).unwrap();
+
+    let read = rw.read().unwrap();
+    let again = rw
+        .try_read()
+        .unwrap()
+        .expect("no writer queued: reads again");
+    assert_eq!(children(&c, DIR).len(), 2);
+    drop(again);
+    wait_children(&c, DIR, 1);
+
+    let other = connect(&server.connect_string());
+    let writer = Contender::writer(&other, DIR, "queued writer");
+    let before = wait_children(&c, DIR, 2);
+    assert_eq!(
+        rw.try_read_for(Duration::from_secs(2)).map(|g| g.is_some()),
+        Err(Error::WouldDeadlock)
+    );
+    assert_eq!(rw.read().err(), Some(Error::WouldDeadlock));
+    // The refused reads' nodes are deleted in the background.
+    assert_eq!(wait_children(&c, DIR, 2), before);
+    writer.expect_waiting();
+
+    read.unlock().unwrap();
+    writer.wait_held();
+    writer.release();
+    assert_eq!(wait_children(&c, DIR, 0), Vec::<String>::new());
+}
+
 /// A lock lost while held (its node deleted by someone else) and then
 /// acquired by another thread of the same object: dropping the stale guard
 /// must not touch the new holder's lock. For a Mutex, the new holder still

@@ -9,7 +9,7 @@ use super::held::{HeldLock, NodeWatch};
 use super::naming::{
     announces_release, contenders, next_sequence, node_prefix, release_note, Contender, ALL_MARKERS,
 };
-use super::rwlock::{read_decision, read_decision_of_writer};
+use super::rwlock::{read_decision, read_decision_of_reader, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
 use crate::client::{CreatedListed, DataWatch, NewLockNode};
@@ -338,6 +338,9 @@ pub(crate) enum Rule {
     /// number: a lock directory deleted and recreated numbers its nodes from
     /// 0 again, and only the name's uuid is ours alone.
     ReadUnderWrite(Arc<str>),
+    /// A read lock taken by a thread that holds read locks already, on the
+    /// nodes with these names: see [`read_decision_of_reader`].
+    ReadAgain(Arc<[Arc<str>]>),
 }
 
 impl Rule {
@@ -352,6 +355,7 @@ impl Rule {
             Rule::Exclusive => exclusive(contenders, ours),
             Rule::Read => read_decision(contenders, ours),
             Rule::ReadUnderWrite(write) => read_decision_of_writer(contenders, ours, write),
+            Rule::ReadAgain(reads) => read_decision_of_reader(contenders, ours, reads),
         }
     }
 }

@@ -490,6 +490,16 @@ impl Holders {
             .map(|h| h.node.clone())
     }
 
+    /// The names of the nodes of the calling thread's holds.
+    pub(crate) fn current_thread_nodes(&self) -> Vec<Arc<str>> {
+        let me = std::thread::current().id();
+        lock(&self.0)
+            .iter()
+            .filter(|h| h.thread == me)
+            .map(|h| h.node.clone())
+            .collect()
+    }
+
     fn add(&self, held: &HeldLock, exclusive: bool) {
         let mut holders = lock(&self.0);
         if exclusive {

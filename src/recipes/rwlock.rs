@@ -1,5 +1,6 @@
 //! `RwLock`: many readers or one writer, across processes.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -23,7 +24,9 @@ use crate::Client;
 /// another writer is already queued (`WouldDeadlock`: that writer would
 /// take the lock from under the read lock once the write lock is released,
 /// and waiting for it would wait on this thread); a thread holding a read
-/// lock gets `WouldDeadlock` from `write` (no upgrades).
+/// lock gets `WouldDeadlock` from `write` (no upgrades), and from `read`
+/// once a writer is queued behind its read node (which that writer waits
+/// for).
 #[derive(Debug)]
 pub struct RwLock {
     spec: LockSpec,
@@ -121,7 +124,14 @@ impl RwLock {
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
         let rule = match self.writer.current_thread_node() {
             Some(write) => Rule::ReadUnderWrite(write),
-            None => Rule::Read,
+            None => {
+                let reads = self.readers.current_thread_nodes();
+                if reads.is_empty() {
+                    Rule::Read
+                } else {
+                    Rule::ReadAgain(reads.into())
+                }
+            }
         };
         let held = Attempt {
             spec: &self.spec,
@@ -189,6 +199,28 @@ pub(super) fn read_decision_of_writer(
         (true, None) => Decision::Acquired,
         (true, Some(_)) => Decision::WouldDeadlock,
         (false, _) => read_decision(contenders, ours),
+    }
+}
+
+/// The read decision for a thread that holds read locks already, on the
+/// nodes named in `reads`: an exclusive node queued behind one of them
+/// waits for it, so a read that would wait for that node would wait on this
+/// very thread. So that read is refused; any other is an ordinary one.
+pub(super) fn read_decision_of_reader(
+    contenders: &[Contender],
+    ours: usize,
+    reads: &[Arc<str>],
+) -> Decision {
+    let earlier = contenders.get(..ours).unwrap_or_default();
+    let behind_ours = earlier
+        .iter()
+        .position(|c| reads.iter().any(|r| **r == *c.name))
+        .and_then(|first| earlier.get(first..))
+        .unwrap_or_default();
+    if behind_ours.iter().any(|c| is_exclusive(c.marker)) {
+        Decision::WouldDeadlock
+    } else {
+        read_decision(contenders, ours)
     }
 }
 
@@ -383,5 +415,32 @@ mod tests {
                 may_announce: true,
             })
         );
+    }
+
+    #[test]
+    fn a_reader_reads_again_unless_an_exclusive_node_is_queued_behind_its_read() {
+        let reads: Vec<Arc<str>> = vec!["_c_a-__READ__0000000002".into()];
+        let names = owned(&[
+            "_c_z-__READ__0000000001",
+            "_c_a-__READ__0000000002",
+            "_c_b-__READ__0000000003",
+            "_c_c-__READ__0000000004",
+        ]);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
+        assert_eq!(read_decision_of_reader(&c, 3, &reads), Decision::Acquired);
+
+        for queued in ["_c_b-__WRIT__0000000003", "_c_b-lock-0000000003"] {
+            let names = owned(&["_c_a-__READ__0000000002", queued, "_c_c-__READ__0000000004"]);
+            let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
+            assert_eq!(
+                read_decision_of_reader(&c, 2, &reads),
+                Decision::WouldDeadlock
+            );
+        }
+
+        // Our read node is gone: an ordinary reader.
+        let names = owned(&["_c_b-__WRIT__0000000003", "_c_c-__READ__0000000004"]);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
+        assert_eq!(read_decision_of_reader(&c, 1, &reads), read_decision(&c, 1));
     }
 }
