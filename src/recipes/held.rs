@@ -462,7 +462,7 @@ impl Drop for HeldLock {
 
 /// Which threads hold a lock object, each hold tagged with its id, so that
 /// the guard of a lost lock only ever forgets its own hold and never the
-/// next holder's, and with its node's name.
+/// next holder's, and with its tracker, for its node's name.
 #[derive(Debug, Default)]
 pub(crate) struct Holders(Mutex<Vec<Holder>>);
 
@@ -470,8 +470,15 @@ pub(crate) struct Holders(Mutex<Vec<Holder>>);
 struct Holder {
     thread: ThreadId,
     id: u64,
+    /// Shared with the hold, so that recording it allocates nothing.
+    tracker: Arc<Tracker>,
+}
+
+impl Holder {
     /// The node's name under the lock path.
-    node: Arc<str>,
+    fn node(&self) -> Arc<str> {
+        last_segment(self.tracker.node()).into()
+    }
 }
 
 impl Holders {
@@ -487,7 +494,7 @@ impl Holders {
         lock(&self.0)
             .iter()
             .find(|h| h.thread == me)
-            .map(|h| h.node.clone())
+            .map(Holder::node)
     }
 
     /// The names of the nodes of the calling thread's holds.
@@ -496,7 +503,7 @@ impl Holders {
         lock(&self.0)
             .iter()
             .filter(|h| h.thread == me)
-            .map(|h| h.node.clone())
+            .map(Holder::node)
             .collect()
     }
 
@@ -509,7 +516,7 @@ impl Holders {
         holders.push(Holder {
             thread: std::thread::current().id(),
             id: held.id(),
-            node: last_segment(held.node()).into(),
+            tracker: held.tracker(),
         });
     }
 
