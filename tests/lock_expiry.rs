@@ -341,6 +341,36 @@ fn a_lock_node_deleted_right_after_acquisition_makes_the_guard_lost() {
     other_guard.unlock().unwrap();
 }
 
+/// A waiter whose client another thread closes fails with `Closed`, the
+/// error every call of a closed client gets, not `LockLost`: the server's
+/// deletion of the waiter's node, which the close causes, may reach the
+/// waiter before the close's reply does. Several rounds, as the two race.
+#[test]
+fn a_waiter_whose_client_is_closed_gets_closed() {
+    const LOCK: &str = "/waiter-closed/lock";
+    const ROUNDS: usize = 5;
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    for round in 0..ROUNDS {
+        let waiter = connect(&server.connect_string());
+        let closer = waiter.clone();
+        let (result, waiter_thread) = spawn("waiter", move || {
+            let mutex = Mutex::new(&waiter, LOCK).unwrap();
+            mutex.lock().map(|g| g.fencing_token())
+        });
+        wait_children(&holder, LOCK, 2);
+        closer.close().unwrap();
+        let err = recv(&result, WAIT, "the waiter to fail").unwrap_err();
+        waiter_thread.join().unwrap();
+        assert_eq!(err, Error::Closed, "round {round}");
+        assert_eq!(children(&holder, LOCK).len(), 1, "round {round}");
+    }
+    assert_eq!(guard.state(), LockState::Held);
+    guard.unlock().unwrap();
+}
+
 /// A waiter's session expires while it waits (its link is blackholed past
 /// the timeout, then healed): `lock` fails with `SessionExpired` instead of
 /// waiting forever, and the holder keeps its lock. The client may learn of

@@ -316,6 +316,12 @@ impl Client {
         self.inner.shared.core().session.fatal_error().cloned()
     }
 
+    /// The error a new call fails with, if the session has ended or is
+    /// closing.
+    pub(crate) fn open_error(&self) -> Option<Error> {
+        self.inner.shared.core().session.open_error()
+    }
+
     pub(crate) fn shared(&self) -> &Shared {
         &self.inner.shared
     }

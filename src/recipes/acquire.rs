@@ -423,14 +423,12 @@ impl Attempt<'_> {
                     };
                     let children = match listed {
                         Ok(children) => children,
-                        Err(Error::NoNode) => return Err(Error::LockLost),
+                        Err(Error::NoNode) => return Err(node_gone(client)),
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
                     let blocker = match decide_for(&self.rule, &children, &name) {
-                        // Our node is gone: the session expired or someone
-                        // deleted it.
-                        None => return Err(Error::LockLost),
+                        None => return Err(node_gone(client)),
                         Some(Decision::Acquired) => {
                             return Ok(Some(self.held(&name, token, own_watch)?))
                         }
@@ -719,11 +717,12 @@ fn queue(
     )
 }
 
-/// Why our node is gone: the end of the session (`SessionExpired`, say),
-/// whichever of its effects the attempt saw first; or else `LockLost` (an
-/// operator deleted it).
+/// Why our node is gone: the end of the session (`SessionExpired`, say)
+/// or its close (`Closed`: the close deletes it, and the deletion may reach
+/// the attempt before the close's reply), whichever of their effects the
+/// attempt saw first; or else `LockLost` (an operator deleted it).
 fn node_gone(client: &Client) -> Error {
-    client.fatal_error().unwrap_or(Error::LockLost)
+    client.open_error().unwrap_or(Error::LockLost)
 }
 
 /// The decision for our node `name` among `children`; `None` if our node

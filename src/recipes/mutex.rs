@@ -62,7 +62,8 @@ impl Mutex {
     }
 
     /// Blocks until the lock is held. Fails with the session's error if the
-    /// session ends (`SessionExpired`, say), with `LockLost` if the waiting
+    /// session ends (`SessionExpired`, say, or `Closed` if another thread
+    /// closes the client), with `LockLost` if the waiting
     /// node is deleted (by an operator), with `Cancelled` after
     /// [`Mutex::cancel`], or with `WouldDeadlock` if this thread already
     /// holds it.

@@ -313,6 +313,12 @@ impl<T, W: Clone> Session<T, W> {
         self.fatal.as_ref()
     }
 
+    /// The error a new call fails with: the session's end, or `Closed`
+    /// from the moment [`Session::close`] is called.
+    pub fn open_error(&self) -> Option<Error> {
+        self.check_open().err()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SessionConfig {
         &self.config
