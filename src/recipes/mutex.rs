@@ -25,6 +25,10 @@ use crate::Client;
 /// contenders too, so zklock, Curator and kazoo processes can share a path.
 /// So do an [`RwLock`](crate::RwLock)'s read and write nodes: a mutex and a
 /// read-write lock on one path exclude each other.
+///
+/// Share one `Mutex` between a process's threads: a thread that already
+/// holds the path through another lock object is not recognised, and waits
+/// on itself until its deadline instead of getting `WouldDeadlock`.
 #[derive(Debug)]
 pub struct Mutex {
     spec: LockSpec,
