@@ -285,14 +285,7 @@ fn a_write_holder_whose_node_is_gone_does_not_read_past_the_next_writer() {
     c.delete(&ours, None).unwrap();
     let next_node = next.wait_held();
 
-    assert_eq!(rw.try_read().map(|g| g.is_some()), Ok(false));
-    assert_eq!(children(&c, DIR), [leaf(&next_node)]);
-    next.release();
-    let read = rw
-        .try_read_for(WAIT)
-        .unwrap()
-        .expect("a read once the other writer is gone");
-    drop(read);
+    reads_only_after(&rw, &c, DIR, &next, &next_node);
     assert_eq!(write.state(), LockState::Lost);
 }
 
@@ -317,15 +310,21 @@ fn a_write_holder_does_not_read_under_a_new_writer_with_its_old_sequence() {
     let next_node = next.wait_held();
     assert_eq!(sequence(leaf(&next_node)), sequence(leaf(&ours)));
 
+    reads_only_after(&rw, &c, DIR, &next, &next_node);
+    assert_eq!(write.state(), LockState::Lost);
+}
+
+/// The former write holder `rw` reads only as an ordinary reader: not while
+/// `next` holds `next_node`, the only node in `dir`, and once it lets go.
+fn reads_only_after(rw: &RwLock, c: &Client, dir: &str, next: &Contender, next_node: &str) {
     assert_eq!(rw.try_read().map(|g| g.is_some()), Ok(false));
-    assert_eq!(children(&c, DIR), [leaf(&next_node)]);
+    assert_eq!(children(c, dir), [leaf(next_node)]);
     next.release();
     let read = rw
         .try_read_for(WAIT)
         .unwrap()
         .expect("a read once the other writer is gone");
     drop(read);
-    assert_eq!(write.state(), LockState::Lost);
 }
 
 /// A `Mutex` and an `RwLock` on one path exclude each other: a mutex node
