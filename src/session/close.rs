@@ -54,7 +54,9 @@ impl<T, W: Clone> Session<T, W> {
             Ok(_) => self.end_close(Ok(())),
             // A read-only server cannot close a session of the ensemble: on
             // to the next host, whose handshake asks for a read-write server.
-            Err(Error::NotReadOnly) => self.request_disconnect(Error::NotReadOnly),
+            // A session another connection has taken over lives on there:
+            // the next handshake takes it back, and closes it.
+            Err(e @ (Error::NotReadOnly | Error::SessionMoved)) => self.request_disconnect(e),
             Err(e) => self.end_close(Err(e)),
         }
     }

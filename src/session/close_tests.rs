@@ -287,6 +287,38 @@ fn a_read_only_server_refusing_close_session_sends_it_to_a_read_write_one() {
     assert_eq!(s.close_outcome(), Some(Ok(())));
 }
 
+/// A server that answers closeSession with SESSIONMOVED (another connection
+/// of the session took it over) has not closed it: the close goes on
+/// through the next handshake, which takes the session back.
+#[test]
+fn a_moved_session_is_closed_through_the_next_connection() {
+    let now = Instant::now();
+    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+    let mut s = Session::<u32, u32>::new(config(), hosts, now);
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.close(now);
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    let moved = ErrorCode::SessionMoved.code();
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, moved, &()));
+    assert_eq!(s.poll_disconnect(), Some(Error::SessionMoved));
+    assert_eq!(s.fatal_error(), None);
+    s.handle_disconnected(now);
+    assert_eq!(s.close_outcome(), None);
+    let (_, at) = s.next_host(now).unwrap();
+    s.handle_connected(at);
+    let frames = sent(&mut s);
+    assert_eq!(
+        ConnectRequest::from_bytes(&frames[0]).unwrap().session_id,
+        0x1234
+    );
+    resume_and_close(&mut s, at);
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
 fn read_only_accepted(session_id: i64) -> Vec<u8> {
     super::tests::frame(&crate::proto::ConnectResponse {
         protocol_version: 0,
