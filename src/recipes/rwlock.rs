@@ -68,7 +68,8 @@ impl RwLock {
 
     /// Blocks until a read lock is held. Fails as [`Mutex::lock`](crate::Mutex::lock)
     /// does, and with `WouldDeadlock` if this thread holds the write lock
-    /// and another writer is queued.
+    /// and another writer is queued, or holds a read lock that a queued
+    /// writer waits for.
     pub fn read(&self) -> Result<RwLockReadGuard<'_>> {
         self.acquire_read(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
