@@ -192,8 +192,10 @@ pub enum Error {
     /// Waiting would deadlock on the calling thread's own hold: it locks a
     /// [`Mutex`](crate::Mutex) or takes an [`RwLock`](crate::RwLock)'s
     /// write lock while it holds that lock already, asks for the write
-    /// lock while it holds the read lock (no upgrades), or, holding the
-    /// write lock, asks for the read lock while another writer is queued.
+    /// lock while it holds the read lock (no upgrades), or asks for the read
+    /// lock while a queued writer would have it wait on itself (it holds
+    /// the write lock and another writer is queued, or holds a read lock
+    /// that a queued writer waits for).
     #[error("this thread already holds the lock; locking it again would deadlock")]
     WouldDeadlock,
     /// The lock was lost: its session expired or its node was deleted
