@@ -232,19 +232,13 @@ fn close_ends_the_session_when_no_handshake_completes_by_its_deadline() {
 #[test]
 fn a_read_only_server_refusing_close_session_sends_it_to_a_read_write_one() {
     let now = Instant::now();
-    let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
-    let mut s = Session::<u32, u32>::new(
+    let mut s = two_hosts(
         SessionConfig {
             can_be_read_only: true,
             ..config()
         },
-        hosts,
         now,
     );
-    s.next_host(now).unwrap();
-    s.handle_connected(now);
-    sent(&mut s);
-    s.handle_bytes(now, &accepted(0x1234, 3000));
     // Partitioned: the only server reachable is read-only, and takes the
     // session over.
     s.handle_disconnected(now);
@@ -254,22 +248,9 @@ fn a_read_only_server_refusing_close_session_sends_it_to_a_read_write_one() {
     assert!(ConnectRequest::from_bytes(&frames[0]).unwrap().read_only);
     s.handle_bytes(now, &read_only_accepted(0x1234));
     assert_eq!(s.state(), State::ConnectedReadOnly);
-    s.close(now);
-    let frames = sent(&mut s);
-    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    let not_read_only = ErrorCode::NotReadOnly.code();
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, not_read_only, &()));
-    // Not closed: the servers still hold the session and its nodes.
-    assert_eq!(s.poll_disconnect(), Some(Error::NotReadOnly));
-    assert_eq!(s.fatal_error(), None);
-    s.handle_disconnected(now);
-    assert_eq!(s.close_outcome(), None);
     // The next handshake asks for a read-write server, so a read-only one
     // refuses it (it closes the socket) and the one after is tried.
-    let (_, at) = s.next_host(now).unwrap();
-    s.handle_connected(at);
-    let frames = sent(&mut s);
-    let request = ConnectRequest::from_bytes(&frames[0]).unwrap();
+    let (request, at) = close_refused(&mut s, now, ErrorCode::NotReadOnly, Error::NotReadOnly);
     assert!(!request.read_only);
     assert_eq!(request.session_id, 0x1234);
     resume_and_close(&mut s, at);
@@ -293,30 +274,46 @@ fn a_read_only_server_refusing_close_session_sends_it_to_a_read_write_one() {
 #[test]
 fn a_moved_session_is_closed_through_the_next_connection() {
     let now = Instant::now();
+    let mut s = two_hosts(config(), now);
+    let (request, at) = close_refused(&mut s, now, ErrorCode::SessionMoved, Error::SessionMoved);
+    assert_eq!(request.session_id, 0x1234);
+    resume_and_close(&mut s, at);
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+/// A session with two hosts, connected to the first as 0x1234.
+fn two_hosts(config: SessionConfig, now: Instant) -> TestSession {
     let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
-    let mut s = Session::<u32, u32>::new(config(), hosts, now);
+    let mut s = Session::new(config, hosts, now);
     s.next_host(now).unwrap();
     s.handle_connected(now);
     sent(&mut s);
     s.handle_bytes(now, &accepted(0x1234, 3000));
+    s
+}
+
+/// Closes `s`, and its server refuses closeSession with `code`. Not closed:
+/// the servers still hold the session and its nodes, so the session drops
+/// the connection with `error` and the close goes on through the next
+/// host: its handshake, and when it starts.
+fn close_refused(
+    s: &mut TestSession,
+    now: Instant,
+    code: ErrorCode,
+    error: Error,
+) -> (ConnectRequest, Instant) {
     s.close(now);
-    let frames = sent(&mut s);
+    let frames = sent(s);
     assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
-    let moved = ErrorCode::SessionMoved.code();
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, moved, &()));
-    assert_eq!(s.poll_disconnect(), Some(Error::SessionMoved));
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, code.code(), &()));
+    assert_eq!(s.poll_disconnect(), Some(error));
     assert_eq!(s.fatal_error(), None);
     s.handle_disconnected(now);
     assert_eq!(s.close_outcome(), None);
     let (_, at) = s.next_host(now).unwrap();
     s.handle_connected(at);
-    let frames = sent(&mut s);
-    assert_eq!(
-        ConnectRequest::from_bytes(&frames[0]).unwrap().session_id,
-        0x1234
-    );
-    resume_and_close(&mut s, at);
-    assert_eq!(s.close_outcome(), Some(Ok(())));
+    let frames = sent(s);
+    (ConnectRequest::from_bytes(&frames[0]).unwrap(), at)
 }
 
 fn read_only_accepted(session_id: i64) -> Vec<u8> {
