@@ -56,19 +56,28 @@ impl LockSpec {
     }
 }
 
-/// `host=<name> pid=<pid> thread=<name>`: who holds a lock, for tools.
-fn default_node_data() -> Vec<u8> {
-    // Host and pid do not change; read them once, not on every acquisition.
-    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let process = PROCESS.get_or_init(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// The host's name as lock nodes' default data gives it (`host=<name>`):
+/// the kernel's host name, else `$HOSTNAME`, else `unknown`. For tools that
+/// write their own node data and want it to name the host the same way.
+pub fn host_name() -> &'static str {
+    // It does not change; read it once, not on every acquisition.
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok())
             .map(|h| h.trim().to_owned())
             .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "unknown".into());
-        format!("host={host} pid={}", std::process::id())
-    });
+            .unwrap_or_else(|| "unknown".into())
+    })
+}
+
+/// `host=<name> pid=<pid> thread=<name>`: who holds a lock, for tools.
+fn default_node_data() -> Vec<u8> {
+    // Host and pid do not change; format them once.
+    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let process =
+        PROCESS.get_or_init(|| format!("host={} pid={}", host_name(), std::process::id()));
     let current = std::thread::current();
     // Sized up front (an unnamed thread's id fits in 24 characters).
     let name_len = current.name().map_or(24, str::len);

@@ -14,6 +14,7 @@ mod naming;
 mod queue;
 mod rwlock;
 
+pub use acquire::host_name;
 pub use held::LockState;
 pub use monitor::LockMonitor;
 pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};

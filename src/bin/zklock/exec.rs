@@ -357,13 +357,7 @@ fn not_acquired(options: &Options, why: &str) -> Outcome {
 /// the node is readable by anyone who can read the lock path (the default
 /// ACL is open), and arguments may carry secrets.
 fn node_data(command: &[String], options: &Options) -> String {
-    // As the library's default node data names the host.
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".into());
+    let host = zklock::recipes::host_name();
     let shown = if options.publish_args {
         command.join(" ")
     } else {
