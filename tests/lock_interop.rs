@@ -33,6 +33,8 @@
 //! Every peer process is killed when its handle drops, so a failing test
 //! leaves none behind; a peer also exits by itself if the test process dies.
 
+mod lock_common;
+
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -43,6 +45,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use lock_common::leaf;
 use zklock::testing::TestServer;
 use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
 
@@ -558,10 +561,6 @@ fn setup(client: &Client) {
             .create(path, data.as_bytes(), &open(), CreateMode::Persistent)
             .unwrap_or_else(|e| panic!("create {path}: {e}"));
     }
-}
-
-fn leaf(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn counter(client: &Client) -> u64 {
