@@ -83,11 +83,17 @@ impl<T, W: Clone> Session<T, W> {
                 .map(|at| deferred.swap_remove(at).1);
             self.auth_waiters.push_back(waiter);
         }
-        for (op, record) in reregister::set_watches(&self.watches, self.last_zxid) {
-            let _ = match &record {
+        let records =
+            reregister::set_watches(&self.watches, self.last_zxid, self.config.max_request);
+        for (op, record) in records {
+            let sent = match &record {
                 reregister::SetWatchesRecord::V1(r) => self.send(now, op, r, Purpose::SetWatches),
                 reregister::SetWatchesRecord::V2(r) => self.send(now, op, r, Purpose::SetWatches),
             };
+            if let Err(e) = sent {
+                // Only a path too long for any record of its own gets here.
+                log::warn!("watches not re-registered: {e}");
+            }
         }
         for (path, version) in self.background.clone() {
             let _ = self.send_background_delete(now, path, version);

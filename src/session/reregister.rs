@@ -8,6 +8,10 @@ use super::{WatchKind, WatchRegistry};
 /// it far below the server's 1 MiB request limit (the Java client's rule).
 pub(crate) const MAX_PATH_BYTES_PER_RECORD: usize = 128 * 1024;
 
+/// What a record's frame holds besides its paths: the request header (8
+/// bytes), the relative zxid (8) and five vector lengths (4 each).
+const RECORD_OVERHEAD: usize = 8 + 8 + 5 * 4;
+
 /// One re-registration record: `setWatches` when it holds only one-shot
 /// watches (understood by 3.5 servers too), `setWatches2` otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,9 +22,12 @@ pub(crate) enum SetWatchesRecord {
 
 /// The records that re-register every watch in `registry`, relative to
 /// `relative_zxid`, so that changes missed while disconnected fire at once.
+/// Each fits in `max_request` bytes (the frame's payload), as every request
+/// must, or the session would refuse to send it.
 pub(crate) fn set_watches<W: Clone>(
     registry: &WatchRegistry<W>,
     relative_zxid: i64,
+    max_request: usize,
 ) -> Vec<(OpCode, SetWatchesRecord)> {
     let kinds = [
         WatchKind::Data,
@@ -32,8 +39,19 @@ pub(crate) fn set_watches<W: Clone>(
     let mut out = Vec::new();
     let mut current = empty(relative_zxid);
     let (mut bytes, mut paths) = (0, 0);
+    // The frame's size so far.
+    let mut frame = RECORD_OVERHEAD;
     for kind in kinds {
         for path in registry.paths(kind) {
+            let size = 4 + path.len();
+            if paths > 0 && frame + size > max_request {
+                out.push(finish(std::mem::replace(
+                    &mut current,
+                    empty(relative_zxid),
+                )));
+                (bytes, paths, frame) = (0, 0, RECORD_OVERHEAD);
+            }
+            frame += size;
             bytes += path.len();
             paths += 1;
             list(&mut current, kind).push(path);
@@ -42,7 +60,7 @@ pub(crate) fn set_watches<W: Clone>(
                     &mut current,
                     empty(relative_zxid),
                 )));
-                (bytes, paths) = (0, 0);
+                (bytes, paths, frame) = (0, 0, RECORD_OVERHEAD);
             }
         }
     }
@@ -98,7 +116,7 @@ mod tests {
         for i in 0..300 {
             registry.add(WatchKind::Data, format!("/{long}/{i}"), ());
         }
-        let records = set_watches(&registry, 42);
+        let records = set_watches(&registry, 42, crate::proto::JUTE_MAX_BUFFER);
         assert_eq!(records.len(), 3);
         let mut total = 0;
         for (op, record) in &records {
@@ -119,7 +137,7 @@ mod tests {
         let mut registry = WatchRegistry::new();
         registry.add(WatchKind::PersistentRecursive, "/a".into(), ());
         registry.add(WatchKind::Child, "/b".into(), ());
-        let records = set_watches(&registry, 7);
+        let records = set_watches(&registry, 7, crate::proto::JUTE_MAX_BUFFER);
         assert_eq!(records.len(), 1);
         let (op, SetWatchesRecord::V2(r)) = &records[0] else {
             panic!("expected setWatches2")
@@ -127,6 +145,6 @@ mod tests {
         assert_eq!(*op, OpCode::SetWatches2);
         assert_eq!(r.persistent_recursive_watches, ["/a"]);
         assert_eq!(r.child_watches, ["/b"]);
-        assert!(set_watches(&WatchRegistry::<()>::new(), 0).is_empty());
+        assert!(set_watches(&WatchRegistry::<()>::new(), 0, 1024).is_empty());
     }
 }

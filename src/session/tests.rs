@@ -1041,3 +1041,62 @@ fn a_handshake_refused_with_an_error_header_moves_on_with_that_error() {
     let (second, _) = s.next_host(now).unwrap();
     assert_ne!(second, first);
 }
+
+#[test]
+fn watches_are_reregistered_in_records_that_fit_max_request() {
+    // A client whose servers take requests of 4 KiB at most (jute.maxbuffer
+    // lowered, max_request set to match) watches 12 paths of 1 KB each: a
+    // getData with a watch fits, and so must their re-registration.
+    let now = Instant::now();
+    let max_request = 4096;
+    let mut s = connected_with(
+        SessionConfig {
+            max_request,
+            ..config()
+        },
+        now,
+    );
+    let long = "x".repeat(1000);
+    let paths: Vec<String> = (0..12).map(|i| format!("/app/{long}/{i:02}")).collect();
+    for (token, path) in (0..).zip(&paths) {
+        let watch = WatchRequest {
+            kind: WatchKind::Data,
+            path: path.clone(),
+            watcher: token,
+        };
+        let request = GetDataRequest {
+            path: path.clone(),
+            watch: true,
+        };
+        s.submit(now, OpCode::GetData, &request, token, Some(watch))
+            .unwrap();
+    }
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 12);
+    for f in &frames {
+        s.handle_bytes(now, &reply(header(f).xid, 20, 0, &data_v()));
+    }
+    assert_eq!(replies(&mut s).len(), 12);
+    assert_eq!(s.watcher_count(), 12);
+
+    let frames = reconnect(&mut s, now);
+    let mut reregistered = Vec::new();
+    for f in &frames {
+        assert_eq!(header(f).op, OpCode::SetWatches.code());
+        assert!(
+            f.len() <= max_request,
+            "a setWatches of {} bytes, over max_request",
+            f.len()
+        );
+        let set = SetWatches::from_bytes(&f[8..]).unwrap();
+        assert_eq!(set.relative_zxid, 20);
+        reregistered.extend(set.data_watches);
+    }
+    reregistered.sort();
+    assert_eq!(
+        reregistered.len(),
+        paths.len(),
+        "every watch is re-registered"
+    );
+    assert_eq!(reregistered, paths);
+}
