@@ -28,8 +28,8 @@ pub const MAX_BATCHED_WRITES: usize = 16;
 /// What one setData adds to a batch's frame at most, besides its path and
 /// data: its op's header (9 bytes), the path's and the data's lengths (4
 /// each) and the version (4), plus, when a lone setData becomes a multi,
-/// the terminator (9).
-const WRITE_OVERHEAD: usize = 32;
+/// the first op's header (9) and the terminator (9).
+const WRITE_OVERHEAD: usize = 39;
 
 impl<T, W: Clone> Session<T, W> {
     /// Queues a setData like [`Session::submit`], joining it to the setData

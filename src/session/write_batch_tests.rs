@@ -265,6 +265,37 @@ fn a_write_too_long_to_join_goes_as_its_own_request() {
 }
 
 #[test]
+fn a_batch_of_writes_never_exceeds_max_request() {
+    // Two writes whose multi would be 3 bytes over the limit, by the sizes
+    // alone: 8 bytes of request header, 9 of op header per op and 9 of
+    // terminator, and each setData's path, data and version.
+    let now = Instant::now();
+    let max_request = 200;
+    let mut s = connected_with(
+        SessionConfig {
+            max_request,
+            ..config()
+        },
+        now,
+    );
+    let write = |path: &str| SetDataRequest {
+        path: path.into(),
+        data: Some(vec![b'x'; 66]),
+        version: -1,
+    };
+    s.submit_write(now, write("/app/a"), 1).unwrap();
+    s.submit_write(now, write("/app/b"), 2).unwrap();
+    let frames = sent(&mut s);
+    let sizes: Vec<usize> = frames.iter().map(Vec::len).collect();
+    assert!(
+        sizes.iter().all(|&len| len <= max_request),
+        "frames of {sizes:?} bytes, over max_request ({max_request})"
+    );
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::SetData.code(), OpCode::SetData.code()]);
+}
+
+#[test]
 fn with_batching_off_writes_go_one_by_one() {
     let now = Instant::now();
     let mut s = connected_with(
