@@ -300,7 +300,9 @@ impl Client {
     /// ended (expired, say). An error when no read-write server confirmed it
     /// in time (a `Timeout` naming that deadline): the servers then keep the
     /// session's ephemeral nodes, and its locks, until the session times
-    /// out. Waits for the I/O thread to finish, unless called on one of the
+    /// out. Waits for the client's threads to finish, the state handler's
+    /// call with the final state included (so a handler must not block on
+    /// anything the closing thread holds), unless called on one of the
     /// client's own threads (from a state handler or a watch callback),
     /// which cannot wait for themselves and so return `Ok` at once.
     /// Later calls on any clone fail with `Closed`, or with the error that
