@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, expect_event, expect_silence, mk, open, server};
+use common::{builder, connect, expect_event, expect_silence, mk, open, proxy, server};
 use zklock::{AddWatchMode, CreateMode, Error, EventType, Op, OpOutcome, ReadOp, ReadOutcome};
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -138,4 +138,38 @@ fn paths_in_results_and_events_are_relative_to_the_chroot() {
     assert!(c.exists("/sub/n").expect("exists").is_some());
     assert!(root.exists("/app/sub/n").expect("exists").is_some());
     assert_eq!(nested.get_ephemerals("/").expect("ephemerals"), ["/n"]);
+}
+
+#[test]
+fn ephemerals_outside_the_chroot_are_not_listed_under_it() {
+    let zk = server();
+    let root = connect(&zk.connect_string());
+    mk(&root, "/app", b"");
+    // A session made through a proxy, then left cut off there, so that a
+    // client with a chroot can take it over.
+    let gate = proxy(&zk);
+    let owner = connect(&gate.connect_string());
+    for path in ["/app/e", "/apple", "/app-x"] {
+        owner
+            .create(path, b"", &open(), CreateMode::Ephemeral)
+            .expect("ephemeral");
+    }
+    gate.refuse(true);
+    gate.cut();
+    let view = builder()
+        .session(owner.session_id(), owner.session_password())
+        .connect(&format!("{}/app", zk.connect_string()))
+        .expect("take the session over under a chroot");
+    assert_eq!(view.session_id(), owner.session_id());
+
+    // The server matches "/app" as a plain prefix: "/apple" and "/app-x"
+    // are not below the chroot, and no chroot-relative path names them.
+    assert_eq!(view.get_ephemerals("/").expect("ephemerals"), ["/e"]);
+    assert_eq!(view.get_ephemerals("/e").expect("ephemerals"), ["/e"]);
+    assert_eq!(
+        sorted(root.get_ephemerals("/").expect("the root's own")),
+        Vec::<String>::new()
+    );
+    view.close().expect("close the shared session");
+    assert_eq!(root.exists("/apple").expect("exists"), None);
 }

@@ -18,7 +18,7 @@ use crate::proto::{
     GetDataRequest, OpCode, PathRecord, RemoveWatchesRequest, Response, SetAclRequest,
     SetDataRequest, Stat, WatcherType,
 };
-use crate::session::{BatchRead, WatchKind, WatchRequest, WatchedEvent};
+use crate::session::{within_chroot, BatchRead, WatchKind, WatchRequest, WatchedEvent};
 
 /// A created node's path and, when the reply carried it, its Stat.
 pub(crate) type Created = (String, Option<Stat>);
@@ -397,7 +397,9 @@ impl Client {
 
     /// This session's ephemeral nodes whose paths start with `prefix` (a
     /// plain string prefix, so `/app/` matches only below `/app`, and `/ap`
-    /// also matches `/apple`). Paths are returned relative to the chroot.
+    /// also matches `/apple`). Paths are returned relative to the chroot,
+    /// and only those at or below it: the session's nodes outside it (made
+    /// through a client without this chroot) are left out.
     pub fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>> {
         // A prefix may end in '/', like a sequential create's path.
         let trailing_slash = prefix.len() > 1 && prefix.ends_with('/');
@@ -405,9 +407,12 @@ impl Client {
             path: self.server_path_for(prefix, trailing_slash)?,
         };
         match self.shared().call(OpCode::GetEphemerals, &request, None)? {
+            // The server matches the chroot as a plain prefix too: under
+            // `/app`, a session's `/apple` is no path of this client's.
             Response::GetEphemerals(r) => Ok(r
                 .ephemerals
                 .into_iter()
+                .filter(|p| within_chroot(self.chroot(), p))
                 .map(|p| self.client_path(p))
                 .collect()),
             _ => Err(malformed("getEphemerals reply")),

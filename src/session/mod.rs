@@ -38,7 +38,7 @@ use crate::rand::Rng;
 
 pub use batch::{BatchRead, MAX_BATCHED_READS};
 pub(crate) use hosts::HostList;
-pub(crate) use receive::strip_chroot;
+pub(crate) use receive::{strip_chroot, within_chroot};
 pub(crate) use release::ReleaseOutcome;
 pub use release::{Release, Successor};
 pub(crate) use watches::WatchRegistry;

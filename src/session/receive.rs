@@ -262,6 +262,15 @@ pub(crate) fn strip_chroot(chroot: Option<&str>, path: String) -> String {
     }
 }
 
+/// True if `path` (a server path) is `chroot` or below it: what
+/// [`strip_chroot`] turns into a path of the client's.
+pub(crate) fn within_chroot(chroot: Option<&str>, path: &str) -> bool {
+    chroot.map_or(true, |chroot| {
+        path.strip_prefix(chroot)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
 /// True if a background delete was refused in a way another server, or the
 /// same one later, may not repeat (a read-only server, throttling, a
 /// timeout), or its reply made no sense, which drops the connection and so
