@@ -453,3 +453,75 @@ fn a_waiter_whose_own_node_is_deleted_fails_at_once_with_lock_lost() {
     assert_eq!(waiter_session.local_watcher_count(), 0);
     guard.unlock().unwrap();
 }
+
+/// A write to the held node (Curator's `Revoker` writes one to ask the
+/// holder to let go) fires the node's watch as a data change, and a one-shot
+/// watch that fired is gone: the guard must watch the node again, or its
+/// later deletion goes unseen and the guard claims `Held` beside the next
+/// holder.
+#[test]
+fn a_write_to_the_held_node_does_not_hide_its_later_deletion() {
+    const LOCK: &str = "/written-then-deleted/lock";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let admin = connect(&server.connect_string());
+    let mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    let monitor = guard.monitor();
+    assert_eq!(guard.state(), LockState::Held, "the watch is set");
+    let changes = guard.state_changes();
+    admin.set_data(guard.node(), b"__REVOKE__", None).unwrap();
+    // A round trip of the holder's behind the write's event.
+    holder.exists(LOCK).unwrap();
+    assert_eq!(guard.state(), LockState::Held, "a write is no loss");
+    admin.delete(guard.node(), None).unwrap();
+    let other = Mutex::new(&admin, LOCK).unwrap();
+    let other_guard = other.try_lock().unwrap().expect("the lock is free");
+    assert_eq!(
+        monitor.wait_while_held(Some(Duration::from_secs(5))),
+        LockState::Lost,
+        "the monitor still claims Held while {} holds",
+        other_guard.node()
+    );
+    assert_eq!(guard.state(), LockState::Lost);
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
+    assert_eq!(guard.unlock(), Err(Error::LockLost));
+    other_guard.unlock().unwrap();
+}
+
+/// The same for a waiter: a write to its node, then the node's deletion,
+/// fail the wait with `LockLost` at once. Without a watch set again after
+/// the write, the waiter went on waiting and, once its predecessor went,
+/// held a lock whose node no longer existed, beside the next contender.
+#[test]
+fn a_waiter_whose_node_is_written_then_deleted_fails_with_lock_lost() {
+    const LOCK: &str = "/waiter-written-then-deleted/lock";
+    let server = server();
+    let holder_client = connect(&server.connect_string());
+    let holder = Mutex::new(&holder_client, LOCK).unwrap();
+    let guard = holder.lock().unwrap();
+    let admin = connect(&server.connect_string());
+
+    let waiter_client = connect(&server.connect_string());
+    let (result, waiter) = spawn("waiter", move || {
+        let mutex = Mutex::new(&waiter_client, LOCK).unwrap();
+        mutex.lock().map(|g| g.fencing_token())
+    });
+    let queued = wait_children(&admin, LOCK, 2);
+    expect_nothing(&result, "the waiter acquires while the lock is held");
+    let theirs = queued
+        .iter()
+        .map(|name| format!("{LOCK}/{name}"))
+        .find(|node| node != guard.node())
+        .expect("the waiter's node");
+    admin.set_data(&theirs, b"__REVOKE__", None).unwrap();
+    expect_nothing(&result, "the waiter wakes on a write to its node");
+    admin.delete(&theirs, None).unwrap();
+
+    let outcome = recv(&result, WAIT, "the waiter to give up");
+    waiter.join().unwrap();
+    assert_eq!(outcome, Err(Error::LockLost));
+    assert_eq!(guard.state(), LockState::Held, "the holder is unaffected");
+    assert_eq!(children(&admin, LOCK).len(), 1);
+    guard.unlock().unwrap();
+}

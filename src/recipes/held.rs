@@ -134,9 +134,11 @@ pub(crate) struct NodeWatch {
 /// next write. It marks `shared` lost, and runs `on_lost` (on the I/O
 /// thread), when the node is deleted, the session ends, or the reply says
 /// the node is gone already (another session may delete it before the watch
-/// reaches the server). A reply lost with a connection, and the watch with
-/// it, marks the watch unset in `shared`. `None` if it cannot be queued
-/// (and `shared` lost if the session is over).
+/// reaches the server). A write to the node (Curator's `Revoker` makes one)
+/// fires the one-shot watch too, which is then set again at once: else the
+/// node's later deletion would go unseen. A reply lost with a connection,
+/// and the watch with it, marks the watch unset in `shared`. `None` if it
+/// cannot be queued (and `shared` lost if the session is over).
 fn start_node_watch(
     client: &Client,
     node: &str,
@@ -144,11 +146,21 @@ fn start_node_watch(
     on_lost: Arc<dyn Fn() + Send + Sync>,
 ) -> Option<Arc<ReplySlot>> {
     let (on_event, lost_event) = (shared.clone(), on_lost.clone());
-    let watcher = Watcher::Notify(Arc::new(move |event| {
-        if event.event_type == EventType::NodeDeleted || event.event_type == EventType::None {
+    // Weak: the watcher lives in the session, which must not keep itself open.
+    let again = client.downgrade();
+    let watcher = Watcher::Notify(Arc::new(move |event| match event.event_type {
+        EventType::NodeDeleted | EventType::None => {
             on_event.set(LockState::Lost);
             lost_event();
         }
+        EventType::NodeDataChanged if on_event.get() != LockState::Lost => {
+            if let Some(client) = again.upgrade() {
+                // The event's path is the node's, as the user sees it.
+                start_node_watch(&client, &event.path, &on_event, lost_event.clone());
+                client.shared().flush();
+            }
+        }
+        _ => {}
     }));
     let on_reply = shared.clone();
     let queued = client.start_watch_exists(node, watcher, move |reply| match reply {
