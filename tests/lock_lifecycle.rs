@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lock_common::*;
 use zklock::testing::TestServer;
-use zklock::{Error, Mutex, ReentrantMutex, RwLock};
+use zklock::{Error, LockState, Mutex, ReentrantMutex, RwLock};
 
 /// A wait that gives up leaves no watcher behind in its client: not when
 /// the predecessor watch's reply came before the deadline, and not when it
@@ -328,4 +328,45 @@ fn cancel_wakes_waiters_with_cancelled_and_deletes_their_nodes() {
     assert_eq!(children(&c, RW).len(), 1);
     write.unlock().unwrap();
     assert!(children(&c, RW).is_empty());
+}
+
+/// A monitor asked only after its hold was released (a watchdog thread that
+/// starts late, after a short critical section) says `Lost` and sets no
+/// watch: an exists on the deleted node would leave a watch for a creation
+/// that never comes, on the server and in the client, for the rest of the
+/// session: one more for every such lock cycle.
+#[test]
+fn a_monitor_asked_after_the_release_leaves_no_watch() {
+    const LOCK: &str = "/late-monitor/lock";
+    const CYCLES: usize = 3;
+    let server = server();
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, LOCK).unwrap();
+    let rwlock = RwLock::new(&c, "/late-monitor/rw").unwrap();
+    let mut nodes = Vec::new();
+    for _ in 0..CYCLES {
+        let guard = mutex.lock().unwrap();
+        let monitor = guard.monitor();
+        nodes.push(guard.node().to_owned());
+        guard.unlock().unwrap();
+        assert_eq!(monitor.state(), LockState::Lost);
+        assert_eq!(monitor.wait_while_held(Some(WAIT)), LockState::Lost);
+
+        let read = rwlock.read().unwrap();
+        let monitor = read.monitor();
+        nodes.push(read.node().to_owned());
+        drop(read);
+        assert_eq!(monitor.state(), LockState::Lost);
+        assert_eq!(
+            monitor.state_changes().recv_timeout(WAIT),
+            Ok(LockState::Lost)
+        );
+    }
+    // A round trip: anything the monitors sent has been answered.
+    c.exists(LOCK).unwrap();
+    assert_eq!(c.local_watcher_count(), 0, "after {CYCLES} cycles");
+    let watched = watches_by_path(&server);
+    for node in &nodes {
+        assert!(!watched.contains_key(node), "{node} watched: {watched:?}");
+    }
 }

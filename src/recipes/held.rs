@@ -248,6 +248,12 @@ impl Tracker {
         if let Watching::Set(reply) = &mut *watching {
             return if take_reply { reply.take() } else { None };
         }
+        // Lost is final, and the node gone or going: an exists now would
+        // leave a watch for a creation that never comes, for the rest of
+        // the session (a monitor asked after the release, say).
+        if self.shared.get() == LockState::Lost {
+            return None;
+        }
         // Disconnected, the state says so already: the watch is set once
         // someone asks again, connected.
         if !self.client.state().is_connected() {
