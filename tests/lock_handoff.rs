@@ -7,10 +7,11 @@
 mod lock_common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lock_common::*;
 use zklock::proto::OpCode;
-use zklock::testing::TestServer;
+use zklock::testing::{ProxyMode, TestServer};
 use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
 
 /// The path of the release note of lock node `name` in `dir`.
@@ -385,4 +386,52 @@ fn a_waiter_giving_up_leaves_a_shared_note_watch_to_the_other() {
         "the staying reader listed the lock again"
     );
     wait_lock_nodes(&first, DIR, 0);
+}
+
+/// A write to a waiter's node fires the waiter's watch on it, which the
+/// waiter then sets again. If its node is deleted meanwhile (an operator,
+/// after a `Revoker`'s write) and its predecessor's release note arrives
+/// before the new watch's reply (the waiter's link delays every byte by
+/// 500 ms), the note proves nothing about the waiter's own node: the waiter
+/// lists, finds its node gone and fails with `LockLost`, instead of holding
+/// a lock whose node no longer exists.
+#[test]
+fn a_note_that_arrives_while_the_waiters_node_is_watched_again_is_no_grant() {
+    const DIR: &str = "/handoff/rewatched";
+    let server = server();
+    let first = connect(&server.connect_string());
+    let first_mutex = Mutex::new(&first, DIR).unwrap();
+    let first_guard = first_mutex.lock().unwrap();
+
+    let second_client = connect(&server.connect_string());
+    let second = Contender::mutex(&second_client, DIR, "second");
+    wait_lock_nodes(&first, DIR, 2);
+
+    let gate = proxy(&server);
+    let third_client = connect(&gate.connect_string());
+    let third_session = third_client.session_id();
+    let (result, third) = spawn("third", move || {
+        let mutex = Mutex::new(&third_client, DIR).unwrap();
+        mutex.lock().map(|g| g.node().to_owned())
+    });
+    let nodes = wait_lock_nodes(&first, DIR, 3);
+    let third_node = format!("{DIR}/{}", nodes[2]);
+    for watched in [note(DIR, &nodes[1]), third_node.clone()] {
+        wait_until(&format!("a watch on {watched}"), WAIT, || {
+            watched_by(&server, &watched, third_session)
+        });
+    }
+    first_guard.unlock().unwrap();
+    second.wait_held();
+
+    gate.set_mode(ProxyMode::Delay(Duration::from_millis(500)));
+    first.set_data(&third_node, b"__REVOKE__", None).unwrap();
+    first.delete(&third_node, None).unwrap();
+    // The second had to wait: its release sends a note.
+    second.release();
+    wait_lock_nodes(&first, DIR, 0);
+    let outcome = recv(&result, WAIT, "the third to end its wait");
+    third.join().unwrap();
+    gate.set_mode(ProxyMode::Pass);
+    assert_eq!(outcome, Err(Error::LockLost));
 }

@@ -471,10 +471,11 @@ impl Attempt<'_> {
                 return Err(node_gone(client));
             }
             // A grant on a deletion or a note alone relies on the watch on
-            // our own node: if its request was lost with a connection, an
+            // our own node: if its request was lost with a connection, or a
+            // write to our node fired it and it is being set again, an
             // operator's deletion of our node could have gone unseen, so the
             // lock is listed again instead.
-            let own_watched = own_watch.as_ref().is_some_and(|w| !w.is_unset());
+            let own_watched = own_watch.as_ref().is_some_and(NodeWatch::is_armed);
             match woken? {
                 None => return Ok(None),
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)

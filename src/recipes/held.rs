@@ -39,6 +39,9 @@ struct Shared {
     /// the server may never have set the watch, so the node's deletion
     /// could go unseen until the watch is set again.
     watch_unset: AtomicBool,
+    /// Set while a watch fired by a write to the node is being set again:
+    /// until its reply, a deletion of the node could be unheard of.
+    rewatching: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -60,6 +63,7 @@ impl Shared {
             }),
             changed: Condvar::new(),
             watch_unset: AtomicBool::new(false),
+            rewatching: AtomicBool::new(false),
         }
     }
 
@@ -155,21 +159,28 @@ fn start_node_watch(
         }
         EventType::NodeDataChanged if on_event.get() != LockState::Lost => {
             if let Some(client) = again.upgrade() {
+                on_event.rewatching.store(true, Ordering::SeqCst);
                 // The event's path is the node's, as the user sees it.
-                start_node_watch(&client, &event.path, &on_event, lost_event.clone());
+                let path = &event.path;
+                if start_node_watch(&client, path, &on_event, lost_event.clone()).is_none() {
+                    on_event.rewatching.store(false, Ordering::SeqCst);
+                }
                 client.shared().flush();
             }
         }
         _ => {}
     }));
     let on_reply = shared.clone();
-    let queued = client.start_watch_exists(node, watcher, move |reply| match reply {
-        Err(Error::NoNode) => {
-            on_reply.set(LockState::Lost);
-            on_lost();
+    let queued = client.start_watch_exists(node, watcher, move |reply| {
+        match reply {
+            Err(Error::NoNode) => {
+                on_reply.set(LockState::Lost);
+                on_lost();
+            }
+            Err(e) if e.is_retryable() => on_reply.watch_unset.store(true, Ordering::SeqCst),
+            _ => {}
         }
-        Err(e) if e.is_retryable() => on_reply.watch_unset.store(true, Ordering::SeqCst),
-        _ => {}
+        on_reply.rewatching.store(false, Ordering::SeqCst);
     });
     match queued {
         Ok(slot) => Some(slot),
@@ -205,6 +216,13 @@ impl NodeWatch {
     /// a connection.
     pub(crate) fn is_unset(&self) -> bool {
         self.shared.watch_unset.load(Ordering::SeqCst)
+    }
+
+    /// True if the node's deletion, had it happened, would be known by
+    /// now: the watch is set and not being set again after a write to the
+    /// node fired it.
+    pub(crate) fn is_armed(&self) -> bool {
+        !self.is_unset() && !self.shared.rewatching.load(Ordering::SeqCst)
     }
 }
 
