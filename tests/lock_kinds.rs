@@ -658,3 +658,30 @@ fn a_reentrant_hold_learning_its_token_holds_up_no_other_thread() {
     holder.join().unwrap();
     assert_eq!(Some(token), czxid.map(|stat| stat.czxid));
 }
+
+/// `unlock` of a reentrant hold, inner or last, keeps nothing of the
+/// client: once every handle is dropped, the session closes (its ephemeral
+/// node goes at once), as with no lock at all. An unlocked guard used to be
+/// forgotten whole, and the client handle its lock's tracker holds with it,
+/// so the session stayed open for the life of the process, and every
+/// `unlock` leaked that memory.
+#[test]
+fn a_reentrant_unlock_keeps_no_handle_on_the_client() {
+    const LOCK: &str = "/reentrant-unlock/lock";
+    let server = server();
+    let observer = connect(&server.connect_string());
+    let c = connect(&server.connect_string());
+    c.create("/eph", b"", &Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let states = c.state_changes();
+    let mutex = ReentrantMutex::new(&c, LOCK).unwrap();
+    let outer = mutex.lock().unwrap();
+    let inner = mutex.lock().unwrap();
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    assert_eq!(children(&observer, LOCK), Vec::<String>::new());
+    drop(mutex);
+    drop(c);
+    assert_eq!(states.recv_timeout(WAIT), Ok(zklock::State::Closed));
+    assert_eq!(observer.exists("/eph").unwrap(), None);
+}

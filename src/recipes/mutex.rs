@@ -326,6 +326,7 @@ impl ReentrantMutex {
                 mutex: self,
                 hold: reentry.held.id(),
                 tracker: reentry.held.tracker(),
+                unlocked: false,
                 _not_send: PhantomData,
             }));
         }
@@ -342,6 +343,7 @@ impl ReentrantMutex {
             mutex: self,
             hold,
             tracker,
+            unlocked: false,
             _not_send: PhantomData,
         }))
     }
@@ -388,6 +390,8 @@ pub struct ReentrantMutexGuard<'a> {
     /// learning them may wait for a reply, and other threads' calls on the
     /// mutex must not wait with it.
     tracker: Arc<Tracker>,
+    /// Set by `unlock`, which has dropped the hold already.
+    unlocked: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -449,9 +453,11 @@ impl ReentrantMutexGuard<'_> {
     /// this was its last hold, or the mutex has been acquired again since;
     /// `Ok` for an earlier hold, even of a lost lock (its
     /// [`state`](Self::state) says so).
-    pub fn unlock(self) -> Result<()> {
+    pub fn unlock(mut self) -> Result<()> {
         let release = self.mutex.release_one(self.hold);
-        std::mem::forget(self);
+        // Dropped whole (its tracker, and the client handle in it, too),
+        // but not released twice.
+        self.unlocked = true;
         match release {
             Release::StillHeld => Ok(()),
             Release::Last(held) => held.release(),
@@ -462,6 +468,9 @@ impl ReentrantMutexGuard<'_> {
 
 impl Drop for ReentrantMutexGuard<'_> {
     fn drop(&mut self) {
+        if self.unlocked {
+            return;
+        }
         if let Release::Last(held) = self.mutex.release_one(self.hold) {
             drop(held);
         }
