@@ -134,6 +134,15 @@ pub(crate) struct NodeWatch {
     reply: Option<Arc<ReplySlot>>,
 }
 
+/// What a session state means for a lock held in it.
+fn lock_state(state: State) -> LockState {
+    match state {
+        State::Connected | State::ConnectedReadOnly => LockState::Held,
+        State::Disconnected => LockState::Suspended,
+        State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
+    }
+}
+
 /// Queues an exists watch on `node` (a user path), sent with the client's
 /// next write. It marks `shared` lost, and runs `on_lost` (on the I/O
 /// thread), when the node is deleted, the session ends, or the reply says
@@ -372,13 +381,9 @@ impl HeldLock {
             None => (Arc::new(Shared::new()), Watching::Unset),
         };
         let on_state = shared.clone();
-        let callback = client.shared().add_state_callback(Arc::new(move |state| {
-            on_state.set(match state {
-                State::Connected | State::ConnectedReadOnly => LockState::Held,
-                State::Disconnected => LockState::Suspended,
-                State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
-            })
-        }));
+        let callback = client
+            .shared()
+            .add_state_callback(Arc::new(move |state| on_state.set(lock_state(state))));
         let tracker = Arc::new(Tracker {
             client: client.clone(),
             node: client.client_path(node.clone()),
@@ -395,9 +400,16 @@ impl HeldLock {
             callback,
             released: false,
         };
-        // The connection may have dropped between acquiring and registering.
-        if !client.state().is_connected() {
-            held.tracker.shared.set(LockState::Suspended);
+        // The session's state may have changed between acquiring and
+        // registering, and may change again while it is applied here, with
+        // the callback setting it too: apply it until it was the latest
+        // (Lost is final, so an expiry is never undone).
+        for _ in 0..16 {
+            let state = client.state();
+            held.tracker.shared.set(lock_state(state));
+            if client.state() == state {
+                break;
+            }
         }
         held
     }
