@@ -369,10 +369,23 @@ impl Peer {
 
     /// A kazoo `Lock(path, name, extra_lock_patterns=["-lock-"])` contender.
     fn kazoo(server: &TestServer, iterations: usize, behaviour: Behaviour, name: &str) -> Peer {
+        Peer::kazoo_as(server, "mutex", iterations, behaviour, name)
+    }
+
+    /// A kazoo contender: `mode` is `mutex` (`Lock`), `read` (`ReadLock`)
+    /// or `write` (`WriteLock`), each with the `extra_lock_patterns` of
+    /// `tests/interop/kazoo_contender.py`.
+    fn kazoo_as(
+        server: &TestServer,
+        mode: &str,
+        iterations: usize,
+        behaviour: Behaviour,
+        name: &str,
+    ) -> Peer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/kazoo_contender.py");
         let mut cmd = Command::new(kazoo_python());
         cmd.arg("-u").arg(script);
-        Peer::spawn(cmd, server, "mutex", iterations, behaviour, name)
+        Peer::spawn(cmd, server, mode, iterations, behaviour, name)
     }
 
     fn spawn(
@@ -1188,4 +1201,89 @@ fn kazoo_and_zklock_contenders_acquire_in_node_order() {
     acquire_in_node_order(&server, false, |i| {
         Peer::kazoo(&server, 1, Behaviour::Step, &format!("kazoo-{i}"))
     });
+}
+
+// ---------------------------------------------------------------------------
+// (d) kazoo ReadLock and WriteLock with zklock Mutex and RwLock
+// ---------------------------------------------------------------------------
+
+/// A kazoo `ReadLock` holder (a `__rlock__` node) keeps a zklock mutex and
+/// a zklock writer out, shares with a zklock reader, and shows in the
+/// queue as a reader that holds; the mutex gets in once it releases.
+#[test]
+fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
+    kazoo_python();
+    let (server, admin) = server_with_state();
+    let mut reader = Peer::kazoo_as(&server, "read", 1, Behaviour::Hold, "kazoo-r");
+    let reader_node = reader.expect("ACQ")[2].clone();
+    assert!(reader_node.contains("__rlock__"), "{reader_node}");
+
+    let client = connect(&server);
+    let mutex = Mutex::new(&client, LOCK).expect("mutex");
+    assert!(
+        mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
+        "zklock locked a mutex while a kazoo reader reads"
+    );
+    let rwlock = RwLock::new(&client, LOCK).expect("rwlock");
+    assert!(
+        rwlock.try_write_for(QUIET).expect("try_write").is_none(),
+        "zklock wrote the lock while a kazoo reader reads"
+    );
+    let read = rwlock
+        .try_read()
+        .expect("try_read")
+        .expect("zklock reads beside a kazoo reader");
+    let queue: Vec<(String, &str, bool)> = zklock::recipes::lock_queue(&admin, LOCK)
+        .expect("lock_queue")
+        .into_iter()
+        .map(|e| (e.name, e.kind, e.holds))
+        .collect();
+    assert_eq!(
+        queue,
+        [
+            (reader_node.clone(), "read", true),
+            (leaf(read.node()).to_owned(), "read", true),
+        ]
+    );
+    read.unlock().expect("unlock");
+
+    wait_behind_peer(&admin, &client, &mut reader, "zklock-m", |inside| {
+        let guard = lock_within(&mutex, "zklock-m");
+        enter_exclusive(&client, "zklock-m", leaf(guard.node()));
+        inside();
+        exit_exclusive(&client);
+        guard.unlock().expect("unlock");
+    });
+    reader.finish();
+    assert_eq!(logged_names(&admin), ["kazoo-r", "zklock-m"]);
+    assert_clean(&admin);
+}
+
+/// kazoo readers and writers contend with zklock mutexes, readers and
+/// writers: no exclusive holder overlaps anyone, and no update is lost.
+#[test]
+fn kazoo_rwlock_and_zklock_mixed_contention() {
+    kazoo_python();
+    let (server, admin) = server_with_state();
+    let mut peers = vec![
+        Peer::kazoo_as(&server, "write", ITERATIONS, Behaviour::Rmw, "kazoo-w"),
+        Peer::kazoo_as(&server, "read", ITERATIONS, Behaviour::Rmw, "kazoo-r"),
+    ];
+    for peer in &mut peers {
+        peer.expect("READY");
+    }
+    std::thread::scope(|s| {
+        let server = &server;
+        s.spawn(move || zk_mutex_contender(server, "zklock-m", ITERATIONS));
+        for (name, write) in [("zklock-w", true), ("zklock-r", false)] {
+            s.spawn(move || zk_rw_contender(server, name, write, ITERATIONS));
+        }
+    });
+    for peer in peers {
+        peer.finish();
+    }
+    // Three exclusive contenders incremented; readers only read.
+    assert_eq!(counter(&admin), 3 * ITERATIONS as u64, "lost updates");
+    assert_eq!(read_log(&admin).len(), 5 * ITERATIONS);
+    assert_clean(&admin);
 }

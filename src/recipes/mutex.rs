@@ -21,8 +21,9 @@ use crate::Client;
 /// Contenders in any process create an EPHEMERAL_SEQUENTIAL node under the
 /// path; the lowest sequence holds the lock, and each other contender watches
 /// only its predecessor. Nodes are named `_c_<uuid>-lock-<seq>` like Curator's
-/// `InterProcessMutex`, and kazoo's `<uuid>__lock__<seq>` nodes count as
-/// contenders too, so zklock, Curator and kazoo processes can share a path.
+/// `InterProcessMutex`, and kazoo's `<uuid>__lock__<seq>` nodes (and its
+/// `ReadLock`'s `<uuid>__rlock__<seq>`) count as contenders too, so zklock,
+/// Curator and kazoo processes can share a path.
 /// So do an [`RwLock`](crate::RwLock)'s read and write nodes: a mutex and a
 /// read-write lock on one path exclude each other.
 ///

@@ -3,27 +3,37 @@
 //! Names follow Curator's protected form, `_c_<uuid>-<marker><sequence>`:
 //! `lock-` for a mutex (Curator `InterProcessMutex`), `__READ__` and
 //! `__WRIT__` for the two sides of a read-write lock (Curator
-//! `InterProcessReadWriteLock`). kazoo's `Lock` names its nodes
-//! `<hex uuid>__lock__<sequence>`. Every lock kind counts every one of these
+//! `InterProcessReadWriteLock`). kazoo's `Lock` and `WriteLock` name their
+//! nodes `<hex uuid>__lock__<sequence>`, its `ReadLock`
+//! `<hex uuid>__rlock__<sequence>`. Every lock kind counts every one of these
 //! as a contender, so a `Mutex` and an `RwLock` on one path exclude each
-//! other: a mutex node is a writer to readers.
+//! other: a mutex node is a writer to readers, and a read node (zklock's,
+//! Curator's or kazoo's) is a contender to a mutex.
 
 /// The marker of a mutex node written by zklock and Curator.
 pub(crate) const MUTEX_MARKER: &str = "lock-";
-/// The marker of a mutex node written by kazoo.
+/// The marker of a mutex node written by kazoo (`Lock`, `WriteLock`).
 pub(crate) const KAZOO_MARKER: &str = "__lock__";
+/// The marker of a read node written by kazoo (`ReadLock`).
+pub(crate) const KAZOO_READ_MARKER: &str = "__rlock__";
 /// The marker of a read node (Curator `InterProcessReadWriteLock`).
 pub(crate) const READ_MARKER: &str = "__READ__";
 /// The marker of a write node.
 pub(crate) const WRITE_MARKER: &str = "__WRIT__";
 
 /// Every marker of a contender, whatever the lock kind.
-pub(crate) const ALL_MARKERS: &[&str] = &[MUTEX_MARKER, KAZOO_MARKER, READ_MARKER, WRITE_MARKER];
+pub(crate) const ALL_MARKERS: &[&str] = &[
+    MUTEX_MARKER,
+    KAZOO_MARKER,
+    READ_MARKER,
+    WRITE_MARKER,
+    KAZOO_READ_MARKER,
+];
 
 /// True for the nodes of exclusive holders (mutex and write nodes), which
 /// readers wait for; only read nodes share.
 pub(crate) fn is_exclusive(marker: &str) -> bool {
-    marker != READ_MARKER
+    marker != READ_MARKER && marker != KAZOO_READ_MARKER
 }
 
 /// One contender: a child of the lock path that matches a lock naming.
@@ -162,6 +172,30 @@ mod tests {
             &[READ_MARKER, WRITE_MARKER],
         );
         assert_eq!(got, ["_c_b-__READ__0000000004", "_c_a-__WRIT__0000000005"]);
+    }
+
+    #[test]
+    fn kazoo_read_nodes_are_shared_contenders() {
+        let children: Vec<String> = [
+            "_c_a-lock-0000000003",
+            "0af3__rlock__0000000001",
+            "0af3__rlock__12",
+            "_c_b-__READ__0000000002",
+        ]
+        .map(String::from)
+        .to_vec();
+        let got: Vec<(&str, bool)> = contenders(&children, ALL_MARKERS)
+            .iter()
+            .map(|c| (c.name, is_exclusive(c.marker)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("0af3__rlock__0000000001", false),
+                ("_c_b-__READ__0000000002", false),
+                ("_c_a-lock-0000000003", true),
+            ]
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Who holds a lock and who waits, for tools.
 
-use super::naming::{contenders, ALL_MARKERS, KAZOO_MARKER, MUTEX_MARKER, READ_MARKER};
+use super::naming::{
+    contenders, ALL_MARKERS, KAZOO_MARKER, KAZOO_READ_MARKER, MUTEX_MARKER, READ_MARKER,
+};
 use crate::client::path::join;
 use crate::error::{Error, Result};
 use crate::Client;
@@ -10,7 +12,9 @@ use crate::Client;
 pub struct QueueEntry {
     /// The node's name under the lock path.
     pub name: String,
-    /// What kind of contender: `mutex`, `kazoo`, `read` or `write`.
+    /// What kind of contender: `mutex`, `kazoo` (a kazoo `Lock` or
+    /// `WriteLock`), `read` (zklock's, Curator's or a kazoo `ReadLock`'s)
+    /// or `write`.
     pub kind: &'static str,
     /// Whether it holds the lock (see [`holding`]).
     pub holds: bool,
@@ -29,7 +33,7 @@ pub struct QueueEntry {
 pub struct QueuedNode<'a> {
     /// The node's name under the lock path.
     pub name: &'a str,
-    /// What kind of contender: `mutex`, `kazoo`, `read` or `write`.
+    /// What kind of contender (see [`QueueEntry::kind`]).
     pub kind: &'static str,
 }
 
@@ -63,7 +67,7 @@ fn kind_of(marker: &str) -> &'static str {
     match marker {
         MUTEX_MARKER => "mutex",
         KAZOO_MARKER => "kazoo",
-        READ_MARKER => "read",
+        READ_MARKER | KAZOO_READ_MARKER => "read",
         _ => "write",
     }
 }
@@ -110,6 +114,7 @@ mod tests {
     fn orders_every_kind_by_sequence_and_skips_other_children() {
         let children: Vec<String> = [
             "_c_b-__WRIT__0000000003",
+            "0af3__rlock__0000000004",
             "config",
             "deadbeef__lock__0000000001",
             "_c_a-__READ__0000000002",
@@ -129,6 +134,7 @@ mod tests {
                 ("deadbeef__lock__0000000001", "kazoo"),
                 ("_c_a-__READ__0000000002", "read"),
                 ("_c_b-__WRIT__0000000003", "write"),
+                ("0af3__rlock__0000000004", "read"),
                 ("_c_d-lock-2147483647", "mutex"),
                 ("_c_c-lock--000000005", "mutex"),
             ]

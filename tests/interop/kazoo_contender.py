@@ -8,6 +8,11 @@ usage: kazoo_contender.py CONNECT LOCK_PATH MODE ITERATIONS BEHAVIOUR BASE NAME
 
   MODE       mutex: kazoo's Lock with extra_lock_patterns=["-lock-"], so that
              zklock's (and Curator's) "_c_<uuid>-lock-<seq>" nodes contend
+             read: kazoo's ReadLock (nodes "<hex>__rlock__<seq>") with
+             extra_lock_patterns=["-lock-", "__WRIT__"]: zklock's mutex and
+             write nodes are writers to it
+             write: kazoo's WriteLock with extra_lock_patterns=["-lock-",
+             "__WRIT__", "__READ__"]: every zklock node contends
   BEHAVIOUR  rmw[:MS]  acquire, run the critical section (holding MS ms),
                        release; ITERATIONS times
              step      like rmw, but wait for a line on stdin before each
@@ -33,6 +38,15 @@ import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
+
+
+# The kazoo recipe of each mode, and the other libraries' node names it
+# counts as contenders that exclude it.
+MODES = {
+    "mutex": ("Lock", ["-lock-"]),
+    "read": ("ReadLock", ["-lock-", "__WRIT__"]),
+    "write": ("WriteLock", ["-lock-", "__WRIT__", "__READ__"]),
+}
 
 
 def say(line):
@@ -63,8 +77,9 @@ def main(argv):
         return 64
     _, connect, lock_path, mode, iterations, behaviour, base, name = argv
     iterations = int(iterations)
-    if mode != "mutex":
-        raise ValueError("unknown mode %r (kazoo contends only as a mutex)" % mode)
+    if mode not in MODES:
+        raise ValueError("unknown mode %r" % mode)
+    reader = mode == "read"
     hold_ms = 0
     if behaviour.startswith("rmw:"):
         hold_ms = int(behaviour[4:])
@@ -75,7 +90,8 @@ def main(argv):
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     zk = KazooClient(hosts=connect, timeout=4.0)
     zk.start(timeout=30)
-    lock = zk.Lock(lock_path, name, extra_lock_patterns=["-lock-"])
+    recipe, patterns = MODES[mode]
+    lock = getattr(zk, recipe)(lock_path, name, extra_lock_patterns=patterns)
 
     def violation(detail):
         say("VIOLATION %s %s" % (name, detail))
@@ -87,19 +103,27 @@ def main(argv):
             wait_for_line()
         lock.acquire()
         node = lock.node
-        try:
-            zk.create(base + "/inside", name.encode(), ephemeral=True)
-        except NodeExistsError:
-            holder, _ = zk.get(base + "/inside")
-            violation("entered while %s is inside" % holder.decode())
-        try:
-            readers = len(zk.get_children(base + "/readers"))
-        except NoNodeError:
-            readers = 0
-        if readers:
-            violation("entered while %d readers are inside" % readers)
-        value, _ = zk.get(base + "/counter")
-        zk.set(base + "/counter", str(int(value) + 1).encode())
+        if reader:
+            mark = "%s/readers/%s-%s" % (base, name, node)
+            zk.create(mark, b"", ephemeral=True, makepath=True)
+            if zk.exists(base + "/inside") is not None:
+                holder, _ = zk.get(base + "/inside")
+                violation("reader entered while %s is inside" % holder.decode())
+            zk.get(base + "/counter")
+        else:
+            try:
+                zk.create(base + "/inside", name.encode(), ephemeral=True)
+            except NodeExistsError:
+                holder, _ = zk.get(base + "/inside")
+                violation("entered while %s is inside" % holder.decode())
+            try:
+                readers = len(zk.get_children(base + "/readers"))
+            except NoNodeError:
+                readers = 0
+            if readers:
+                violation("entered while %d readers are inside" % readers)
+            value, _ = zk.get(base + "/counter")
+            zk.set(base + "/counter", str(int(value) + 1).encode())
         zk.create(
             base + "/log/entry-",
             ("%s %s" % (name, node)).encode(),
@@ -111,7 +135,7 @@ def main(argv):
             wait_for_line()
         elif hold_ms:
             time.sleep(hold_ms / 1000.0)
-        zk.delete(base + "/inside")
+        zk.delete(mark if reader else base + "/inside")
         lock.release()
         say("REL %s %d" % (name, time.monotonic_ns()))
     say("DONE %s %d" % (name, iterations))
