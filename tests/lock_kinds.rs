@@ -314,6 +314,49 @@ fn a_write_holder_does_not_read_under_a_new_writer_with_its_old_sequence() {
     assert_eq!(write.state(), LockState::Lost);
 }
 
+/// A write holder that read under its write lock, and whose write node an
+/// operator then deleted, still holds that read node, which a writer queued
+/// behind it waits for. Reading again would wait for that writer, on this
+/// very thread: `WouldDeadlock`, as for any reader reading past a writer
+/// queued behind its read node, not a wait to the deadline (forever, with
+/// `read`).
+#[test]
+fn a_write_holder_whose_node_is_gone_may_not_read_past_a_writer_behind_its_read() {
+    const DIR: &str = "/downgrade-gone-reread/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let rw = RwLock::new(&c, DIR).unwrap();
+    let write = rw.write().unwrap();
+    let read = rw.try_read().unwrap().expect("the write holder reads");
+    c.delete(write.node(), None).unwrap();
+
+    let other = connect(&server.connect_string());
+    let writer = Contender::writer(&other, DIR, "writer behind the read");
+    let before = wait_children(&c, DIR, 2);
+    assert_eq!(before[0], leaf(read.node()));
+    writer.expect_waiting();
+
+    let started = Instant::now();
+    assert_eq!(
+        rw.try_read_for(Duration::from_secs(3)).map(|g| g.is_some()),
+        Err(Error::WouldDeadlock)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "refused at once"
+    );
+    // The refused read's node is deleted in the background.
+    assert_eq!(wait_children(&c, DIR, 2), before);
+    writer.expect_waiting();
+
+    read.unlock().unwrap();
+    writer.wait_held();
+    writer.release();
+    assert_eq!(write.state(), LockState::Lost);
+    drop(write);
+    assert_eq!(wait_children(&c, DIR, 0), Vec::<String>::new());
+}
+
 /// The former write holder `rw` reads only as an ordinary reader: not while
 /// `next` holds `next_node`, the only node in `dir`, and once it lets go.
 fn reads_only_after(rw: &RwLock, c: &Client, dir: &str, next: &Contender, next_node: &str) {

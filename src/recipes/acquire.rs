@@ -343,10 +343,11 @@ pub(crate) enum Rule {
     /// A read lock: see [`read_decision`].
     Read,
     /// A read lock taken by the holder of the write lock, whose node has this
-    /// name: see [`read_decision_of_writer`]. The name, not the sequence
+    /// name, and who holds read locks on the nodes with these names (if
+    /// any): see [`read_decision_of_writer`]. The name, not the sequence
     /// number: a lock directory deleted and recreated numbers its nodes from
     /// 0 again, and only the name's uuid is ours alone.
-    ReadUnderWrite(Arc<str>),
+    ReadUnderWrite(Arc<str>, Arc<[Arc<str>]>),
     /// A read lock taken by a thread that holds read locks already, on the
     /// nodes with these names: see [`read_decision_of_reader`].
     ReadAgain(Arc<[Arc<str>]>),
@@ -363,7 +364,9 @@ impl Rule {
         match self {
             Rule::Exclusive => exclusive(contenders, ours),
             Rule::Read => read_decision(contenders, ours),
-            Rule::ReadUnderWrite(write) => read_decision_of_writer(contenders, ours, write),
+            Rule::ReadUnderWrite(write, reads) => {
+                read_decision_of_writer(contenders, ours, write, reads)
+            }
             Rule::ReadAgain(reads) => read_decision_of_reader(contenders, ours, reads),
         }
     }

@@ -124,7 +124,7 @@ impl RwLock {
 
     fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
         let rule = match self.writer.current_thread_node() {
-            Some(write) => Rule::ReadUnderWrite(write),
+            Some(write) => Rule::ReadUnderWrite(write, self.readers.current_thread_nodes().into()),
             None => {
                 let reads = self.readers.current_thread_nodes();
                 if reads.is_empty() {
@@ -184,12 +184,15 @@ pub(super) fn read_decision(contenders: &[Contender], ours: usize) -> Decision {
 /// wait on this very thread. So that read is refused.
 ///
 /// With our write node gone (deleted by an operator, say), or not the
-/// lowest, the reader is an ordinary one: it waits for the writers before
-/// it, such as the one behind our node that now holds the write lock.
+/// lowest, the reader is an ordinary one that may hold read locks already,
+/// on the nodes named in `reads` (see [`read_decision_of_reader`]): it
+/// waits for the writers before it, such as the one behind our node that
+/// now holds the write lock, unless one of them waits for our read nodes.
 pub(super) fn read_decision_of_writer(
     contenders: &[Contender],
     ours: usize,
     write: &str,
+    reads: &[Arc<str>],
 ) -> Decision {
     let earlier = contenders.get(..ours).unwrap_or_default();
     let mut writers = earlier.iter().filter(|c| is_exclusive(c.marker));
@@ -199,7 +202,7 @@ pub(super) fn read_decision_of_writer(
     match (lowest_is_ours, writers.nth(1)) {
         (true, None) => Decision::Acquired,
         (true, Some(_)) => Decision::WouldDeadlock,
-        (false, _) => read_decision(contenders, ours),
+        (false, _) => read_decision_of_reader(contenders, ours, reads),
     }
 }
 
@@ -367,7 +370,10 @@ mod tests {
             "_c_c-__READ__0000000003",
         ]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2, OURS), Decision::Acquired);
+        assert_eq!(
+            read_decision_of_writer(&c, 2, OURS, &[]),
+            Decision::Acquired
+        );
 
         let names = owned(&[
             "_c_a-__WRIT__0000000001",
@@ -376,7 +382,7 @@ mod tests {
         ]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(
-            read_decision_of_writer(&c, 2, OURS),
+            read_decision_of_writer(&c, 2, OURS, &[]),
             Decision::WouldDeadlock
         );
 
@@ -385,7 +391,7 @@ mod tests {
         let names = owned(&["_c_b-__WRIT__0000000002", "_c_c-__READ__0000000003"]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(
-            read_decision_of_writer(&c, 1, OURS),
+            read_decision_of_writer(&c, 1, OURS, &[]),
             Decision::Wait(Blocker {
                 node: "_c_b-__WRIT__0000000002".into(),
                 acquired_on_delete: true,
@@ -398,10 +404,28 @@ mod tests {
             "_c_d-__READ__0000000004",
         ]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
-        assert_eq!(read_decision_of_writer(&c, 2, OURS), read_decision(&c, 2));
         assert_eq!(
-            read_decision_of_writer(&c[..1], 0, OURS),
+            read_decision_of_writer(&c, 2, OURS, &[]),
+            read_decision(&c, 2)
+        );
+        assert_eq!(
+            read_decision_of_writer(&c[..1], 0, OURS, &[]),
             Decision::Acquired
+        );
+
+        // Our write node is gone, but our read under it (2) holds, and a
+        // writer (3) waits for it: reading past that writer would wait on
+        // this very thread.
+        let reads: Vec<Arc<str>> = vec!["_c_a-__READ__0000000002".into()];
+        let names = owned(&[
+            "_c_a-__READ__0000000002",
+            "_c_b-__WRIT__0000000003",
+            "_c_a-__READ__0000000004",
+        ]);
+        let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
+        assert_eq!(
+            read_decision_of_writer(&c, 2, OURS, &reads),
+            Decision::WouldDeadlock
         );
 
         // Another's write node with our node's number, in a directory
@@ -409,7 +433,7 @@ mod tests {
         let names = owned(&["_c_x-__WRIT__0000000001", "_c_c-__READ__0000000003"]);
         let c: Vec<Contender> = contenders(&names, ALL_MARKERS);
         assert_eq!(
-            read_decision_of_writer(&c, 1, OURS),
+            read_decision_of_writer(&c, 1, OURS, &[]),
             Decision::Wait(Blocker {
                 node: "_c_x-__WRIT__0000000001".into(),
                 acquired_on_delete: true,
