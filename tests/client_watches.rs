@@ -368,3 +368,48 @@ fn watches_follow_the_session_to_another_ensemble_member() {
     expect_event(&pers, NodeDataChanged, "/c/pers");
     expect_event(&pers, NodeDataChanged, "/c/pers");
 }
+
+/// A watch set by a call the server handles after a `remove_watches` is not
+/// one the removal took: it stays, locally as on the server, however soon
+/// its reply follows the removal's. The local watchers were removed when the
+/// removing caller woke, by then maybe after the next call's reply had
+/// registered its watcher: that watcher got `DataWatchRemoved` and was gone,
+/// while the server kept the watch.
+#[test]
+fn a_watch_set_right_after_a_removal_is_not_removed_with_it() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    mk(&c, "/race", b"");
+    // Replies that follow each other closely arrive together.
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(20)));
+    let mut wrongly_removed = 0;
+    let rounds = 30;
+    for _ in 0..rounds {
+        let (_, _, first) = c.get_data_w("/race").expect("get_data_w");
+        let (_, _, second) = std::thread::scope(|s| {
+            let second = s.spawn(|| c.get_data_w("/race").expect("second get_data_w"));
+            assert_eq!(c.remove_watches("/race", WatcherType::Data), Ok(()));
+            second.join().expect("second watcher")
+        });
+        expect_event(&first, DataWatchRemoved, "/race");
+        // The second watch was removed if the server took the removal after
+        // it; otherwise the server still has it, and so must the client.
+        let removed = second.try_recv().ok().map(|e| e.event_type);
+        let on_server = match c.remove_watches("/race", WatcherType::Data) {
+            Ok(()) => true,
+            Err(Error::NoWatcher) => false,
+            Err(e) => panic!("remove_watches: {e}"),
+        };
+        match (removed, on_server) {
+            (Some(DataWatchRemoved), false) => {}
+            (None, true) => expect_event(&second, DataWatchRemoved, "/race"),
+            (Some(DataWatchRemoved), true) => wrongly_removed += 1,
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(
+        wrongly_removed, 0,
+        "watches removed locally but kept by the server in {wrongly_removed} of {rounds} rounds"
+    );
+}

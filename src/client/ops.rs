@@ -14,11 +14,11 @@ use super::{Client, WatchReceiver};
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
     Acl, AddWatchMode, AddWatchRequest, AuthPacket, ClientInfo, CreateMode, CreateRequest,
-    CreateTtlRequest, DeleteRequest, EventType, ExistsRequest, GetAclRequest, GetChildrenRequest,
+    CreateTtlRequest, DeleteRequest, ExistsRequest, GetAclRequest, GetChildrenRequest,
     GetDataRequest, OpCode, PathRecord, RemoveWatchesRequest, Response, SetAclRequest,
     SetDataRequest, Stat, WatcherType,
 };
-use crate::session::{within_chroot, BatchRead, WatchKind, WatchRequest, WatchedEvent};
+use crate::session::{within_chroot, BatchRead, WatchKind, WatchRequest};
 
 /// A created node's path and, when the reply carried it, its Stat.
 pub(crate) type Created = (String, Option<Stat>);
@@ -494,44 +494,18 @@ impl Client {
     /// `DataWatchRemoved`, `ChildWatchRemoved` or `PersistentWatchRemoved`
     /// event, then its receiver disconnects. `NoWatcher` if there was none.
     pub fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<()> {
-        let path = self.server_path(path)?;
         let request = RemoveWatchesRequest {
-            path: path.clone(),
+            path: self.server_path(path)?,
             watcher_type,
         };
-        self.shared().call(OpCode::RemoveWatches, &request, None)?;
-        let kinds: &[WatchKind] = match watcher_type {
-            WatcherType::Children => &[WatchKind::Child],
-            WatcherType::Data => &[WatchKind::Data, WatchKind::Exist],
-            WatcherType::Persistent => &[WatchKind::Persistent],
-            WatcherType::PersistentRecursive => &[WatchKind::PersistentRecursive],
-            WatcherType::Any => &[
-                WatchKind::Data,
-                WatchKind::Exist,
-                WatchKind::Child,
-                WatchKind::Persistent,
-                WatchKind::PersistentRecursive,
-            ],
-        };
-        let removed = self
-            .shared()
-            .with_session(|s| s.remove_watchers(&path, kinds));
-        let client_path = self.client_path(path);
-        for (kind, watcher) in removed {
-            let event_type = match kind {
-                WatchKind::Data | WatchKind::Exist => EventType::DataWatchRemoved,
-                WatchKind::Child => EventType::ChildWatchRemoved,
-                WatchKind::Persistent | WatchKind::PersistentRecursive => {
-                    EventType::PersistentWatchRemoved
-                }
-            };
-            watcher.deliver(&WatchedEvent {
-                event_type,
-                state: crate::proto::KeeperState::SyncConnected,
-                path: client_path.clone(),
-            });
-        }
-        Ok(())
+        // The local watchers go as the reply is handled (see
+        // `Session::submit_remove_watches`), not once this caller wakes:
+        // by then a later call's watch, which the server keeps, may be in.
+        let slot = std::sync::Arc::new(super::core::ReplySlot::default());
+        self.shared().with_session(|s| {
+            s.submit_remove_watches(std::time::Instant::now(), &request, slot.clone())
+        })?;
+        self.shared().wait(&slot).map(drop)
     }
 }
 

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
     split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DeleteRequest,
-    KeeperState, MultiRequest, OpCode, Record, Response, AUTH_XID, PASSWORD_LEN, PING_XID,
+    KeeperState, MultiRequest, OpCode, Record, RemoveWatchesRequest, Response, WatcherType,
+    AUTH_XID, PASSWORD_LEN, PING_XID,
 };
 use crate::rand::Rng;
 
@@ -163,6 +164,13 @@ enum Purpose<T, W> {
     Writes {
         tokens: Vec<T>,
         ops: MultiRequest,
+    },
+    /// A removeWatches whose success removes the local watchers it names
+    /// (see [`Session::submit_remove_watches`]).
+    RemoveWatches {
+        token: T,
+        path: String,
+        watcher_type: WatcherType,
     },
     SetWatches,
     Background {
@@ -579,6 +587,27 @@ impl<T, W: Clone> Session<T, W> {
         Ok(())
     }
 
+    /// Queues a removeWatches. When the server confirms it, the local
+    /// watchers of that type on its path are removed too, as the reply is
+    /// handled, so that a watch set by a later request (which the server
+    /// keeps) is not taken with them: each gets a last `DataWatchRemoved`,
+    /// `ChildWatchRemoved` or `PersistentWatchRemoved` event, delivered
+    /// before the reply.
+    pub fn submit_remove_watches(
+        &mut self,
+        now: Instant,
+        request: &RemoveWatchesRequest,
+        token: T,
+    ) -> Result<()> {
+        self.check_open()?;
+        let purpose = Purpose::RemoveWatches {
+            token,
+            path: request.path.clone(),
+            watcher_type: request.watcher_type,
+        };
+        self.enqueue(now, OpCode::RemoveWatches, request, purpose)
+    }
+
     /// Removes local watchers of `kinds` on the server path `path`, returning
     /// them so they can be told.
     pub fn remove_watchers(&mut self, path: &str, kinds: &[WatchKind]) -> Vec<(WatchKind, W)> {
@@ -838,6 +867,10 @@ impl<T, W: Clone> Session<T, W> {
     fn fail(&mut self, purpose: Purpose<T, W>, error: Error) {
         match purpose {
             Purpose::User { token, .. } => self.events.push_back(Event::Reply {
+                token,
+                result: Err(error),
+            }),
+            Purpose::RemoveWatches { token, .. } => self.events.push_back(Event::Reply {
                 token,
                 result: Err(error),
             }),

@@ -8,8 +8,8 @@ use super::{
     Session, State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
-    read_notification, read_reply_header, write_request, ConnectResponse, OpCode, Record, Response,
-    AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
+    read_notification, read_reply_header, write_request, ConnectResponse, EventType, KeeperState,
+    OpCode, Record, Response, WatcherType, AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
 };
 
 impl<T, W: Clone> Session<T, W> {
@@ -208,6 +208,16 @@ impl<T, W: Clone> Session<T, W> {
                 }
                 self.events.push_back(Event::Reply { token, result });
             }
+            Purpose::RemoveWatches {
+                token,
+                path,
+                watcher_type,
+            } => {
+                if result.is_ok() {
+                    self.remove_local_watchers(path, watcher_type);
+                }
+                self.events.push_back(Event::Reply { token, result });
+            }
             Purpose::Reads { reads } => self.complete_reads(reads, result),
             Purpose::Writes { tokens, ops } => self.complete_writes(tokens, ops, result),
             Purpose::SetWatches => {
@@ -241,6 +251,46 @@ impl<T, W: Clone> Session<T, W> {
                 }
             }
             Purpose::Close => self.close_replied(result),
+        }
+    }
+
+    /// After a removeWatches succeeded: removes the local watchers it took
+    /// and tells each.
+    fn remove_local_watchers(&mut self, path: String, watcher_type: WatcherType) {
+        let kinds: &[WatchKind] = match watcher_type {
+            WatcherType::Children => &[WatchKind::Child],
+            WatcherType::Data => &[WatchKind::Data, WatchKind::Exist],
+            WatcherType::Persistent => &[WatchKind::Persistent],
+            WatcherType::PersistentRecursive => &[WatchKind::PersistentRecursive],
+            WatcherType::Any => &[
+                WatchKind::Data,
+                WatchKind::Exist,
+                WatchKind::Child,
+                WatchKind::Persistent,
+                WatchKind::PersistentRecursive,
+            ],
+        };
+        let removed = self.watches.remove(&path, kinds);
+        if removed.is_empty() {
+            return;
+        }
+        let path = self.strip_chroot(path);
+        for (kind, watcher) in removed {
+            let event_type = match kind {
+                WatchKind::Data | WatchKind::Exist => EventType::DataWatchRemoved,
+                WatchKind::Child => EventType::ChildWatchRemoved,
+                WatchKind::Persistent | WatchKind::PersistentRecursive => {
+                    EventType::PersistentWatchRemoved
+                }
+            };
+            self.events.push_back(Event::Watch {
+                watchers: vec![watcher],
+                event: WatchedEvent {
+                    event_type,
+                    state: KeeperState::SyncConnected,
+                    path: path.clone(),
+                },
+            });
         }
     }
 
