@@ -214,3 +214,31 @@ fn a_state_handler_may_close_while_another_thread_closes() {
         Ok(Ok(()))
     );
 }
+
+#[test]
+fn a_panicking_state_handler_is_still_called_for_later_changes() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let (tx, handler_states) = crossbeam_channel::unbounded();
+    let c = builder()
+        .state_handler(move |state| {
+            let _ = tx.send(state);
+            assert_ne!(state, State::Disconnected, "the handler panics");
+        })
+        .connect(&gate.connect_string())
+        .expect("connect");
+    assert_eq!(handler_states.recv_timeout(WAIT), Ok(State::Connected));
+
+    // The handler panics on Disconnected; it is still told of the reconnect,
+    // and of the end of the session.
+    gate.cut();
+    assert_eq!(
+        states_until(&handler_states, State::Connected),
+        [State::Disconnected, State::Connected]
+    );
+    c.close().expect("close");
+    assert_eq!(
+        states_until(&handler_states, State::Closed),
+        [State::Closed]
+    );
+}

@@ -258,7 +258,8 @@ impl ClientBuilder {
     }
 
     /// Calls `handler` on every session state change, on the client's event
-    /// thread (so a slow handler never delays replies).
+    /// thread (so a slow handler never delays replies). A panic in it is
+    /// caught (and logged): the handler is still called on later changes.
     pub fn state_handler(mut self, handler: impl Fn(State) + Send + Sync + 'static) -> Self {
         self.config.state_handler = Some(Arc::new(handler));
         self

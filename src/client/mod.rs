@@ -179,7 +179,17 @@ impl Client {
             let (tx, rx) = crossbeam_channel::unbounded::<State>();
             let spawned = std::thread::Builder::new()
                 .name("zklock-events".into())
-                .spawn(move || rx.iter().for_each(|state| handler(state)));
+                .spawn(move || {
+                    for state in rx {
+                        // A handler that panics once is still told of every
+                        // later change (an expiry, say), as the Java client's
+                        // event thread goes on after a watcher's exception.
+                        let call = std::panic::AssertUnwindSafe(|| handler(state));
+                        if std::panic::catch_unwind(call).is_err() {
+                            log::warn!("the state handler panicked on {state:?}");
+                        }
+                    }
+                });
             if let Ok(handle) = spawned {
                 own_threads.push(handle.thread().id());
                 threads.events = Some(handle);
