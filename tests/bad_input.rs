@@ -285,6 +285,12 @@ fn settings_out_of_range_get_their_exact_error() {
             Client::builder().session(0x1234, Vec::new()),
             "a session password is 16 bytes, not 0".into(),
         ),
+        // The server takes a digest credential's user as what precedes its
+        // first ':': this one would authenticate as "bob".
+        (
+            Client::builder().digest("bob:x", "secret"),
+            "a digest user name must not contain ':', as \"bob:x\" does".into(),
+        ),
         // Credentials over the request limit would be refused by the
         // server on every connection: 28 bytes besides the password.
         (

@@ -23,8 +23,8 @@ pub type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before
 /// connecting, on one out of range: a timeout under 1 ms or over
 /// `i32::MAX` ms, a frame or request limit under 1024 bytes, a release
-/// linger over 1 s, or a session to take over with id 0 or a password that
-/// is not 16 bytes.
+/// linger over 1 s, a session to take over with id 0 or a password that
+/// is not 16 bytes, or a digest user name containing `:`.
 #[derive(Clone)]
 pub struct Config {
     pub(crate) session_timeout: Duration,
@@ -237,7 +237,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Adds digest credentials, sent on every connection.
+    /// Adds digest credentials, sent on every connection. The user name
+    /// must not contain `:` (the server would take the part before it as
+    /// the user).
     pub fn digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
         self.config.digest.push((user.into(), password.into()));
         self

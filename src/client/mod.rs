@@ -148,6 +148,13 @@ impl Client {
                 )));
             }
         }
+        // The server takes the user as what precedes the first ':': such a
+        // user would authenticate as someone else.
+        if let Some((user, _)) = config.digest.iter().find(|(user, _)| user.contains(':')) {
+            return Err(Error::InvalidArgument(format!(
+                "a digest user name must not contain ':', as {user:?} does"
+            )));
+        }
         let now = Instant::now();
         let mut session = Session::new(
             SessionConfig {
