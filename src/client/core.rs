@@ -422,7 +422,16 @@ impl Shared {
         // either sees the old state and then gets this change, or sees the
         // new one and does not: never a change it had already seen.
         let mut listeners = lock(&self.listeners);
-        *lock(&self.state) = state;
+        {
+            let mut current = lock(&self.state);
+            // Two threads may dispatch session events (the I/O thread and a
+            // closing caller), so a change can arrive after the end it
+            // preceded: the end stays the last state anyone sees.
+            if current.is_terminal() {
+                return;
+            }
+            *current = state;
+        }
         self.state_changed.notify_all();
         listeners.retain(|tx| tx.send(state).is_ok());
         drop(listeners);
