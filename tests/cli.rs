@@ -1075,6 +1075,46 @@ fn a_command_that_cannot_run_is_one_line_with_status_1() {
     assert!(children(&client(), "/cli/no-command").is_empty());
 }
 
+/// A command that is an executable file but cannot be executed (here a
+/// script whose interpreter is missing, as with a `#!/bin/sh\r` line) is
+/// an error like any command that cannot be started: status 1 and one line,
+/// not setpriv's failure status (127), which passes for the command's own.
+#[test]
+fn a_command_that_cannot_be_executed_is_status_1_not_setprivs() {
+    const PATH: &str = "/cli/bad-interpreter";
+    let dir = TempDir::new("bad-interpreter");
+    let script = dir.join("script");
+    std::fs::write(&script, "#!/nonexistent/interpreter\n").expect("write a script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make it executable");
+    let connect = connect_string();
+    let script = script.display().to_string();
+    let out = Run::spawn(&mut zklock(&[
+        "exec",
+        "--connect",
+        &connect,
+        "--quiet",
+        PATH,
+        "--",
+        &script,
+    ]))
+    .finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    let line = one_line(&out);
+    assert!(line.contains(&script), "{line}");
+    assert!(children(&client(), PATH).is_empty());
+    // A command that ran and exited 127 or 126 keeps its status.
+    for status in ["126", "127"] {
+        let out = Run::spawn(&mut exec(&[], PATH, &format!("exit {status}"))).finish(WAIT);
+        assert_eq!(
+            code(&out).map(|c| c.to_string()).as_deref(),
+            Some(status),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
 #[test]
 fn connect_defaults_to_zk_connect() {
     let out = Run::spawn(zklock(&["holders", "/cli/env"]).env("ZK_CONNECT", connect_string()))

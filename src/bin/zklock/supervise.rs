@@ -24,8 +24,8 @@ use nix::unistd::Pid;
 use zklock::LockState;
 
 use crate::group::{has_live_members, Group};
-use crate::tied::spawn_tied;
-use crate::Outcome;
+use crate::tied::{spawn_tied, Tied};
+use crate::{Outcome, EXIT_ERROR};
 
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
 const EXIT_LOST: u8 = 76;
@@ -58,8 +58,8 @@ pub fn run<'a>(
         Some(split) => split,
         None => return Outcome::Usage("missing COMMAND".into()),
     };
-    let mut child = match spawn_tied(program, rest, envs) {
-        Ok(child) => child,
+    let (mut child, tied) = match spawn_tied(program, rest, envs) {
+        Ok(started) => started,
         Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")),
     };
     let Ok(pid) = i32::try_from(child.id()).map(Pid::from_raw) else {
@@ -83,8 +83,14 @@ pub fn run<'a>(
         select! {
             recv(exited) -> _ => {
                 let lost = states.try_iter().any(|s| s == LockState::Lost);
+                // Looked at before the reaping, while its name is there.
+                let exec_failed = tied.exec_failed(child.id());
                 group.reaping();
                 let status = child.wait();
+                if exec_failed && status.as_ref().is_ok_and(|s| Tied::is_exec_failure(*s)) {
+                    // setpriv said why, in one line: COMMAND did not start.
+                    return Outcome::Exit(EXIT_ERROR);
+                }
                 return Outcome::Exit(if lost { EXIT_LOST } else { status.map_or(1, exit_code) });
             }
             recv(states) -> state => match state {

@@ -34,19 +34,59 @@ pub fn spawn_tied<'a>(
     program: &str,
     args: &[String],
     envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
-) -> io::Result<Child> {
+) -> io::Result<(Child, Tied)> {
     // Resolved here, so that a missing command is reported as such rather
     // than as setpriv's failure to run it.
     let resolved = resolve(program)?;
-    let mut command = match setpriv() {
+    let (mut command, wrapper) = match setpriv() {
         Some(setpriv) => {
+            let wrapper = comm_of(&setpriv).filter(|w| comm_of(&resolved).as_ref() != Some(w));
             let mut command = Command::new(setpriv);
             command.args(["--pdeathsig", "KILL", "--"]).arg(&resolved);
-            command
+            (command, wrapper)
         }
-        None => Command::new(&resolved),
+        None => (Command::new(&resolved), None),
     };
-    command.args(args).envs(envs).process_group(0).spawn()
+    let child = command.args(args).envs(envs).process_group(0).spawn()?;
+    Ok((child, Tied { wrapper }))
+}
+
+/// How the command was started.
+pub struct Tied {
+    /// The name (`/proc/PID/comm`) the process has until setpriv has
+    /// exec'd the command; `None` when started directly (or when the
+    /// command's name is the same).
+    wrapper: Option<String>,
+}
+
+/// setpriv's exit statuses when it cannot execute the command
+/// (util-linux's `EX_EXEC_FAILED`, `EX_EXEC_ENOENT`).
+const SETPRIV_EXEC_FAILED: [i32; 2] = [126, 127];
+
+impl Tied {
+    /// Whether setpriv is still what runs as the command's process, which
+    /// has exited (unreaped, a zombie keeps its name): it never exec'd the
+    /// command (a missing interpreter, say), and said why on stderr.
+    pub fn exec_failed(&self, pid: u32) -> bool {
+        self.wrapper.as_ref().is_some_and(|wrapper| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim_end_matches('\n') == wrapper)
+        })
+    }
+
+    /// Whether `status` is setpriv's for a command it could not execute.
+    pub fn is_exec_failure(status: std::process::ExitStatus) -> bool {
+        status
+            .code()
+            .is_some_and(|code| SETPRIV_EXEC_FAILED.contains(&code))
+    }
+}
+
+/// The name the kernel gives a process running `path`: its file name, cut
+/// to 15 bytes.
+fn comm_of(path: &std::path::Path) -> Option<String> {
+    let name = path.file_name()?.as_encoded_bytes();
+    Some(String::from_utf8_lossy(name.get(..15).unwrap_or(name)).into_owned())
 }
 
 /// `setpriv`, if it can set the parent-death signal. Otherwise says why
