@@ -920,6 +920,53 @@ fn holders_lists_the_holder_then_the_waiters_in_order() {
     assert_eq!(out.stdout.trim(), "{\"path\":\"/cli/free\",\"queue\":[]}");
 }
 
+/// A lock node's data is shown with its control characters escaped: one
+/// line per node in `holders`, one progress line per change in a waiting
+/// exec. The data is anyone's (`--publish-args` puts the arguments there,
+/// newlines included): shown raw, it forged lines and sent escape
+/// sequences to the terminal.
+#[test]
+fn node_data_is_shown_with_control_characters_escaped() {
+    const PATH: &str = "/cli/holders-escaped";
+    let dir = TempDir::new("holders-escaped");
+    // A comment line after the script's, with an escape sequence.
+    let script = format!("{}\n# \x1b[2J\nholder forged", until_terminated(&dir, ""));
+    let run = Run::spawn(&mut exec(&["--publish-args"], PATH, &script));
+    let (_command, _node) = started(&dir);
+    let out = holders(&connect_string(), PATH, false);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.stdout);
+    assert!(lines[0].starts_with("holder "), "{}", lines[0]);
+    assert!(
+        lines[0].ends_with("\\n# \\u{1b}[2J\\nholder forged"),
+        "{}",
+        lines[0]
+    );
+    // A waiting exec's progress line shows the holder's data the same way.
+    let waiter = Run::spawn(&mut exec(&["--wait", "3"], PATH, "true")).finish(WAIT);
+    assert_eq!(code(&waiter), Some(NOT_ACQUIRED), "{}", waiter.stderr);
+    let progress: Vec<&str> = waiter
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("zklock: waiting for"))
+        .collect();
+    assert_eq!(progress.len(), 1, "{}", waiter.stderr);
+    assert!(
+        progress[0].contains("\\n# \\u{1b}[2J\\nholder forged (token "),
+        "{}",
+        progress[0]
+    );
+    assert!(
+        waiter.stderr.lines().all(|l| l.starts_with("zklock: ")),
+        "{}",
+        waiter.stderr
+    );
+    run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+}
+
 /// Readers ahead of the first writer all hold a read-write lock, and
 /// `holders` says so; a writer, and whoever queues behind it, waits.
 #[test]

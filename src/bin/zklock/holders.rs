@@ -56,7 +56,7 @@ pub fn run(mut args: Args) -> Outcome {
             entry.session_id,
             entry.fencing_token,
             age_ms(now_ms, entry) as f64 / 1000.0,
-            String::from_utf8_lossy(&entry.data)
+            printable(&entry.data)
         ));
     }
     print(&text)
@@ -89,6 +89,21 @@ fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {
         quote(path),
         entries.join(",")
     )
+}
+
+/// Node data for a line of text: control characters escaped (`\n`,
+/// `\u{1b}`), so that data, which anyone may have written, neither breaks
+/// the line nor reaches the terminal as an escape sequence.
+pub fn printable(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len());
+    for c in String::from_utf8_lossy(data).chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A JSON string literal.

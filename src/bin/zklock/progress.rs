@@ -15,6 +15,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zklock::recipes::{holding, queue_order};
 use zklock::Client;
 
+use crate::holders::printable;
+
 /// How often the queue is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
 
@@ -67,7 +69,7 @@ impl Progress<'_> {
             Some((name, said)) if name == first => said.clone(),
             _ => {
                 let (data, stat) = self.client.get_data(&self.node(first)).ok()?;
-                let said = format!("{} (token {})", String::from_utf8_lossy(&data), stat.czxid);
+                let said = format!("{} (token {})", printable(&data), stat.czxid);
                 self.holder = Some(((*first).to_owned(), said.clone()));
                 said
             }
