@@ -1,10 +1,14 @@
 //! Connection faults around the lock's own requests: a create whose reply
-//! is lost, and a release while the connection is down. Neither may leave
-//! a node behind nor a waiter hanging.
+//! is lost (or cannot be decoded), and a release while the connection is
+//! down. Neither may leave a node behind nor a waiter hanging.
 
 mod lock_common;
 
-use std::sync::mpsc;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use lock_common::*;
@@ -405,4 +409,175 @@ fn a_waiter_whose_own_watch_was_lost_with_a_connection_sets_it_again() {
     assert_eq!(held.state(), LockState::Held);
     held.unlock().unwrap();
     assert!(children(&holder, DIR).is_empty());
+}
+
+/// A relay to a real server that spoils the server's replies to the next
+/// requests of the opcodes it is armed with, in order: it appends a byte to
+/// each such reply's body, so the server has done what was asked, but the
+/// client cannot decode the answer (and drops the connection). Every other
+/// byte passes unchanged.
+struct SpoilingRelay {
+    addr: SocketAddr,
+    shared: Arc<SpoilState>,
+}
+
+#[derive(Default)]
+struct SpoilState {
+    /// The opcodes whose next requests' replies are spoiled, in order.
+    armed: std::sync::Mutex<std::collections::VecDeque<i32>>,
+    /// The xid of that request, until its reply is spoiled.
+    target: std::sync::Mutex<Option<i32>>,
+    spoiled: AtomicUsize,
+    stop: AtomicBool,
+}
+
+impl SpoilingRelay {
+    fn start(upstream: SocketAddr) -> SpoilingRelay {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+        let addr = listener.local_addr().expect("the relay's address");
+        let shared = Arc::new(SpoilState::default());
+        let state = shared.clone();
+        std::thread::Builder::new()
+            .name("spoiling-relay".into())
+            .spawn(move || {
+                for client in listener.incoming() {
+                    if state.stop.load(SeqCst) {
+                        return;
+                    }
+                    let Ok(client) = client else { continue };
+                    let Ok(server) = TcpStream::connect(upstream) else {
+                        continue;
+                    };
+                    let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+                        continue;
+                    };
+                    let (up, down) = (state.clone(), state.clone());
+                    std::thread::spawn(move || relay(client, server, &up, true));
+                    std::thread::spawn(move || relay(s2, c2, &down, false));
+                }
+            })
+            .expect("spawn the relay");
+        SpoilingRelay { addr, shared }
+    }
+
+    fn connect_string(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Spoils the reply to the next request with the first of `opcodes`,
+    /// then to the next one after it with the second, and so on.
+    fn arm(&self, opcodes: &[i32]) {
+        *self.shared.armed.lock().unwrap() = opcodes.iter().copied().collect();
+    }
+
+    /// How many replies were spoiled so far.
+    fn spoiled(&self) -> usize {
+        self.shared.spoiled.load(SeqCst)
+    }
+}
+
+impl Drop for SpoilingRelay {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, SeqCst);
+        // Wakes the accept loop, which then ends.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Moves frames from `from` to `to` until either side closes: requests
+/// (`upstream`) are looked at for the armed opcode, replies for its xid.
+fn relay(mut from: TcpStream, mut to: TcpStream, state: &SpoilState, upstream: bool) {
+    // The first frame each way is the handshake's.
+    let mut first = true;
+    loop {
+        let mut len = [0u8; 4];
+        if from.read_exact(&mut len).is_err() {
+            break;
+        }
+        let mut payload = vec![0u8; i32::from_be_bytes(len).max(0) as usize];
+        if from.read_exact(&mut payload).is_err() {
+            break;
+        }
+        if !first && payload.len() >= 8 {
+            let word = |at: usize| i32::from_be_bytes([0, 1, 2, 3].map(|i| payload[at + i]));
+            let xid = word(0);
+            if upstream {
+                let mut armed = state.armed.lock().unwrap();
+                if armed.front() == Some(&word(4)) {
+                    armed.pop_front();
+                    *state.target.lock().unwrap() = Some(xid);
+                }
+            } else {
+                let mut target = state.target.lock().unwrap();
+                if *target == Some(xid) {
+                    *target = None;
+                    payload.push(0xab);
+                    state.spoiled.fetch_add(1, SeqCst);
+                }
+            }
+        }
+        first = false;
+        let frame = [&(payload.len() as i32).to_be_bytes()[..], &payload].concat();
+        if to.write_all(&frame).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// The server creates the lock node, but its reply cannot be decoded (a
+/// malformed reply, after which the client drops the connection): the
+/// outcome is as unknown to the client as after a lost reply, so it looks
+/// for the node rather than failing and leaving it behind at the head of
+/// the queue for the rest of the session. A search answered so is no
+/// answer either: it looks again. The create alone (`create2`, and then the
+/// search's `sync`), then joined to the lingering release of the first hold
+/// (`multi`).
+#[test]
+fn a_malformed_create_reply_leaves_no_orphan() {
+    const DIR: &str = "/spoiled/lock";
+    const MULTI: i32 = 14;
+    const SYNC: i32 = 9;
+    let server = server();
+    let relay = SpoilingRelay::start(server.addr());
+    let admin = connect(&server.connect_string());
+    // The directory exists, so the first create succeeds on the server.
+    mk(&admin, "/spoiled", b"");
+    mk(&admin, DIR, b"");
+    let client = Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(Duration::from_secs(1))
+        .connect(&relay.connect_string())
+        .expect("connect through the relay");
+    let session = client.session_id();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let mut released: Option<String> = None;
+    let rounds: [&[i32]; 2] = [&[CREATE2, SYNC], &[MULTI]];
+    let mut spoiled = 0;
+    for (round, opcodes) in rounds.into_iter().enumerate() {
+        relay.arm(opcodes);
+        let guard = match mutex.try_lock_for(WAIT) {
+            Ok(guard) => guard.expect("the lock is free"),
+            Err(e) => panic!(
+                "round {round}: {e}; the session's nodes: {:?}",
+                owned_by(&admin, DIR, session)
+            ),
+        };
+        spoiled += opcodes.len();
+        assert_eq!(relay.spoiled(), spoiled, "round {round}: not all spoiled");
+        assert_eq!(client.session_id(), session, "the session lives on");
+        let held = leaf(guard.node()).to_owned();
+        assert_eq!(owned_by(&admin, DIR, session), [held], "round {round}");
+        if let Some(released) = &released {
+            assert_eq!(owner(&admin, released), None, "the released node is gone");
+        }
+        released = Some(guard.node().to_owned());
+        // Lingers, to join the next round's create.
+        drop(guard);
+    }
+    wait_until("the last release", WAIT, || {
+        children(&admin, DIR).is_empty()
+    });
 }

@@ -585,7 +585,7 @@ impl Attempt<'_> {
                     self.ensure_dir(&self.spec.path)?;
                     last_error = Error::NoNode;
                 }
-                Some(Err(e)) if e.is_retryable() => {
+                Some(Err(e)) if outcome_unknown(&e) => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
                     if let Some((name, token)) = self.find_own_node(&prefix)? {
@@ -625,13 +625,14 @@ impl Attempt<'_> {
     }
 
     /// After an ambiguous create: our node if the create happened, `None` if
-    /// it certainly did not. A connection loss while looking is no answer,
-    /// so it looks again (each attempt waits for a reconnect); only the end
-    /// of the session, which takes the node with it, stops the search.
+    /// it certainly did not. A connection loss (or a reply that cannot be
+    /// decoded) while looking is no answer, so it looks again (each attempt
+    /// waits for a reconnect); only the end of the session, which takes the
+    /// node with it, stops the search.
     fn find_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
         loop {
             match self.look_for_own_node(prefix) {
-                Err(e) if e.is_retryable() => {
+                Err(e) if outcome_unknown(&e) => {
                     log::debug!("looking for lock node {prefix}* again: {e}");
                 }
                 answer => return answer,
@@ -728,6 +729,14 @@ fn queue(
             acquired_on_delete: blocker.acquired_on_delete,
         },
     )
+}
+
+/// True if a request that failed with `e` may still have been applied: its
+/// reply was lost with the connection, or came but could not be decoded
+/// (the server said it did something; the client then drops the
+/// connection).
+fn outcome_unknown(e: &Error) -> bool {
+    e.is_retryable() || matches!(e, Error::Protocol(_))
 }
 
 /// Why our node is gone: the end of the session (`SessionExpired`, say)
