@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use lock_common::*;
 use zklock::testing::{FaultProxy, ProxyMode, TestServer};
-use zklock::{Client, LockState, Mutex};
+use zklock::{Client, Error, LockState, Mutex};
 
 /// The opcode of `create2`, which lock nodes are created with.
 const CREATE2: i32 = 15;
@@ -580,4 +580,40 @@ fn a_malformed_create_reply_leaves_no_orphan() {
     wait_until("the last release", WAIT, || {
         children(&admin, DIR).is_empty()
     });
+}
+
+/// A server whose replies to the search keep failing to decode is broken:
+/// the search looks past a few such replies, then the attempt fails with
+/// the protocol error instead of searching forever. The node it may have
+/// left goes with the session.
+#[test]
+fn a_search_answered_undecodably_again_and_again_ends() {
+    const DIR: &str = "/spoiled-always/lock";
+    const SYNC: i32 = 9;
+    let server = server();
+    let relay = SpoilingRelay::start(server.addr());
+    let admin = connect(&server.connect_string());
+    mk(&admin, "/spoiled-always", b"");
+    mk(&admin, DIR, b"");
+    let client = Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect(&relay.connect_string())
+        .expect("connect through the relay");
+    let session = client.session_id();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    // The create's reply, then four of the search's syncs: one more than
+    // the search looks past.
+    relay.arm(&[CREATE2, SYNC, SYNC, SYNC, SYNC]);
+    match mutex.try_lock_for(WAIT) {
+        Err(Error::Protocol(_)) => {}
+        other => panic!("expected the protocol error, got {other:?}"),
+    }
+    assert_eq!(relay.spoiled(), 5);
+    // The create happened: its node is the session's until it ends.
+    assert_eq!(owned_by(&admin, DIR, session).len(), 1);
+    // Back through its reconnect back-off, closing deletes it.
+    client.wait_connected(WAIT).expect("reconnect");
+    client.close().expect("close");
+    assert_eq!(children(&admin, DIR), Vec::<String>::new());
 }

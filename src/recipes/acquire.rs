@@ -628,11 +628,17 @@ impl Attempt<'_> {
     /// it certainly did not. A connection loss (or a reply that cannot be
     /// decoded) while looking is no answer, so it looks again (each attempt
     /// waits for a reconnect); only the end of the session, which takes the
-    /// node with it, stops the search.
+    /// node with it, stops the search, or a server whose replies cannot be
+    /// decoded more than [`MAX_UNDECODABLE_SEARCHES`] times.
     fn find_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
+        let mut undecodable = 0;
         loop {
             match self.look_for_own_node(prefix) {
-                Err(e) if outcome_unknown(&e) => {
+                Err(Error::Protocol(_)) if undecodable < MAX_UNDECODABLE_SEARCHES => {
+                    undecodable += 1;
+                    log::debug!("looking for lock node {prefix}* again: undecodable reply");
+                }
+                Err(e) if e.is_retryable() => {
                     log::debug!("looking for lock node {prefix}* again: {e}");
                 }
                 answer => return answer,
@@ -730,6 +736,12 @@ fn queue(
         },
     )
 }
+
+/// How many undecodable replies the search for an ambiguously
+/// created node looks past. A server that keeps sending them is broken, and
+/// the attempt then fails with that error rather than search forever; a
+/// node left behind goes with the session.
+const MAX_UNDECODABLE_SEARCHES: u32 = 3;
 
 /// True if a request that failed with `e` may still have been applied: its
 /// reply was lost with the connection, or came but could not be decoded
