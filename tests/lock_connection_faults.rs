@@ -17,6 +17,9 @@ use zklock::{Client, Error, LockState, Mutex};
 
 /// The opcode of `create2`, which lock nodes are created with.
 const CREATE2: i32 = 15;
+/// The opcode of `sync`, which the search for an ambiguously created node
+/// starts with.
+const SYNC: i32 = 9;
 
 /// The nodes under `dir` owned by `session`.
 fn owned_by(client: &Client, dir: &str, session: i64) -> Vec<String> {
@@ -538,7 +541,6 @@ fn relay(mut from: TcpStream, mut to: TcpStream, state: &SpoilState, upstream: b
 fn a_malformed_create_reply_leaves_no_orphan() {
     const DIR: &str = "/spoiled/lock";
     const MULTI: i32 = 14;
-    const SYNC: i32 = 9;
     let server = server();
     let relay = SpoilingRelay::start(server.addr());
     let admin = connect(&server.connect_string());
@@ -589,17 +591,12 @@ fn a_malformed_create_reply_leaves_no_orphan() {
 #[test]
 fn a_search_answered_undecodably_again_and_again_ends() {
     const DIR: &str = "/spoiled-always/lock";
-    const SYNC: i32 = 9;
     let server = server();
     let relay = SpoilingRelay::start(server.addr());
     let admin = connect(&server.connect_string());
     mk(&admin, "/spoiled-always", b"");
     mk(&admin, DIR, b"");
-    let client = Client::builder()
-        .session_timeout(SESSION_TIMEOUT)
-        .connect_timeout(CONNECT_TIMEOUT)
-        .connect(&relay.connect_string())
-        .expect("connect through the relay");
+    let client = connect(&relay.connect_string());
     let session = client.session_id();
     let mutex = Mutex::new(&client, DIR).unwrap();
     // The create's reply, then four of the search's syncs: one more than
