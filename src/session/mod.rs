@@ -608,12 +608,6 @@ impl<T, W: Clone> Session<T, W> {
         self.enqueue(now, OpCode::RemoveWatches, request, purpose)
     }
 
-    /// Removes local watchers of `kinds` on the server path `path`, returning
-    /// them so they can be told.
-    pub fn remove_watchers(&mut self, path: &str, kinds: &[WatchKind]) -> Vec<(WatchKind, W)> {
-        self.watches.remove(path, kinds)
-    }
-
     /// True if a watcher of `kind` is registered on `path`.
     pub fn is_watched(&self, kind: WatchKind, path: &str) -> bool {
         self.watches.is_watched(kind, path)
