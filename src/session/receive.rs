@@ -305,20 +305,24 @@ pub(crate) fn strip_chroot(chroot: Option<&str>, path: String) -> String {
     let Some(chroot) = chroot else {
         return path;
     };
-    match path.strip_prefix(chroot) {
+    match rest_below(chroot, &path) {
         Some("") => "/".to_owned(),
-        Some(rest) if rest.starts_with('/') => rest.to_owned(),
-        _ => path,
+        Some(rest) => rest.to_owned(),
+        None => path,
     }
 }
 
 /// True if `path` (a server path) is `chroot` or below it: what
 /// [`strip_chroot`] turns into a path of the client's.
 pub(crate) fn within_chroot(chroot: Option<&str>, path: &str) -> bool {
-    chroot.map_or(true, |chroot| {
-        path.strip_prefix(chroot)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
+    chroot.map_or(true, |chroot| rest_below(chroot, path).is_some())
+}
+
+/// What follows `chroot` in `path` (empty for the chroot itself), if `path`
+/// is at or below it: `/apple` is not below `/app`.
+fn rest_below<'p>(chroot: &str, path: &'p str) -> Option<&'p str> {
+    path.strip_prefix(chroot)
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// True if a background delete was refused in a way another server, or the
