@@ -626,6 +626,41 @@ fn a_setpriv_without_pdeathsig_is_warned_about_and_not_used() {
     );
 }
 
+/// A signal that comes while the command is being started, before setpriv
+/// has exec'd it, ends setpriv: the command never ran, so `exec` exits 75
+/// (not 128+N, as for a command the signal killed) and leaves no node. A
+/// setpriv that waits before exec'ing holds that moment open.
+#[test]
+fn a_signal_while_the_command_starts_exits_75() {
+    const PATH: &str = "/cli/sigterm-starting";
+    let dir = TempDir::new("starting");
+    let starting = dir.join("starting");
+    let search = path_with_fake(
+        &dir,
+        "setpriv",
+        &format!(
+            "case \"$4\" in */true) exec \"$4\";; esac\n\
+             touch '{}'\n\
+             i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             shift 3; exec \"$@\"",
+            starting.display()
+        ),
+    );
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let run = Run::spawn(exec(&[], PATH, &script).env("PATH", search));
+    wait_for_file(&starting);
+    run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: interrupted before the command could start; not running the command"
+    );
+    assert!(!mark.exists(), "the command ran");
+    assert!(children(&client(), PATH).is_empty());
+}
+
 /// Signals reach the command from zklock itself, not from whatever `kill`
 /// comes first in PATH.
 #[test]

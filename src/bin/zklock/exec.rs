@@ -13,7 +13,7 @@ use zklock::{Client, LockMonitor, LockState, Mutex, RwLock};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
-use crate::supervise::{self, Watch};
+use crate::supervise::{self, Ran, Watch};
 use crate::{progress, signals};
 use crate::{Common, Outcome};
 
@@ -214,7 +214,12 @@ pub fn run(mut args: Args) -> Outcome {
         signals,
         group,
     };
-    supervise::run(&command, envs, watch, timeout, options.grace)
+    match supervise::run(&command, envs, watch, timeout, options.grace) {
+        Ran::Exit(outcome) => outcome,
+        Ran::InterruptedBeforeStart => {
+            not_acquired(&options, "interrupted before the command could start")
+        }
+    }
 }
 
 /// Waits for the lock, with the progress lines, until a signal cancels.

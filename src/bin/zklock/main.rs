@@ -9,7 +9,7 @@
 //! | 0 | `holders`, `bench`: done |
 //! | 1 | an error, one line on stderr: unreachable ensemble, invalid path, COMMAND not runnable... |
 //! | 2 | bad usage, one line on stderr |
-//! | 75 | `exec`: COMMAND did not run: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM/SIGHUP/SIGQUIT while connecting or waiting), or it was no longer held when COMMAND was to start |
+//! | 75 | `exec`: COMMAND did not run: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM/SIGHUP/SIGQUIT while connecting, waiting or starting COMMAND), or it was no longer held when COMMAND was to start |
 //! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL, and was gone before the session could expire |
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
@@ -81,8 +81,8 @@ exit status:
   1          an error (unreachable ensemble, invalid path...), one line on stderr
   2          bad usage, one line on stderr
   75         exec: COMMAND did not run: the lock was not acquired (--no-wait,
-             --wait ran out, or a signal while connecting or waiting), or it
-             was no longer held when COMMAND was to start
+             --wait ran out, or a signal while connecting, waiting or starting
+             COMMAND), or it was no longer held when COMMAND was to start
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
 /// The longest session timeout the protocol carries: `i32::MAX` ms.

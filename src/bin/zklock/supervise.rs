@@ -45,6 +45,21 @@ pub struct Watch {
     pub group: Arc<Group>,
 }
 
+/// How the command's run ended.
+pub enum Ran {
+    /// With this exit status for zklock.
+    Exit(Outcome),
+    /// A signal passed on to the command's group ended setpriv before it
+    /// had started the command: the command never ran.
+    InterruptedBeforeStart,
+}
+
+impl From<Outcome> for Ran {
+    fn from(outcome: Outcome) -> Ran {
+        Ran::Exit(outcome)
+    }
+}
+
 /// Runs `command` with `envs`, the lock held, until it exits or the lock
 /// can no longer be relied on.
 pub fn run<'a>(
@@ -53,19 +68,19 @@ pub fn run<'a>(
     watch: Watch,
     timeout: Duration,
     grace: Duration,
-) -> Outcome {
+) -> Ran {
     let (program, rest) = match command.split_first() {
         Some(split) => split,
-        None => return Outcome::Usage("missing COMMAND".into()),
+        None => return Outcome::Usage("missing COMMAND".into()).into(),
     };
     let (mut child, tied) = match spawn_tied(program, rest, envs) {
         Ok(started) => started,
-        Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")),
+        Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")).into(),
     };
     let Ok(pid) = i32::try_from(child.id()).map(Pid::from_raw) else {
         let _ = child.kill();
         let _ = child.wait();
-        return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id()));
+        return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id())).into();
     };
     let Watch {
         states,
@@ -75,7 +90,7 @@ pub fn run<'a>(
     group.started(pid);
     let exited = watch_exit(pid);
     let kill_after = kill_delay(timeout, grace);
-    let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_after);
+    let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_after).into();
     let mut suspended_since: Option<Instant> = None;
     loop {
         let deadline = suspended_since
@@ -87,11 +102,18 @@ pub fn run<'a>(
                 let exec_failed = tied.exec_failed(child.id());
                 group.reaping();
                 let status = child.wait();
-                if exec_failed && status.as_ref().is_ok_and(|s| Tied::is_exec_failure(*s)) {
-                    // setpriv said why, in one line: COMMAND did not start.
-                    return Outcome::Exit(EXIT_ERROR);
+                if exec_failed {
+                    match &status {
+                        // setpriv said why, in one line: COMMAND did not start.
+                        Ok(s) if Tied::is_exec_failure(*s) => return Outcome::Exit(EXIT_ERROR).into(),
+                        // A signal came while COMMAND was being started,
+                        // and was passed on to setpriv.
+                        Ok(s) if s.signal().is_some() => return Ran::InterruptedBeforeStart,
+                        _ => {}
+                    }
                 }
-                return Outcome::Exit(if lost { EXIT_LOST } else { status.map_or(1, exit_code) });
+                let code = if lost { EXIT_LOST } else { status.map_or(1, exit_code) };
+                return Outcome::Exit(code).into();
             }
             recv(states) -> state => match state {
                 Ok(LockState::Held) => suspended_since = None,
