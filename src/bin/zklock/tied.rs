@@ -66,7 +66,8 @@ const SETPRIV_EXEC_FAILED: [i32; 2] = [126, 127];
 impl Tied {
     /// Whether setpriv is still what runs as the command's process, which
     /// has exited (unreaped, a zombie keeps its name): it never exec'd the
-    /// command (a missing interpreter, say), and said why on stderr.
+    /// command. Either it could not (a missing interpreter, say; it said
+    /// why on stderr), or a signal ended it first.
     pub fn exec_failed(&self, pid: u32) -> bool {
         self.wrapper.as_ref().is_some_and(|wrapper| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
