@@ -12,7 +12,7 @@ use std::time::Duration;
 use lock_common::*;
 use zklock::proto::OpCode;
 use zklock::testing::{ProxyMode, TestServer};
-use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
+use zklock::{Acl, Client, CreateMode, Error, EventType, Mutex, RwLock};
 
 /// The path of the release note of lock node `name` in `dir`.
 fn note(dir: &str, name: &str) -> String {
@@ -434,4 +434,159 @@ fn a_note_that_arrives_while_the_waiters_node_is_watched_again_is_no_grant() {
     third.join().unwrap();
     gate.set_mode(ProxyMode::Pass);
     assert_eq!(outcome, Err(Error::LockLost));
+}
+
+/// The session timeout of the clients of the tests that freeze the server
+/// for a moment: long enough for none of their sessions to expire, and for
+/// no connection to be dropped, while it is frozen.
+const FROZEN_SESSION: Duration = Duration::from_secs(10);
+
+/// A waiter queued behind two contenders, watching the nearer one's
+/// release note. Its client goes through `gate`, which counts its requests.
+struct NoteWaiter {
+    /// A client of its own, for the tests' other requests.
+    other: Client,
+    /// The holder, then the contender the waiter waits on.
+    _contenders: [Contender; 2],
+    client: Client,
+    mutex: Arc<Mutex>,
+    /// The waiter's outcome.
+    result: std::sync::mpsc::Receiver<Result<(), Error>>,
+    /// The release note the waiter watches.
+    note: String,
+    gate: zklock::testing::FaultProxy,
+    server: TestServer,
+}
+
+fn queue_note_waiter(dir: &'static str) -> NoteWaiter {
+    let server = server();
+    let other = connect_with(&server.connect_string(), FROZEN_SESSION);
+    let first_client = connect_with(&server.connect_string(), FROZEN_SESSION);
+    let first = Contender::mutex(&first_client, dir, "first");
+    first.wait_held();
+    let second_client = connect_with(&server.connect_string(), FROZEN_SESSION);
+    let second = Contender::mutex(&second_client, dir, "second");
+    let nodes = wait_lock_nodes(&other, dir, 2);
+    let note = note(dir, &nodes[1]);
+
+    let gate = proxy(&server);
+    let client = connect_with(&gate.connect_string(), FROZEN_SESSION);
+    let mutex = Arc::new(Mutex::new(&client, dir).unwrap());
+    let (result, _waiter) = {
+        let mutex = mutex.clone();
+        spawn("waiter", move || mutex.lock().map(|_| ()))
+    };
+    wait_lock_nodes(&other, dir, 3);
+    wait_watched(&server, &note, &client);
+    NoteWaiter {
+        other,
+        _contenders: [first, second],
+        client,
+        mutex,
+        result,
+        note,
+        gate,
+        server,
+    }
+}
+
+impl NoteWaiter {
+    /// Cancels the wait, and waits for the waiter to give up.
+    fn give_up(&self) {
+        self.mutex.cancel();
+        assert_eq!(
+            recv(&self.result, WAIT, "the waiter to give up"),
+            Err(Error::Cancelled)
+        );
+    }
+
+    /// Sends an exists watch on the note from another thread of the
+    /// waiter's client, and waits until it has gone through the gate.
+    fn send_caller_watch(&self) -> std::sync::mpsc::Receiver<zklock::Result<WatchedNote>> {
+        let exists = sent(&self.gate, OpCode::Exists);
+        let (client, note) = (self.client.clone(), self.note.clone());
+        let (caller, _thread) = spawn("caller", move || client.exists_w(&note));
+        wait_until("the caller's exists to be sent", WAIT, || {
+            sent(&self.gate, OpCode::Exists) == exists + 1
+        });
+        caller
+    }
+
+    /// Creates the note, as a release would, and asserts that `events`
+    /// (the caller's watch) is told.
+    fn expect_note_seen(&self, events: &zklock::WatchReceiver) {
+        // A round trip of the waiter's client: whatever it sent before,
+        // the server has handled.
+        self.client.sync("/").unwrap();
+        assert!(
+            watched_by(&self.server, &self.note, self.client.session_id()),
+            "the caller's watch on {} is gone from the server",
+            self.note
+        );
+        self.other
+            .create(&self.note, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        let event = events
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("the caller's watch was not told: {e}"));
+        assert_eq!(
+            (event.event_type, event.path.as_str()),
+            (EventType::NodeCreated, self.note.as_str())
+        );
+    }
+}
+
+type WatchedNote = (Option<zklock::Stat>, zklock::WatchReceiver);
+
+/// A caller's own watch on a release note, still unanswered (the server is
+/// frozen) when a waiter of the same client that watches the note gives
+/// up, is left on the server: it is the same watch (one per session and
+/// path), and a removal sent behind the caller's request would take it
+/// away after the server had set it for the caller.
+#[test]
+fn a_waiter_giving_up_leaves_a_note_watch_a_caller_is_setting() {
+    let w = queue_note_waiter("/handoff/caller-setting");
+    w.server.pause().unwrap();
+    let caller = w.send_caller_watch();
+    w.give_up();
+    w.server.resume().unwrap();
+    let (stat, events) = recv(&caller, WAIT, "the caller's exists").unwrap();
+    assert_eq!(stat, None);
+    w.expect_note_seen(&events);
+}
+
+/// The other order: the waiter gives up first, and its removal of the
+/// note's watch is on its way (the server is frozen) when a caller sets
+/// its own. The server handles the removal first, so the caller's watch
+/// stays, and the caller's watcher is kept when the removal's reply comes.
+#[test]
+fn a_caller_watching_a_note_after_a_waiter_gave_up_keeps_its_watch() {
+    let w = queue_note_waiter("/handoff/caller-after");
+    let removals = sent(&w.gate, OpCode::RemoveWatches);
+    w.server.pause().unwrap();
+    w.give_up();
+    wait_until("the waiter's removal to be sent", WAIT, || {
+        sent(&w.gate, OpCode::RemoveWatches) == removals + 1
+    });
+    let caller = w.send_caller_watch();
+    w.server.resume().unwrap();
+    let (stat, events) = recv(&caller, WAIT, "the caller's exists").unwrap();
+    assert_eq!(stat, None);
+    w.expect_note_seen(&events);
+}
+
+/// A caller's persistent watch on a release note is not taken by the
+/// removal of a waiter's note watch: a 3.8 server keeps a persistent watch
+/// in its table of data watches too, and a removal of the session's data
+/// watches on the path strips it from there, after which it no longer
+/// hears of the note's creation.
+#[test]
+fn a_waiter_giving_up_leaves_a_callers_persistent_watch_on_the_note() {
+    let w = queue_note_waiter("/handoff/caller-persistent");
+    let events = w
+        .client
+        .add_watch(&w.note, zklock::AddWatchMode::Persistent)
+        .unwrap();
+    w.give_up();
+    w.expect_note_seen(&events);
 }

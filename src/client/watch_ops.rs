@@ -298,16 +298,26 @@ impl DataWatch {
             return;
         };
         let path = &self.forget.path;
-        let shared_watch = {
-            let core = shared.core();
-            [WatchKind::Data, WatchKind::Exist]
-                .into_iter()
-                .any(|kind| core.session.is_watched(kind, path))
-        };
+        let own = &self.forget.on_event;
+        // What a removal of data watches takes on the server: getData and
+        // exists watches, and persistent ones, which a 3.6-3.8 server keeps
+        // among its data watches too.
+        let removed_kinds = [
+            WatchKind::Data,
+            WatchKind::Exist,
+            WatchKind::Persistent,
+            WatchKind::PersistentRecursive,
+        ];
+        let shared_watch = shared
+            .core()
+            .session
+            .is_watched_or_pending(&removed_kinds, path, |w| !w.is_notify(own));
         if shared_watch {
             // Another watcher of this session on the path (a second waiter,
             // a caller's own watch) shares the server's watch: removing it
-            // would silence that one.
+            // would silence that one. So would a removal sent behind a
+            // request that sets it, still unanswered: the server sets it,
+            // then takes it away, and its watcher never hears again.
             return;
         }
         let request = RemoveWatchesRequest {

@@ -613,6 +613,29 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.is_watched(kind, path)
     }
 
+    /// True if a watcher of one of `kinds` on `path` that `matches` picks
+    /// is registered, or will be when the reply to a request sent or
+    /// queued arrives. The server keeps one watch per session and path,
+    /// whoever set it, and handles requests in order: a removeWatches sent
+    /// now would also take the watch that such a request sets.
+    pub fn is_watched_or_pending(
+        &self,
+        kinds: &[WatchKind],
+        path: &str,
+        matches: impl Fn(&W) -> bool,
+    ) -> bool {
+        let registered = kinds
+            .iter()
+            .any(|&kind| self.watches.any_where(kind, path, &matches));
+        let sent = self.pending.iter().map(|p| &p.purpose);
+        let queued = self.queued.iter().map(|q| &q.purpose);
+        registered
+            || sent.chain(queued).any(|purpose| {
+                matches!(purpose, Purpose::User { watch: Some(w), .. }
+                    if w.path == path && kinds.contains(&w.kind) && matches(&w.watcher))
+            })
+    }
+
     /// Forgets the watchers of `kind` on `path` that `matches` picks, e.g.
     /// one whose waiter gave up. The server's watch stays (it fires once,
     /// then nobody is told); returns how many were forgotten.

@@ -150,6 +150,19 @@ impl<W: Clone> WatchRegistry<W> {
         self.tables[kind.index()].contains_key(path)
     }
 
+    /// True if a watcher of `kind` on `path` that `matches` picks is
+    /// registered.
+    pub(crate) fn any_where(
+        &self,
+        kind: WatchKind,
+        path: &str,
+        matches: impl Fn(&W) -> bool,
+    ) -> bool {
+        self.tables[kind.index()]
+            .get(path)
+            .is_some_and(|ws| ws.iter().any(matches))
+    }
+
     /// Every path of `kind`, for re-registration after a reconnect.
     pub(crate) fn paths(&self, kind: WatchKind) -> Vec<String> {
         self.tables[kind.index()].keys().cloned().collect()
@@ -218,6 +231,17 @@ mod tests {
             reg.paths(WatchKind::Data).is_empty(),
             "no empty entry is left to re-register"
         );
+    }
+
+    #[test]
+    fn any_where_looks_only_at_the_kind_and_path_given() {
+        let mut reg = WatchRegistry::new();
+        reg.add(WatchKind::Data, "/p".into(), 1);
+        reg.add(WatchKind::Exist, "/q".into(), 2);
+        assert!(reg.any_where(WatchKind::Data, "/p", |w| *w == 1));
+        assert!(!reg.any_where(WatchKind::Data, "/p", |w| *w != 1));
+        assert!(!reg.any_where(WatchKind::Exist, "/p", |_| true));
+        assert!(!reg.any_where(WatchKind::Data, "/q", |_| true));
     }
 
     #[test]
