@@ -235,6 +235,11 @@ impl NodeWatch {
     }
 }
 
+/// How many undecodable replies [`Tracker::fencing_token`] looks past: a
+/// server that keeps sending them is broken, and the token is then not
+/// learnt rather than asked for forever.
+const MAX_UNDECODABLE_TOKEN_READS: u32 = 3;
+
 /// What a held lock shares with the handles a caller uses without the lock
 /// at hand: its state, the watch on its node and its fencing token.
 ///
@@ -332,7 +337,10 @@ impl Tracker {
     /// The node's czxid. Unless known from the create, the first call waits
     /// for the node watch's exists reply (setting the watch if needed), or
     /// asks again if that reply was lost with a connection. 0, which no
-    /// resource that checks tokens accepts, if the lock is lost first.
+    /// resource that checks tokens accepts, if the lock is lost first, or
+    /// if the server's answers cannot be had (more than
+    /// [`MAX_UNDECODABLE_TOKEN_READS`] undecodable ones, or a refusal): a
+    /// later call asks again.
     pub(crate) fn fencing_token(self: &Arc<Self>) -> i64 {
         if let Some(token) = self.token.get() {
             return *token;
@@ -340,13 +348,31 @@ impl Tracker {
         if let Some(token) = self.watch(true).and_then(|slot| self.read_token(&slot)) {
             return token;
         }
+        let mut undecodable = 0;
         // Each try waits for a reconnect; the session's end stops them.
         loop {
             match self.client.exists(&self.node) {
                 Ok(Some(stat)) => return *self.token.get_or_init(|| stat.czxid),
                 Err(e) if e.is_retryable() => continue,
-                Ok(None) | Err(_) => {
+                // The connection is dropped, as if lost; the session lives.
+                Err(Error::Protocol(_)) if undecodable < MAX_UNDECODABLE_TOKEN_READS => {
+                    undecodable += 1;
+                }
+                Ok(None) => {
                     self.shared.set(LockState::Lost);
+                    return 0;
+                }
+                // Ended or ending (closed by another thread, say): the node
+                // goes with the session, and the state says so once it ends.
+                Err(e) if e.is_session_lost() => {
+                    self.shared.set(LockState::Lost);
+                    return 0;
+                }
+                // Nothing learnt of the node, which may well be there and
+                // held: marked lost, a dropped guard would leave it behind
+                // (a lost node is not deleted) for the rest of the session.
+                Err(e) => {
+                    log::debug!("fencing token of {} not learnt: {e}", self.node);
                     return 0;
                 }
             }

@@ -1,0 +1,118 @@
+//! Locks on a server whose replies cannot be decoded. Such a reply drops
+//! the connection, as a lost connection does, and the session lives on: it
+//! says nothing of the lock node. A hold neither turns `Lost` on it nor
+//! takes the watch its request was setting for set.
+//!
+//! The client goes through a proxy that sends its connections to a fake
+//! server (`hostile::Hostile`), which resumes the session and answers an
+//! exists with a reply whose body is missing, and then back to the real
+//! server.
+
+mod hostile;
+mod lock_common;
+
+use std::io;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use hostile::{reply_frame, After, Hostile, Peer};
+use lock_common::*;
+use zklock::proto::OpCode;
+use zklock::testing::FaultProxy;
+use zklock::{Client, LockState, Mutex, Stat, State};
+
+/// The session timeout the fake server grants: a read timeout far beyond
+/// anything these tests wait for.
+const HOSTILE_TIMEOUT_MS: i32 = 30_000;
+/// The session timeout the real server grants: the session must outlive
+/// the detour, whose reconnects come ever slower (a connection dropped
+/// soon after its handshake, again and again, backs off up to 2 s).
+const REAL_SESSION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Resumes the session, then answers the first exists with a header that
+/// says OK and no body.
+fn answer_exists_undecodably(peer: &mut Peer) -> io::Result<After> {
+    peer.handshake(HOSTILE_TIMEOUT_MS)?;
+    let xid = peer.expect_request(OpCode::Exists)?;
+    peer.send(&reply_frame(xid, 0, &[]))?;
+    Ok(After::Hold)
+}
+
+fn connect_through(gate: &FaultProxy, linger: Duration) -> Client {
+    Client::builder()
+        .session_timeout(REAL_SESSION_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(linger)
+        .connect(&gate.connect_string())
+        .unwrap_or_else(|e| panic!("connect through the gate: {e}"))
+}
+
+/// Waits for the next `want` among the client's state changes.
+fn wait_state(states: &Receiver<State>, want: State) {
+    let mut seen = Vec::new();
+    while seen.len() < 100 {
+        match states.recv_timeout(WAIT) {
+            Ok(state) if state == want => return,
+            Ok(state) => seen.push(state),
+            Err(e) => panic!("no {want:?} after {seen:?}: {e}"),
+        }
+    }
+    panic!("no {want:?} after {seen:?}");
+}
+
+/// Sends the client's connections to `hostile`: cuts the current one and
+/// waits until the client is connected again, there.
+fn detour(gate: &FaultProxy, states: &Receiver<State>, hostile: &Hostile) {
+    gate.set_upstream(hostile.addr());
+    gate.cut();
+    wait_state(states, State::Disconnected);
+    wait_state(states, State::Connected);
+}
+
+/// `path`'s Stat, asked until the answer comes from a real server: calls
+/// made while the client leaves the fake one fail.
+fn stat_from_real_server(client: &Client, path: &str) -> Stat {
+    let mut found = None;
+    wait_until(&format!("{path} read from the real server"), WAIT, || {
+        found = client.exists(path).ok().flatten();
+        found.is_some()
+    });
+    found.unwrap_or_else(|| unreachable!("wait_until returned"))
+}
+
+/// A token that only undecodable replies could have brought is not learnt
+/// (0, which a fenced resource refuses), and the hold stays `Held`: back
+/// on the real server, its node is there, the token is learnt, and the
+/// release deletes the node.
+#[test]
+fn undecodable_replies_to_the_token_leave_the_hold_held() {
+    const DIR: &str = "/hostile/token";
+    let real = server();
+    let gate = proxy(&real);
+    // A release lingers, so the next acquisition joins it in one
+    // transaction, which leaves the new node's Stat, and token, unknown.
+    let client = connect_through(&gate, Duration::from_secs(1));
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    drop(mutex.lock().unwrap());
+    let guard = mutex.lock().unwrap();
+    assert_eq!(
+        sent(&gate, OpCode::Multi),
+        1,
+        "the create joined the release"
+    );
+
+    let hostile = Hostile::start(answer_exists_undecodably);
+    detour(&gate, &states, &hostile);
+    assert_eq!(guard.fencing_token(), 0, "a token from undecodable replies");
+    gate.set_upstream(real.addr());
+    gate.cut();
+
+    let stat = stat_from_real_server(&client, guard.node());
+    assert_eq!(stat.ephemeral_owner, client.session_id());
+    assert_eq!(guard.state(), LockState::Held);
+    assert_eq!(guard.fencing_token(), stat.czxid);
+    let node = guard.node().to_owned();
+    guard.unlock().unwrap();
+    assert_eq!(client.exists(&node), Ok(None));
+}
