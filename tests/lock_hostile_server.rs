@@ -116,3 +116,31 @@ fn undecodable_replies_to_the_token_leave_the_hold_held() {
     guard.unlock().unwrap();
     assert_eq!(client.exists(&node), Ok(None));
 }
+
+/// The watch on a held node is set by the first question about the lock's
+/// state. When that exists gets an undecodable reply, the watch is not set
+/// (the server's answer was not understood, so no watcher was kept to set
+/// it again on the next connection), and it is set again when next asked:
+/// an operator's deletion of the node is then seen, and the hold turns
+/// `Lost`.
+#[test]
+fn a_node_watch_with_an_undecodable_reply_is_set_again() {
+    const DIR: &str = "/hostile/watch";
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, Duration::ZERO);
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    // Granted at once: its node is not watched until asked about.
+    let guard = mutex.lock().unwrap();
+
+    let hostile = Hostile::start(answer_exists_undecodably);
+    detour(&gate, &states, &hostile);
+    gate.set_upstream(real.addr());
+    assert_ne!(guard.state(), LockState::Lost);
+
+    stat_from_real_server(&client, guard.node());
+    let operator = connect(&real.connect_string());
+    operator.delete(guard.node(), None).unwrap();
+    assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
+}

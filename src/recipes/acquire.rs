@@ -452,8 +452,7 @@ impl Attempt<'_> {
                     }
                     if own_watch.as_ref().map_or(true, NodeWatch::is_unset) {
                         // Queued now, so it shares the predecessor watch's
-                        // write; set again if its request was lost with a
-                        // connection.
+                        // write; set again if its request failed.
                         own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
                     }
                     let watch = match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
@@ -474,10 +473,10 @@ impl Attempt<'_> {
                 return Err(node_gone(client));
             }
             // A grant on a deletion or a note alone relies on the watch on
-            // our own node: if its request was lost with a connection, or a
-            // write to our node fired it and it is being set again, an
-            // operator's deletion of our node could have gone unseen, so the
-            // lock is listed again instead.
+            // our own node: if its request failed (lost with a connection,
+            // say), or a write to our node fired it and it is being set
+            // again, an operator's deletion of our node could have gone
+            // unseen, so the lock is listed again instead.
             let own_watched = own_watch.as_ref().is_some_and(NodeWatch::is_armed);
             match woken? {
                 None => return Ok(None),

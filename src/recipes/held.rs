@@ -35,9 +35,9 @@ pub enum LockState {
 struct Shared {
     state: Mutex<Tracked>,
     changed: Condvar,
-    /// Set when a node watch's exists request is lost with a connection:
-    /// the server may never have set the watch, so the node's deletion
-    /// could go unseen until the watch is set again.
+    /// Set when a node watch's exists request fails (lost with a
+    /// connection, say): no watcher was kept, so the node's deletion could
+    /// go unseen until the watch is set again.
     watch_unset: AtomicBool,
     /// Set while a watch fired by a write to the node is being set again:
     /// until its reply, a deletion of the node could be unheard of.
@@ -149,9 +149,10 @@ fn lock_state(state: State) -> LockState {
 /// the node is gone already (another session may delete it before the watch
 /// reaches the server). A write to the node (Curator's `Revoker` makes one)
 /// fires the one-shot watch too, which is then set again at once: else the
-/// node's later deletion would go unseen. A reply lost with a connection,
-/// and the watch with it, marks the watch unset in `shared`. `None` if it
-/// cannot be queued (and `shared` lost if the session is over).
+/// node's later deletion would go unseen. A failed reply (lost with a
+/// connection, undecodable, a refusal) leaves no watch, and marks the
+/// watch unset in `shared`. `None` if it cannot be queued (and `shared`
+/// lost if the session is over).
 fn start_node_watch(
     client: &Client,
     node: &str,
@@ -186,8 +187,12 @@ fn start_node_watch(
                 on_reply.set(LockState::Lost);
                 on_lost();
             }
-            Err(e) if e.is_retryable() => on_reply.watch_unset.store(true, Ordering::SeqCst),
-            _ => {}
+            // No watcher was kept: the watch is not set, and no reconnect
+            // sets it again. An undecodable reply (the server set it, but
+            // the connection it was set on is dropped) leaves it as unset
+            // as a lost connection does.
+            Err(_) => on_reply.watch_unset.store(true, Ordering::SeqCst),
+            Ok(_) => {}
         }
         on_reply.rewatching.store(false, Ordering::SeqCst);
     });
@@ -221,8 +226,8 @@ impl NodeWatch {
         self.shared.get() == LockState::Lost
     }
 
-    /// True if the watch is not known to be set: its request was lost with
-    /// a connection.
+    /// True if the watch is not known to be set: its request failed (lost
+    /// with a connection, say).
     pub(crate) fn is_unset(&self) -> bool {
         self.shared.watch_unset.load(Ordering::SeqCst)
     }
@@ -262,7 +267,7 @@ pub(crate) struct Tracker {
 /// The watch on a held node.
 #[derive(Debug)]
 enum Watching {
-    /// Not set yet (or its request was lost with a connection).
+    /// Not set yet (or its request failed).
     Unset,
     /// Set, with the exists reply that set it until someone takes it.
     Set(Option<Arc<ReplySlot>>),
@@ -273,7 +278,7 @@ impl Tracker {
     /// the exists reply's slot if nobody took it yet.
     fn watch(self: &Arc<Self>, take_reply: bool) -> Option<Arc<ReplySlot>> {
         let mut watching = lock(&self.watch);
-        // A watch whose request was lost with a connection is set again.
+        // A watch whose request failed is set again.
         if self.shared.watch_unset.swap(false, Ordering::SeqCst) {
             *watching = Watching::Unset;
         }
@@ -336,7 +341,7 @@ impl Tracker {
 
     /// The node's czxid. Unless known from the create, the first call waits
     /// for the node watch's exists reply (setting the watch if needed), or
-    /// asks again if that reply was lost with a connection. 0, which no
+    /// asks again if that reply failed. 0, which no
     /// resource that checks tokens accepts, if the lock is lost first, or
     /// if the server's answers cannot be had (more than
     /// [`MAX_UNDECODABLE_TOKEN_READS`] undecodable ones, or a refusal): a
