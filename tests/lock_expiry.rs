@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use lock_common::*;
 use zklock::testing::ProxyMode;
-use zklock::{Client, Error, LockState, Mutex};
+use zklock::{Client, Error, EventType, LockState, Mutex, WatcherType};
 
 /// Tells the child test where to lock; without it the child does nothing.
 const CHILD_CONNECT_ENV: &str = "ZKLOCK_TEST_CHILD_CONNECT";
@@ -258,6 +258,32 @@ fn a_deleted_lock_node_makes_the_guard_lost() {
         .expect("free after the delete")
         .unlock()
         .unwrap();
+}
+
+/// A caller removes its own watch on a held node. The server keeps one
+/// watch per session and path, and the client removes every watcher of
+/// the removed kind there, so the guard's watch goes too: the guard sets
+/// it again, and a later deletion of the node still turns it `Lost`.
+#[test]
+fn a_callers_removal_of_watches_on_the_held_node_leaves_the_guard_watching() {
+    const LOCK: &str = "/watch-removed/lock";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    // The first state call sets the guard's watch.
+    assert_eq!(guard.state(), LockState::Held);
+    let (_, mine) = holder.exists_w(guard.node()).unwrap();
+    holder
+        .remove_watches(guard.node(), WatcherType::Data)
+        .unwrap();
+    let removed = mine.recv_timeout(WAIT).unwrap();
+    assert_eq!(removed.event_type, EventType::DataWatchRemoved);
+
+    let admin = connect(&server.connect_string());
+    admin.delete(guard.node(), None).unwrap();
+    assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
+    assert_eq!(guard.unlock(), Err(Error::LockLost));
 }
 
 /// A guard stays with its thread; a monitor carries the lock's node, token

@@ -148,11 +148,12 @@ fn lock_state(state: State) -> LockState {
 /// thread), when the node is deleted, the session ends, or the reply says
 /// the node is gone already (another session may delete it before the watch
 /// reaches the server). A write to the node (Curator's `Revoker` makes one)
-/// fires the one-shot watch too, which is then set again at once: else the
-/// node's later deletion would go unseen. A failed reply (lost with a
-/// connection, undecodable, a refusal) leaves no watch, and marks the
-/// watch unset in `shared`. `None` if it cannot be queued (and `shared`
-/// lost if the session is over).
+/// fires the one-shot watch too, and a caller's removal of its own watches
+/// on the node takes it (the server has one per session and path): either
+/// way it is set again at once, else the node's later deletion would go
+/// unseen. A failed reply (lost with a connection, undecodable, a refusal)
+/// leaves no watch, and marks the watch unset in `shared`. `None` if it
+/// cannot be queued (and `shared` lost if the session is over).
 fn start_node_watch(
     client: &Client,
     node: &str,
@@ -167,7 +168,9 @@ fn start_node_watch(
             on_event.set(LockState::Lost);
             lost_event();
         }
-        EventType::NodeDataChanged if on_event.get() != LockState::Lost => {
+        EventType::NodeDataChanged | EventType::DataWatchRemoved
+            if on_event.get() != LockState::Lost =>
+        {
             if let Some(client) = again.upgrade() {
                 on_event.rewatching.store(true, Ordering::SeqCst);
                 // The event's path is the node's, as the user sees it.
