@@ -144,3 +144,46 @@ fn a_node_watch_with_an_undecodable_reply_is_set_again() {
     operator.delete(guard.node(), None).unwrap();
     assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
 }
+
+/// Resumes the session, then answers the first delete with a reply that
+/// has bytes after its header where a delete's has none.
+fn answer_delete_undecodably(peer: &mut Peer) -> io::Result<After> {
+    peer.handshake(HOSTILE_TIMEOUT_MS)?;
+    let xid = peer.expect_request(OpCode::Delete)?;
+    peer.send(&reply_frame(xid, 0, &[0xde, 0xad]))?;
+    Ok(After::Hold)
+}
+
+/// An `unlock` whose delete is answered undecodably fails with `Protocol`,
+/// and the server may or may not have deleted the node: the release is
+/// still guaranteed, and goes again on the next connection. Left to the
+/// session's end, the node would keep every other contender out.
+#[test]
+fn an_unlock_answered_undecodably_is_still_released() {
+    const DIR: &str = "/hostile/unlock";
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, Duration::ZERO);
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    // Granted at once: its release is a plain delete.
+    let guard = mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+
+    let hostile = Hostile::start(answer_delete_undecodably);
+    detour(&gate, &states, &hostile);
+    let unlocked = guard.unlock();
+    assert!(
+        matches!(unlocked, Err(zklock::Error::Protocol(_))),
+        "{unlocked:?}"
+    );
+    gate.set_upstream(real.addr());
+    gate.cut();
+
+    let operator = connect(&real.connect_string());
+    wait_until(&format!("{node} to be deleted"), WAIT, || {
+        operator.exists(&node) == Ok(None)
+    });
+    let other = Mutex::new(&operator, DIR).unwrap();
+    assert!(other.try_lock().unwrap().is_some());
+}

@@ -513,8 +513,10 @@ impl HeldLock {
             // The node went with the session, or someone deleted it.
             Err(Error::NoNode | Error::SessionExpired) => Err(Error::LockLost),
             Err(e) => {
-                // Still guarantee the release if the session lives on.
-                if e.is_retryable() {
+                // Still guarantee the release if the session lives on. An
+                // undecodable reply drops the connection and leaves the
+                // outcome as open as a lost one does.
+                if e.is_retryable() || matches!(e, Error::Protocol(_)) {
                     let _ = client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)
