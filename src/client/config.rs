@@ -95,7 +95,12 @@ impl Config {
     /// How long one TCP connect plus handshake may take per host (default
     /// 5 s), and how long [`Client::close`](crate::Client::close) tries to
     /// have a server confirm the close. Resolving a host name is the system
-    /// resolver's, and not bounded by it.
+    /// resolver's, and not bounded by it. Once a session is established, a
+    /// reconnect attempt gets at most a third of the negotiated session
+    /// timeout shared among the other hosts (T/6 with three hosts): a
+    /// silent server is given up on only 2/3 of T after it was last heard,
+    /// and a whole connect timeout spent on another silent one would let
+    /// the session expire with a healthy server in reach.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
     }
@@ -225,7 +230,8 @@ impl ClientBuilder {
     /// Sets how long one TCP connect plus handshake may take per host
     /// (default 5 s; from 1 ms to `i32::MAX` ms). `connect` waits up to
     /// this times the number of hosts, and [`Client::close`] up to this for
-    /// a server to confirm the close.
+    /// a server to confirm the close. Reconnects of an established session
+    /// may get less: see [`Config::connect_timeout`].
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
         self

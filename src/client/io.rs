@@ -26,9 +26,9 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
         if !wait_until(&shared, &wake, not_before) {
             return;
         }
-        let connect_timeout = shared.core().session.config().connect_timeout;
+        let attempt_timeout = shared.core().session.attempt_timeout();
         let started = Instant::now();
-        match connect(&host, connect_timeout, &mut rng) {
+        match connect(&host, attempt_timeout, &mut rng) {
             // The handshake has what the TCP connect left of the timeout.
             Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf, started),
             Err(e) => {

@@ -342,6 +342,28 @@ impl<T, W: Clone> Session<T, W> {
         self.read_timeout() / 2
     }
 
+    /// How long one connection attempt, TCP connect and handshake together,
+    /// may take: the configured connect timeout, and once a session is
+    /// established, at most a third of its timeout shared among the other
+    /// hosts. A silent server is given up on only after the read timeout,
+    /// 2/3 of the session timeout since it was last heard, which leaves
+    /// that third for reaching another server before the session expires:
+    /// a whole connect timeout spent on the next host, silent too, would
+    /// lose the session with a healthy one in reach.
+    pub fn attempt_timeout(&self) -> Duration {
+        let configured = self.config.connect_timeout;
+        let Some(negotiated) = self.negotiated else {
+            return configured;
+        };
+        let others = u32::try_from(self.hosts.len().saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        // Never zero, which a socket refuses as a timeout.
+        configured
+            .min(negotiated / 3 / others)
+            .max(Duration::from_millis(1))
+    }
+
     /// Number of requests sent and awaiting replies.
     pub fn in_flight(&self) -> usize {
         self.pending.len()
@@ -475,10 +497,10 @@ impl<T, W: Clone> Session<T, W> {
             }
         }
         match self.conn {
-            Conn::Handshaking { since } if now >= since + self.config.connect_timeout => {
+            Conn::Handshaking { since } if now >= since + self.attempt_timeout() => {
                 self.request_disconnect(Error::Timeout {
                     what: "the server's handshake response",
-                    after: self.config.connect_timeout,
+                    after: self.attempt_timeout(),
                 });
             }
             Conn::Established if now >= self.last_recv + self.read_timeout() => {
@@ -679,7 +701,7 @@ impl<T, W: Clone> Session<T, W> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conn = match self.conn {
             Conn::None => None,
-            Conn::Handshaking { since } => Some(since + self.config.connect_timeout),
+            Conn::Handshaking { since } => Some(since + self.attempt_timeout()),
             Conn::Established => Some(
                 (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
             ),
