@@ -158,3 +158,187 @@ fn recv_lock_states(rx: &crossbeam_channel::Receiver<LockState>) -> Vec<LockStat
     }
     panic!("the guard's states: saw only {seen:?} within {WAIT:?}");
 }
+
+/// A waiter is cut off from its member, the holder releases meanwhile, and
+/// the waiter comes back on another member: the watch on its predecessor,
+/// set again there (setWatches), reports the deletion it missed, and the
+/// waiter acquires, with no listing of its own to prompt it.
+#[test]
+fn a_waiter_moved_to_another_member_acquires_on_a_release_it_missed() {
+    const LOCK: &str = "/moves/waiter";
+    let zk = cluster();
+    let gates = proxies(&zk);
+    let holder = connect(&zk.connect_string());
+    let holder_mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let held_node = guard.node().to_owned();
+
+    let waiter_client = Client::builder()
+        .session_timeout(T)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect(&through(&gates))
+        .expect("connect through the proxies");
+    let session = waiter_client.session_id();
+    let states = waiter_client.state_changes();
+    let waiter = Contender::mutex(&waiter_client, LOCK, "waiter");
+    let queued = wait_children(&holder, LOCK, 2);
+    waiter.expect_waiting();
+
+    let current = the_one_connected(&gates, &[0, 1, 2]);
+    for gate in &gates {
+        gate.refuse(true);
+    }
+    gates[current].cut();
+    assert_eq!(states.recv_timeout(WAIT), Ok(State::Disconnected));
+    guard.unlock().unwrap();
+    assert_eq!(children(&holder, LOCK), queued[1..]);
+
+    let next = (current + 1) % gates.len();
+    gates[next].refuse(false);
+    let waiter_node = waiter.wait_held();
+    assert_eq!(leaf(&waiter_node), queued[1]);
+    assert_eq!(states.recv_timeout(WAIT), Ok(State::Connected));
+    assert_eq!(waiter_client.session_id(), session);
+    assert!(gates[next].connection_count() > 0);
+    assert_ne!(leaf(&held_node), leaf(&waiter_node));
+
+    // Cut off again, it drops its guard: the delete waits for the next
+    // connection, on the third member, and goes out there.
+    for gate in &gates {
+        gate.refuse(true);
+    }
+    gates[next].cut();
+    assert_eq!(states.recv_timeout(WAIT), Ok(State::Disconnected));
+    waiter.release();
+    assert_eq!(children(&holder, LOCK), queued[1..]);
+    let third = (next + 1) % gates.len();
+    gates[third].refuse(false);
+    assert_eq!(states.recv_timeout(WAIT), Ok(State::Connected));
+    assert_eq!(waiter_client.session_id(), session);
+    wait_children(&holder, LOCK, 0);
+}
+
+/// The opcode of `multi`, which joins a lingering release to the next
+/// acquisition's create.
+const MULTI: i32 = 14;
+
+/// A release lingers and joins the next acquisition's create in one
+/// transaction, whose reply is lost with the connection; the member is
+/// gone for good. On another member the client finds the node the
+/// transaction created (or creates one, if the member never read it), and
+/// the released node is deleted either way.
+#[test]
+fn a_joined_release_and_create_cut_off_is_settled_on_another_member() {
+    const LOCK: &str = "/moves/joined";
+    let zk = cluster();
+    let gates = proxies(&zk);
+    let client = Client::builder()
+        .session_timeout(T)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(Duration::from_secs(1))
+        .connect(&through(&gates))
+        .expect("connect through the proxies");
+    let session = client.session_id();
+    let observer = connect(&zk.connect_string());
+    let mutex = Mutex::new(&client, LOCK).unwrap();
+    let first = mutex.lock().unwrap();
+    let released = first.node().to_owned();
+    drop(first);
+
+    let current = the_one_connected(&gates, &[0, 1, 2]);
+    gates[current].refuse(true);
+    gates[current].cut_after_request(|opcode| opcode == MULTI);
+    let guard = mutex.lock().unwrap();
+    assert!(!gates[current].is_cut_armed(), "the multi was not cut");
+    assert_eq!(client.session_id(), session);
+    assert_eq!(guard.state(), LockState::Held);
+    observer.sync("/").unwrap();
+    assert_eq!(
+        owner(&observer, &released),
+        None,
+        "the released node is gone"
+    );
+    assert_eq!(children(&observer, LOCK), [leaf(guard.node())]);
+    assert_eq!(owner(&observer, guard.node()), Some(session));
+    assert_eq!(
+        gates.iter().map(|g| g.requests_seen(MULTI)).sum::<usize>(),
+        1
+    );
+    let moved_to: Vec<usize> = (0..gates.len())
+        .filter(|&i| i != current && gates[i].connection_count() > 0)
+        .collect();
+    assert_eq!(moved_to.len(), 1, "{moved_to:?}");
+    guard.unlock().unwrap();
+    observer.sync("/").unwrap();
+    assert_eq!(children(&observer, LOCK), Vec::<String>::new());
+}
+
+/// The opcode of `create2`, which a lock node is created with.
+const CREATE2: i32 = 15;
+/// The opcode of `sync`, which the search for a lost create starts with.
+const SYNC: i32 = 9;
+
+/// The leader freezes while a lock node's create waits for it, then is
+/// killed: the other two elect a new leader, the create fails with
+/// ConnectionLoss, and the search for it on the new epoch finds it or
+/// creates it again. Waiters queued before the election keep their places:
+/// each acquires in turn, one at a time, and no node is left behind.
+#[test]
+fn contenders_keep_their_places_across_a_leader_killed_under_a_create() {
+    const LOCK: &str = "/election/lock";
+    // Sessions long enough to outlive the election by far.
+    const LONG: Duration = Duration::from_secs(10);
+    let zk = TestCluster::builder()
+        .max_session_timeout(20_000)
+        .start()
+        .expect("start a 3-member ensemble");
+    let leader = zk.wait_leader(WAIT).expect("a leader");
+    let follower = (0..zk.size()).find(|&i| i != leader).expect("a follower");
+    let gate = FaultProxy::start(zk.member_addr(follower).unwrap()).expect("start a proxy");
+
+    let holder = connect_with(&zk.member_connect_string(follower).unwrap(), LONG);
+    let holder_mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let first_waiter_client = connect_with(&zk.member_connect_string(follower).unwrap(), LONG);
+    let first_waiter = Contender::mutex(&first_waiter_client, LOCK, "first waiter");
+    wait_children(&holder, LOCK, 2);
+
+    // Its only member is the follower, which stays in the quorum.
+    let late_client = connect_with(&gate.connect_string(), LONG);
+    let late_session = late_client.session_id();
+    zk.pause(leader).expect("freeze the leader");
+    let late = Contender::mutex(&late_client, LOCK, "late");
+    wait_until("the late create to reach the follower", WAIT, || {
+        gate.requests_seen(CREATE2) > 0
+    });
+    zk.kill(leader).expect("kill the frozen leader");
+    let new_leader = zk.wait_leader(WAIT).expect("a new leader");
+    assert_ne!(new_leader, leader);
+
+    let observer = connect_with(&zk.member_connect_string(follower).unwrap(), LONG);
+    let mut queue = Vec::new();
+    wait_until("the late contender to queue", WAIT, || {
+        queue = children(&observer, LOCK);
+        queue.len() == 3
+    });
+    let late_nodes: Vec<&String> = queue
+        .iter()
+        .filter(|n| owner(&observer, &format!("{LOCK}/{n}")) == Some(late_session))
+        .collect();
+    assert_eq!(late_nodes.len(), 1, "{queue:?}");
+    assert_eq!(*late_nodes[0], queue[2]);
+    // The first create, cut off, was searched for (starting with a sync)
+    // and then made again.
+    assert_eq!(gate.requests_seen(CREATE2), 2);
+    assert_eq!(gate.requests_seen(SYNC), 1);
+    first_waiter.expect_waiting();
+    late.expect_waiting();
+
+    guard.unlock().unwrap();
+    assert_eq!(leaf(&first_waiter.wait_held()), queue[1]);
+    late.expect_waiting();
+    first_waiter.release();
+    assert_eq!(leaf(&late.wait_held()), queue[2]);
+    late.release();
+    wait_children(&observer, LOCK, 0);
+}
