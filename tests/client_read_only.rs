@@ -63,6 +63,15 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
         local.create("/w", b"", &open(), CreateMode::Persistent),
         Err(Error::NotReadOnly)
     );
+    // A lock cannot be had there: every kind of attempt fails at once,
+    // waiting for nothing and leaving no node.
+    let mutex = zklock::Mutex::new(&local, "/lock").unwrap();
+    assert!(matches!(mutex.lock(), Err(Error::NotReadOnly)));
+    assert!(matches!(mutex.try_lock_for(WAIT), Err(Error::NotReadOnly)));
+    let rw = zklock::RwLock::new(&local, "/lock").unwrap();
+    assert!(matches!(rw.read(), Err(Error::NotReadOnly)));
+    assert!(matches!(rw.write(), Err(Error::NotReadOnly)));
+    assert_eq!(local.state(), State::ConnectedReadOnly);
     // It closes on the read-only member itself.
     assert_eq!(local.close(), Ok(()));
 
@@ -91,6 +100,11 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
         check.exists("/confirmed").expect("exists"),
         None,
         "a confirmed close deleted its ephemeral node"
+    );
+    assert_eq!(
+        check.exists("/lock").expect("exists"),
+        None,
+        "no lock node or directory from the read-only attempts"
     );
     let left = check
         .exists("/given-up")
