@@ -218,6 +218,45 @@ fn a_waiter_moved_to_another_member_acquires_on_a_release_it_missed() {
     wait_children(&holder, LOCK, 0);
 }
 
+/// A connect string that names, besides the members, a host no resolver
+/// knows and a port nothing listens on: the holder's member is killed, and
+/// the session moves past them to a live member, with its lock.
+#[test]
+fn a_holder_moves_past_unresolvable_and_dead_hosts() {
+    const LOCK: &str = "/moves/bad-hosts";
+    let zk = cluster();
+    let connect_string = format!(
+        "zklock-no-such-host.invalid:2181,127.0.0.1:{},{}",
+        dead_port(),
+        zk.connect_string()
+    );
+    let holder = Client::builder()
+        .session_timeout(T)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect(&connect_string)
+        .expect("connect past the bad hosts");
+    let session = holder.session_id();
+    let mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let guard_states = guard.state_changes();
+
+    let member = member_with_session(&zk, session);
+    zk.kill(member).expect("kill the holder's member");
+    assert_eq!(
+        recv_lock_states(&guard_states),
+        [LockState::Suspended, LockState::Held]
+    );
+    assert_eq!(holder.session_id(), session);
+    assert_ne!(member_with_session(&zk, session), member);
+    let observer = connect(&zk.connect_string());
+    observer.sync("/").unwrap();
+    assert_eq!(owner(&observer, guard.node()), Some(session));
+    guard.unlock().unwrap();
+    observer.sync("/").unwrap();
+    assert_eq!(children(&observer, LOCK), Vec::<String>::new());
+}
+
 /// The opcode of `multi`, which joins a lingering release to the next
 /// acquisition's create.
 const MULTI: i32 = 14;

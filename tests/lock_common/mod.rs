@@ -11,7 +11,9 @@
 mod common;
 
 #[allow(unused_imports)] // each test binary uses some of them
-pub use common::{mk, poll_until as poll, proxy, server, wait_until};
+pub use common::{
+    dead_port, member_with_session, mk, poll_until as poll, proxy, server, wait_until,
+};
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
