@@ -137,8 +137,11 @@ pub(crate) struct NodeWatch {
 /// What a session state means for a lock held in it.
 fn lock_state(state: State) -> LockState {
     match state {
-        State::Connected | State::ConnectedReadOnly => LockState::Held,
-        State::Disconnected => LockState::Suspended,
+        State::Connected => LockState::Held,
+        // A read-only server is cut off from the quorum, which hears
+        // nothing of the session through it and may expire it. 3.8 servers
+        // refuse to resume a quorum session there; older ones let it in.
+        State::Disconnected | State::ConnectedReadOnly => LockState::Suspended,
         State::Expired | State::AuthFailed | State::Closed => LockState::Lost,
     }
 }
