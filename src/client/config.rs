@@ -156,7 +156,10 @@ impl Config {
     /// [`Error::Timeout`](crate::Error::Timeout) and the connection is
     /// dropped, since replies come in order and none can be skipped: calls
     /// sent after it fail with `ConnectionLoss`, and the client reconnects
-    /// and resumes the session. The Java client's `zookeeper.request.timeout`.
+    /// and resumes the session. It bounds credentials too:
+    /// [`Client::add_auth`](crate::Client::add_auth), the builder's
+    /// [`digest`](crate::ClientBuilder::digest) and their re-sending after a
+    /// reconnect. The Java client's `zookeeper.request.timeout`.
     pub fn request_timeout(&self) -> Option<Duration> {
         self.request_timeout
     }
@@ -245,7 +248,9 @@ impl ClientBuilder {
 
     /// Adds digest credentials, sent on every connection. The user name
     /// must not contain `:` (the server would take the part before it as
-    /// the user).
+    /// the user). `connect` waits for the server's answer: with a
+    /// [`request_timeout`](Self::request_timeout), one that does not come in
+    /// time fails it with `Timeout`.
     pub fn digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
         self.config.digest.push((user.into(), password.into()));
         self

@@ -434,7 +434,10 @@ impl Client {
     }
 
     /// Adds credentials to the session (re-sent after every reconnect).
-    /// A failure ends the session with `AuthFailed`.
+    /// A failure ends the session with `AuthFailed`. With a
+    /// [`request_timeout`](crate::Config::request_timeout), a server that
+    /// does not answer in time fails the call with `Timeout`, as any other
+    /// call, and the credentials are still sent again after the reconnect.
     pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
         if scheme.is_empty() {
             return Err(Error::InvalidArgument(

@@ -18,6 +18,8 @@ mod watches;
 mod write_batch;
 
 #[cfg(test)]
+mod auth_tests;
+#[cfg(test)]
 mod batch_tests;
 #[cfg(test)]
 mod close_tests;
@@ -62,10 +64,10 @@ pub struct SessionConfig {
     pub max_request: usize,
     /// The chroot prefix (no trailing `/`), if any.
     pub chroot: Option<String>,
-    /// How long a request may wait for its reply before it fails with
-    /// [`Error::Timeout`] and the connection is dropped (replies come in
-    /// order, so none can be skipped); `None`: as long as the connection
-    /// lives.
+    /// How long a request (an auth packet included) may wait for its reply
+    /// before it fails with [`Error::Timeout`] and the connection is dropped
+    /// (replies come in order, so none can be skipped); `None`: as long as
+    /// the connection lives.
     pub request_timeout: Option<Duration>,
     /// Whether reads submitted with [`Session::submit_read`] may share a
     /// `multiRead` (ZooKeeper 3.6+).
@@ -190,6 +192,15 @@ struct Pending<T, W> {
     sent: Instant,
 }
 
+/// An auth packet sent on this connection and not answered yet.
+#[derive(Debug)]
+struct AuthWaiter<T> {
+    /// Who called `add_auth`; `None` for credentials a reconnect re-sent.
+    token: Option<T>,
+    /// When it was written to the outbox.
+    sent: Instant,
+}
+
 /// A request made while disconnected: encoded with a placeholder xid, sent
 /// after the next handshake unless its deadline passes first.
 #[derive(Debug)]
@@ -244,7 +255,7 @@ pub struct Session<T, W> {
     /// Background deletes not sent yet, with when they are due.
     deferred: Vec<(Release, Instant)>,
     auths: Vec<AuthPacket>,
-    auth_waiters: VecDeque<Option<T>>,
+    auth_waiters: VecDeque<AuthWaiter<T>>,
     deferred_auth_waiters: Vec<(usize, T)>,
     watches: WatchRegistry<W>,
 
@@ -465,11 +476,8 @@ impl<T, W: Clone> Session<T, W> {
         for pending in std::mem::take(&mut self.pending) {
             self.fail(pending.purpose, error.clone());
         }
-        for waiter in std::mem::take(&mut self.auth_waiters).into_iter().flatten() {
-            self.events.push_back(Event::Reply {
-                token: waiter,
-                result: Err(error.clone()),
-            });
+        for waiter in std::mem::take(&mut self.auth_waiters) {
+            self.fail_auth(waiter, error.clone());
         }
         // Closing goes on through refused handshakes and lost replies (the
         // next server confirms a close that happened by refusing the resume
@@ -516,7 +524,11 @@ impl<T, W: Clone> Session<T, W> {
                 };
                 // The oldest request fails with the timeout; the others,
                 // sent later, with the connection it takes down.
-                if let Some(oldest) = self.pending.pop_front() {
+                if self.oldest_unanswered_is_auth() {
+                    if let Some(waiter) = self.auth_waiters.pop_front() {
+                        self.fail_auth(waiter, error.clone());
+                    }
+                } else if let Some(oldest) = self.pending.pop_front() {
                     self.fail(oldest.purpose, error.clone());
                 }
                 self.request_disconnect(error);
@@ -600,7 +612,10 @@ impl<T, W: Clone> Session<T, W> {
         self.check_frame_len(len)?;
         if self.conn == Conn::Established {
             self.outbox.extend_from_slice(&frame);
-            self.auth_waiters.push_back(Some(token));
+            self.auth_waiters.push_back(AuthWaiter {
+                token: Some(token),
+                sent: now,
+            });
             self.last_send = now;
         } else {
             self.deferred_auth_waiters.push((self.auths.len(), token));
@@ -721,15 +736,39 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// When the oldest request in flight times out, with a request timeout
-    /// set. Replies come in order, so it is the first to. `closeSession` is
-    /// left to the close's own deadline.
+    /// set. Replies come in order, so it is the first to, except that an
+    /// auth packet's reply may overtake those of requests sent before it
+    /// (the server answers it as it reads it): the older of the first auth
+    /// packet and the first other request. `closeSession` is left to the
+    /// close's own deadline.
     fn request_deadline(&self) -> Option<Instant> {
         let timeout = self.config.request_timeout?;
-        let oldest = self.pending.front()?;
-        if matches!(oldest.purpose, Purpose::Close) {
-            return None;
+        let request = self.oldest_request_sent();
+        let auth = self.auth_waiters.front().map(|a| a.sent);
+        request
+            .into_iter()
+            .chain(auth)
+            .min()
+            .map(|sent| sent + timeout)
+    }
+
+    /// When the first request in flight that the request timeout applies to
+    /// was sent.
+    fn oldest_request_sent(&self) -> Option<Instant> {
+        self.pending
+            .front()
+            .filter(|p| !matches!(p.purpose, Purpose::Close))
+            .map(|p| p.sent)
+    }
+
+    /// True if the request that [`Self::request_deadline`] is for is an
+    /// auth packet (on a tie too: the packets a reconnect re-sends go
+    /// first).
+    fn oldest_unanswered_is_auth(&self) -> bool {
+        match (self.auth_waiters.front(), self.oldest_request_sent()) {
+            (Some(auth), Some(request)) => auth.sent <= request,
+            (auth, _) => auth.is_some(),
         }
-        Some(oldest.sent + timeout)
     }
 
     /// When the session is certainly over on the servers, judged locally:
@@ -879,11 +918,8 @@ impl<T, W: Clone> Session<T, W> {
         for q in std::mem::take(&mut self.queued) {
             self.fail(q.purpose, error.clone());
         }
-        for waiter in std::mem::take(&mut self.auth_waiters).into_iter().flatten() {
-            self.events.push_back(Event::Reply {
-                token: waiter,
-                result: Err(error.clone()),
-            });
+        for waiter in std::mem::take(&mut self.auth_waiters) {
+            self.fail_auth(waiter, error.clone());
         }
         for (_, waiter) in std::mem::take(&mut self.deferred_auth_waiters) {
             self.events.push_back(Event::Reply {
@@ -901,6 +937,15 @@ impl<T, W: Clone> Session<T, W> {
             });
         }
         self.request_disconnect(error);
+    }
+
+    fn fail_auth(&mut self, waiter: AuthWaiter<T>, error: Error) {
+        if let Some(token) = waiter.token {
+            self.events.push_back(Event::Reply {
+                token,
+                result: Err(error),
+            });
+        }
     }
 
     fn fail(&mut self, purpose: Purpose<T, W>, error: Error) {

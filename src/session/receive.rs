@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    malformed, reregister, Conn, Error, Event, Pending, Purpose, Release, ReleaseOutcome, Result,
-    Session, State, WatchKind, WatchedEvent,
+    malformed, reregister, AuthWaiter, Conn, Error, Event, Pending, Purpose, Release,
+    ReleaseOutcome, Result, Session, State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
     read_notification, read_reply_header, write_request, ConnectResponse, EventType, KeeperState,
@@ -77,11 +77,11 @@ impl<T, W: Clone> Session<T, W> {
         let mut deferred = std::mem::take(&mut self.deferred_auth_waiters);
         for (i, auth) in self.auths.iter().enumerate() {
             write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, auth);
-            let waiter = deferred
+            let token = deferred
                 .iter()
                 .position(|(index, _)| *index == i)
                 .map(|at| deferred.swap_remove(at).1);
-            self.auth_waiters.push_back(waiter);
+            self.auth_waiters.push_back(AuthWaiter { token, sent: now });
         }
         let records =
             reregister::set_watches(&self.watches, self.last_zxid, self.config.max_request);
@@ -152,7 +152,7 @@ impl<T, W: Clone> Session<T, W> {
                     code => Err(Error::from_code(code)),
                 };
                 let failed = result.is_err();
-                if let Some(token) = waiter {
+                if let Some(token) = waiter.token {
                     self.events.push_back(Event::Reply { token, result });
                 }
                 if failed {

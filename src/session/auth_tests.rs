@@ -1,0 +1,134 @@
+//! Auth packets under the request timeout: their replies are matched by
+//! their own xid, outside the queue of other requests, and may overtake the
+//! replies to requests sent before them, but an unanswered one must not
+//! wait longer than any other request.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{
+    config, connected_with, data_v, digest_auth, get_data, header, reconnect, replies, reply, sent,
+    TestSession,
+};
+use super::*;
+
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+
+fn request_timed_out() -> Error {
+    Error::Timeout {
+        what: "the reply to a request (request_timeout)",
+        after: REQUEST_TIMEOUT,
+    }
+}
+
+fn with_request_timeout(start: Instant) -> TestSession {
+    connected_with(
+        SessionConfig {
+            request_timeout: Some(REQUEST_TIMEOUT),
+            ..config()
+        },
+        start,
+    )
+}
+
+#[test]
+fn an_unanswered_auth_fails_at_the_request_timeout_and_drops_the_connection() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = with_request_timeout(start);
+    s.add_auth(at(0), digest_auth(), 1).unwrap();
+    s.submit(at(100), OpCode::GetData, &get_data("/app/a"), 2, None)
+        .unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).xid, AUTH_XID);
+    assert_eq!(frames.len(), 2);
+    assert_eq!(s.poll_timeout(), Some(at(500)), "the auth's deadline");
+    s.handle_timeout(at(499));
+    assert_eq!(s.poll_disconnect(), None);
+    s.handle_timeout(at(500));
+    // The auth is the oldest unanswered request: it gets the timeout, and
+    // the call sent after it the loss of the connection the timeout drops.
+    assert_eq!(replies(&mut s), [(1, Err(request_timed_out()))]);
+    assert_eq!(s.poll_disconnect(), Some(request_timed_out()));
+    s.handle_disconnected(at(500));
+    assert_eq!(replies(&mut s), [(2, Err(Error::ConnectionLoss))]);
+    assert_eq!(s.state(), State::Disconnected);
+}
+
+#[test]
+fn a_request_older_than_an_unanswered_auth_times_out_first() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = with_request_timeout(start);
+    s.submit(at(0), OpCode::GetData, &get_data("/app/a"), 1, None)
+        .unwrap();
+    s.add_auth(at(100), digest_auth(), 2).unwrap();
+    assert_eq!(sent(&mut s).len(), 2);
+    assert_eq!(s.poll_timeout(), Some(at(500)), "the getData's deadline");
+    s.handle_timeout(at(500));
+    assert_eq!(replies(&mut s), [(1, Err(request_timed_out()))]);
+    assert_eq!(s.poll_disconnect(), Some(request_timed_out()));
+    s.handle_disconnected(at(500));
+    assert_eq!(replies(&mut s), [(2, Err(Error::ConnectionLoss))]);
+}
+
+#[test]
+fn an_auth_answered_ahead_of_an_earlier_request_leaves_that_requests_deadline() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = with_request_timeout(start);
+    s.submit(at(0), OpCode::GetData, &get_data("/app/a"), 1, None)
+        .unwrap();
+    s.add_auth(at(100), digest_auth(), 2).unwrap();
+    let frames = sent(&mut s);
+    // The server handles an auth packet as it reads it, so its reply may
+    // come first.
+    s.handle_bytes(at(200), &reply(AUTH_XID, 0, 0, &()));
+    assert_eq!(replies(&mut s), [(2, Ok(Response::Empty))]);
+    assert_eq!(s.poll_timeout(), Some(at(500)));
+    s.handle_bytes(at(300), &reply(header(&frames[0]).xid, 5, 0, &data_v()));
+    assert_eq!(
+        replies(&mut s),
+        [(1, Ok(Response::GetData(data_v())))],
+        "nothing else failed"
+    );
+    // Nothing in flight: the ping is next.
+    assert_eq!(s.poll_timeout(), Some(at(100 + 1000)));
+}
+
+#[test]
+fn an_auth_resent_after_a_reconnect_is_bounded_by_the_request_timeout_too() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = with_request_timeout(start);
+    s.add_auth(at(0), digest_auth(), 1).unwrap();
+    sent(&mut s);
+    s.handle_bytes(at(10), &reply(AUTH_XID, 0, 0, &()));
+    assert_eq!(replies(&mut s), [(1, Ok(Response::Empty))]);
+    // The reconnect sends the credentials again, with nobody waiting.
+    let frames = reconnect(&mut s, at(1000));
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).xid, AUTH_XID);
+    assert_eq!(s.poll_timeout(), Some(at(1500)));
+    s.handle_timeout(at(1500));
+    assert_eq!(replies(&mut s), []);
+    assert_eq!(s.poll_disconnect(), Some(request_timed_out()));
+}
+
+#[test]
+fn without_a_request_timeout_an_auth_waits_as_long_as_the_connection_lives() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected_with(config(), start);
+    s.add_auth(at(0), digest_auth(), 1).unwrap();
+    sent(&mut s);
+    // Pings keep the connection up: only the read timeout could end it.
+    for ms in [1000, 2000, 3000] {
+        s.handle_timeout(at(ms));
+        sent(&mut s);
+        s.handle_bytes(at(ms), &reply(PING_XID, 0, 0, &()));
+        assert_eq!(s.poll_disconnect(), None);
+    }
+    assert_eq!(replies(&mut s), []);
+    s.handle_bytes(at(3100), &reply(AUTH_XID, 0, 0, &()));
+    assert_eq!(replies(&mut s), [(1, Ok(Response::Empty))]);
+}
