@@ -8,14 +8,15 @@
 mod hostile;
 
 use std::io;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use hostile::{
     assert_logged, assert_no_client_panics, capture_log, watch_client_panics, within, After,
     Hostile, Peer,
 };
 use zklock::proto::OpCode;
-use zklock::{Client, Error};
+use zklock::{Client, Error, Stat, State};
 
 /// Every call and every wait for the client is bounded by this.
 const BOUND: Duration = Duration::from_secs(20);
@@ -95,5 +96,125 @@ fn an_unanswered_digest_of_the_builder_fails_the_connect_at_the_request_timeout(
     });
     assert_eq!(result.map(drop), Err(request_timed_out(after)));
     assert_logged(&logged_drop(after), BOUND);
+    assert_no_client_panics();
+}
+
+/// What the fake servers of the write tests negotiate: a read timeout of
+/// 6 s, after which the connection counts as dead and a call in flight
+/// fails with `ConnectionLoss`, well within [`BOUND`].
+const WRITE_TESTS_TIMEOUT_MS: i32 = 9_000;
+
+/// The setData calls of the write tests: 8 MB together, far more than the
+/// socket buffers take (about 3 MB on loopback) while nothing reads them.
+const CALLS: usize = 8;
+const CALL_BYTES: usize = 1_000_000;
+
+/// Submits the [`CALLS`] setData calls at once (one lock of the session),
+/// writes them from this thread if connected, and waits for their replies.
+fn big_writes(client: &Client) -> Vec<zklock::Result<Stat>> {
+    let data = vec![7u8; CALL_BYTES];
+    let paths: Vec<String> = (0..CALLS).map(|i| format!("/big-{i}")).collect();
+    let writes: Vec<(&str, &[u8], Option<i32>)> = paths
+        .iter()
+        .map(|p| (p.as_str(), &data[..], None))
+        .collect();
+    zklock::testing::set_data_together(client, &writes)
+}
+
+/// What the calls get when the first times out: the timeout, and the
+/// others, sent after it, the loss of the connection it drops.
+fn first_timed_out(after: Duration) -> Vec<zklock::Result<Stat>> {
+    let mut results = vec![Err(request_timed_out(after))];
+    results.resize(CALLS, Err(Error::ConnectionLoss));
+    results
+}
+
+/// A client of the fake server at `connect_string`, with `after` as its
+/// request timeout and calls that each go as a request of their own.
+fn connect(connect_string: String, after: Duration) -> Client {
+    within(BOUND, "connect", move || {
+        Client::builder()
+            .request_timeout(Some(after))
+            .batch_writes(false)
+            .connect_timeout(Duration::from_secs(1))
+            .connect(&connect_string)
+    })
+    .expect("connect to the fake server")
+}
+
+#[test]
+fn the_request_timeout_fires_while_the_io_thread_is_stuck_writing() {
+    setup();
+    let after = Duration::from_millis(330);
+    let (close_first_tx, close_first_rx) = crossbeam_channel::bounded::<()>(1);
+    let (answer_tx, answer_rx) = crossbeam_channel::bounded::<()>(1);
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let connections = AtomicUsize::new(0);
+    let h = Hostile::start(move |peer| {
+        match connections.fetch_add(1, Ordering::SeqCst) {
+            // The first connection makes the session, then closes when told.
+            0 => {
+                peer.handshake(WRITE_TESTS_TIMEOUT_MS)?;
+                let _ = close_first_rx.recv_timeout(BOUND);
+                Ok(After::Close)
+            }
+            // The second answers the handshake once the calls wait for it,
+            // so that the I/O thread, handling the answer, writes them; then
+            // it reads nothing.
+            1 => {
+                let request = peer.read_connect()?;
+                let _ = answer_rx.recv_timeout(BOUND);
+                peer.accept(&request, WRITE_TESTS_TIMEOUT_MS)?;
+                let _ = release_rx.recv_timeout(BOUND);
+                Ok(After::Close)
+            }
+            _ => {
+                peer.handshake(WRITE_TESTS_TIMEOUT_MS)?;
+                Ok(After::Hold)
+            }
+        }
+    });
+    let client = connect(h.connect_string(), after);
+    let states = client.state_changes();
+    close_first_tx.send(()).expect("the first connection waits");
+    assert_eq!(states.recv_timeout(BOUND), Ok(State::Disconnected));
+    let caller = client.clone();
+    let calls = std::thread::spawn(move || big_writes(&caller));
+    let waited = Instant::now();
+    while client.queued_request_count() < CALLS {
+        assert!(waited.elapsed() < BOUND, "the calls were never made");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    answer_tx.send(()).expect("the second connection waits");
+    let results = within(BOUND, "the calls", move || calls.join().expect("caller"));
+    assert_eq!(results, first_timed_out(after));
+    assert_logged(&logged_drop(after), BOUND);
+    let _ = release_tx.send(());
+    drop(client);
+    assert_no_client_panics();
+}
+
+#[test]
+fn the_request_timeout_fires_while_a_calling_thread_is_stuck_writing() {
+    setup();
+    let after = Duration::from_millis(340);
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let connections = AtomicUsize::new(0);
+    let h = Hostile::start(move |peer| {
+        peer.handshake(WRITE_TESTS_TIMEOUT_MS)?;
+        // The first connection reads nothing after the handshake.
+        if connections.fetch_add(1, Ordering::SeqCst) == 0 {
+            let _ = release_rx.recv_timeout(BOUND);
+            return Ok(After::Close);
+        }
+        Ok(After::Hold)
+    });
+    let client = connect(h.connect_string(), after);
+    let caller = client.clone();
+    let results = within(BOUND, "the calls", move || big_writes(&caller));
+    assert_eq!(results, first_timed_out(after));
+    assert_logged(&logged_drop(after), BOUND);
+    let _ = release_tx.send(());
+    drop(client);
     assert_no_client_panics();
 }

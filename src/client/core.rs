@@ -131,12 +131,35 @@ pub(crate) struct Core {
     flushing: bool,
     /// Buffers swapped with the session's outbox, to avoid allocating.
     spare: Vec<u8>,
+    /// The rest of a write to `stream` that the session's write deadline
+    /// cut short: it goes before anything queued since.
+    unsent: Vec<u8>,
+    /// The write timeout set on `stream` (`None`: none, a write may block
+    /// for ever).
+    write_timeout: Option<Duration>,
     /// True while the release timer waits with no lingering delete (and so
     /// needs a notify for a new one).
     pub(crate) release_timer_idle: bool,
 }
 
 impl Core {
+    /// Makes `stream` the connection's socket, or leaves none.
+    pub(crate) fn set_stream(&mut self, stream: Option<Arc<TcpStream>>) {
+        self.stream = stream;
+        self.unsent.clear();
+        self.write_timeout = None;
+    }
+
+    /// True when bytes are waiting to be written.
+    pub(crate) fn has_transmit(&self) -> bool {
+        !self.unsent.is_empty() || self.session.has_transmit()
+    }
+
+    /// True if `stream` is still the connection's socket.
+    fn is_current(&self, stream: &Arc<TcpStream>) -> bool {
+        self.stream.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream))
+    }
+
     /// True if the release timer must be woken: it is idle, and a lingering
     /// delete needs it (see [`Session::deferred_deletes_need_timer`]).
     pub(crate) fn timer_needed(&self) -> bool {
@@ -204,6 +227,8 @@ impl Shared {
                 stream: None,
                 flushing: false,
                 spare: Vec::new(),
+                unsent: Vec::new(),
+                write_timeout: None,
                 release_timer_idle: false,
             }),
             release_timer: Condvar::new(),
@@ -356,11 +381,19 @@ impl Shared {
 
     /// Writes whatever the session has queued. Only one thread writes at a
     /// time; a thread that finds another writing leaves its bytes for it.
+    ///
+    /// A write into a full send buffer (a server that stopped reading)
+    /// blocks whoever makes it, the I/O thread included, and meanwhile no
+    /// timer of the session runs there. So a write gives way at the
+    /// session's [`write_deadline`](Session::write_deadline), keeping the
+    /// rest for later: the I/O thread then runs the timers, which drop the
+    /// connection with the error of the deadline that passed, or (a reply
+    /// having come meanwhile) the rest goes out next.
     pub(crate) fn flush(&self) {
         let mut buf = Vec::new();
         let mut core = self.core();
         // Nothing queued: no write, and no reason to yield for company.
-        if core.flushing || !core.session.has_transmit() {
+        if core.flushing || !core.has_transmit() {
             return;
         }
         core.flushing = true;
@@ -379,24 +412,48 @@ impl Shared {
         loop {
             std::mem::swap(&mut buf, &mut core.spare);
             buf.clear();
+            if !core.unsent.is_empty() {
+                std::mem::swap(&mut buf, &mut core.unsent);
+            }
             core.session.poll_transmit(&mut buf);
             let stream = core.stream.clone();
-            if buf.is_empty() || stream.is_none() {
+            let Some(stream) = stream.filter(|_| !buf.is_empty()) else {
                 core.spare = buf;
                 core.flushing = false;
                 return;
-            }
-            core.flushing = true;
-            let limit = core.session.read_timeout();
+            };
+            // Without a deadline (the connection is over for the session),
+            // the read timeout still bounds a blocked write.
+            let deadline = core
+                .session
+                .write_deadline()
+                .unwrap_or_else(|| Instant::now() + core.session.read_timeout());
+            let mut write_timeout = core.write_timeout;
             drop(core);
-            if let Some(stream) = stream {
-                if let Err(e) = write_within(&stream, &buf, limit) {
+            let written = write_until(&stream, &buf, deadline, &mut write_timeout);
+            core = self.core();
+            let current = core.is_current(&stream);
+            if current {
+                core.write_timeout = write_timeout;
+            }
+            match written {
+                Ok(n) if n < buf.len() => {
+                    if current {
+                        buf.drain(..n);
+                        std::mem::swap(&mut core.unsent, &mut buf);
+                    }
+                    buf.clear();
+                    core.spare = buf;
+                    core.flushing = false;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
                     log::debug!("write failed: {e}");
                     // The I/O thread sees the shutdown and handles the loss.
                     let _ = stream.shutdown(std::net::Shutdown::Both);
                 }
             }
-            core = self.core();
             std::mem::swap(&mut buf, &mut core.spare);
         }
     }
@@ -502,32 +559,57 @@ pub(crate) fn drain_events(session: &mut ClientSession, events: &mut Vec<ClientE
     events.extend(std::iter::from_fn(|| session.poll_event()));
 }
 
-/// Writes all of `buf`, or fails once writing has taken `limit`. A peer
-/// that stops reading (a partition, a stuck server) fills the send buffer;
-/// the socket's write timeout bounds each blocked write, and this bounds a
-/// trickle of partial ones. Whoever flushes waits here, the I/O thread
-/// included, and meanwhile no timer of the session runs.
-fn write_within(mut stream: &TcpStream, mut buf: &[u8], limit: Duration) -> io::Result<()> {
-    let started = Instant::now();
-    while !buf.is_empty() {
-        match stream.write(buf) {
+/// The shortest write timeout set: a deadline nearer than this is kept
+/// to within it.
+const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Writes `buf` until all of it is written or `deadline` passes, and
+/// returns how many bytes went. A peer that stops reading (a partition, a
+/// stuck server) fills the send buffer, and then a write blocks until the
+/// socket's write timeout: `write_timeout`, the one set on the socket, is
+/// kept within the deadline.
+fn write_until(
+    mut stream: &TcpStream,
+    buf: &[u8],
+    deadline: Instant,
+    write_timeout: &mut Option<Duration>,
+) -> io::Result<usize> {
+    let mut written = 0;
+    let mut blocked = false;
+    while let Some(rest) = buf.get(written..).filter(|rest| !rest.is_empty()) {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        if left.is_zero() {
+            break;
+        }
+        if blocked || write_timeout.map_or(true, |set| set > left) {
+            // Half of what is left, so that a deadline that draws nearer
+            // over the next writes needs no new system call until half of
+            // it has passed; all of it once a write blocked, as the next
+            // one may block to the end.
+            let wanted = if blocked { left } else { left / 2 }.max(MIN_WRITE_TIMEOUT);
+            stream.set_write_timeout(Some(wanted))?;
+            *write_timeout = Some(wanted);
+        }
+        match stream.write(rest) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = buf.get(n..).unwrap_or_default(),
+            Ok(n) => {
+                written += n;
+                blocked = false;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // The socket's write timeout fired.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(full(limit)),
+            // The socket's write timeout: the deadline may have come.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                blocked = true;
+            }
             Err(e) => return Err(e),
         }
-        if !buf.is_empty() && started.elapsed() >= limit {
-            return Err(full(limit));
-        }
     }
-    Ok(())
-}
-
-fn full(limit: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("the send buffer stayed full for {limit:?}"),
-    )
+    Ok(written)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::core::{drain_events, lock, ClientSession, Shared};
+use super::core::{drain_events, lock, Shared};
 use crate::rand::Rng;
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
@@ -96,7 +96,7 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 
 /// One connection's life: handshake, then reads until it is lost.
 fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], started: Instant) {
-    let first_write_timeout = {
+    {
         let mut core = shared.core();
         if core.session.fatal_error().is_some() {
             // The session ended (closed, say) while this connection was
@@ -105,14 +105,10 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
             let _ = stream.shutdown(std::net::Shutdown::Both);
             return;
         }
-        core.stream = Some(stream.clone());
+        core.set_stream(Some(stream.clone()));
         core.session.handle_connected(started);
-        write_timeout(&core.session)
-    };
+    }
     let mut socket_read_timeout = SocketTimeout::default();
-    let mut socket_write_timeout = SocketTimeout::default();
-    // Set before the first flush, which may carry many queued requests.
-    socket_write_timeout.update(first_write_timeout, |t| stream.set_write_timeout(t));
     shared.flush();
     let mut events = Vec::new();
     loop {
@@ -156,7 +152,7 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
             let handshake_failed =
                 !core.session.state().is_connected() && core.session.fatal_error().is_none();
             let _ = stream.shutdown(std::net::Shutdown::Both);
-            core.stream = None;
+            core.set_stream(None);
             core.session.handle_disconnected(now);
             drain_events(&mut core.session, &mut events);
             drop(core);
@@ -167,8 +163,9 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
             return;
         }
         drain_events(&mut core.session, &mut events);
-        let has_transmit = core.session.has_transmit();
-        let new_write_timeout = write_timeout(&core.session);
+        // The session's new bytes, or the rest of a write its deadline cut
+        // short, which the timers just handled have not dropped.
+        let has_transmit = core.has_transmit();
         // A lingering release left to the reply just handled, if it was the
         // last one due.
         let wake_timer = core.timer_needed();
@@ -177,9 +174,6 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
             shared.release_timer.notify_one();
         }
         shared.dispatch(&mut events);
-        // Before the flush: the handshake's answer (the timeout it
-        // negotiated) may have just queued every request that waited for it.
-        socket_write_timeout.update(new_write_timeout, |t| stream.set_write_timeout(t));
         if has_transmit {
             shared.flush();
         }
@@ -199,12 +193,4 @@ impl SocketTimeout {
             self.0 = Some(wanted);
         }
     }
-}
-
-/// How long a write may block. A write into a full send buffer (a peer that
-/// stopped reading, a partition) blocks whoever flushes, this thread
-/// included, and meanwhile no timer runs: bounded by the read timeout, after
-/// which the connection counts as dead anyway.
-fn write_timeout(session: &ClientSession) -> Duration {
-    session.read_timeout().max(Duration::from_millis(1))
 }

@@ -286,6 +286,14 @@ impl Client {
         self.shared().core().session.watcher_count()
     }
 
+    /// How many calls wait for a connection to be sent on (made while
+    /// disconnected, or during a handshake): for tests that must know a call
+    /// is waiting before the handshake it waits for completes.
+    #[cfg(feature = "testing")]
+    pub fn queued_request_count(&self) -> usize {
+        self.shared().core().session.queued()
+    }
+
     /// The session id (unique per ensemble).
     pub fn session_id(&self) -> i64 {
         self.inner.shared.core().session.session_id()

@@ -24,6 +24,8 @@ mod batch_tests;
 #[cfg(test)]
 mod close_tests;
 #[cfg(test)]
+mod deadline_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod write_batch_tests;
@@ -380,6 +382,11 @@ impl<T, W: Clone> Session<T, W> {
         self.pending.len()
     }
 
+    /// Number of requests waiting for a connection to be sent on.
+    pub fn queued(&self) -> usize {
+        self.queued.len()
+    }
+
     // ---- Inputs ----
 
     /// Uses the identity of an existing session (for resuming it, or for
@@ -730,6 +737,28 @@ impl<T, W: Clone> Session<T, W> {
             .request_deadline()
             .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
         [conn, closing, queued, expiry, request]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// When this connection is dropped unless a reply comes first: the
+    /// handshake's, the read timeout's, the oldest request's (with a request
+    /// timeout) or the close's deadline, whichever is earliest; `None`
+    /// without a connection. A write blocked in a full send buffer gives
+    /// way at this moment, so that [`Session::handle_timeout`], called
+    /// then, drops the connection with the error of the deadline that
+    /// passed.
+    pub fn write_deadline(&self) -> Option<Instant> {
+        let conn = match self.conn {
+            Conn::None => return None,
+            Conn::Handshaking { since } => since + self.config.connect_timeout,
+            Conn::Established => self.last_recv + self.read_timeout(),
+        };
+        let request = self
+            .request_deadline()
+            .filter(|_| self.conn == Conn::Established);
+        [Some(conn), request, self.close_deadline()]
             .into_iter()
             .flatten()
             .min()
