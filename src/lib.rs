@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod changes;
 pub mod client;
 mod error;
 pub mod proto;
@@ -38,6 +39,7 @@ mod rand;
 pub mod recipes;
 pub mod session;
 
+pub use changes::StateChanges;
 pub use client::{
     Client, ClientBuilder, Config, Op, OpOutcome, ReadOp, ReadOutcome, WatchReceiver,
 };

@@ -242,3 +242,29 @@ fn a_panicking_state_handler_is_still_called_for_later_changes() {
         [State::Closed]
     );
 }
+
+/// A receiver of state changes is registered only while it lives: a
+/// program that asks for one per job, on a healthy session that never
+/// changes state, keeps no sender and no channel per call.
+#[test]
+fn dropped_state_change_receivers_are_unregistered() {
+    const CALLS: usize = 100;
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    let before = c.state_listener_count();
+    for _ in 0..CALLS {
+        let changes = c.state_changes();
+        assert!(changes.try_recv().is_err());
+    }
+    assert_eq!(c.state_listener_count(), before, "after {CALLS} dropped");
+    let kept = c.state_changes();
+    assert_eq!(c.state_listener_count(), before + 1);
+    gate.cut();
+    assert_eq!(
+        states_until(&kept, State::Connected),
+        [State::Disconnected, State::Connected]
+    );
+    drop(kept);
+    assert_eq!(c.state_listener_count(), before);
+}

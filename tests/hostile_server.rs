@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
 use hostile::{
     assert_logged, assert_no_client_panics, capture_log, frame, get_data_body, healthy_response,
     reply_frame, watch_client_panics, within, After, Hostile, Peer, FAKE_SESSION,
@@ -32,7 +31,7 @@ use zklock::proto::{
     DEFAULT_MAX_FRAME, NOTIFICATION_XID,
 };
 use zklock::testing::{FaultProxy, TestServer};
-use zklock::{Acl, Client, CreateMode, Error, EventType, KeeperState, State};
+use zklock::{Acl, Client, CreateMode, Error, EventType, KeeperState, State, StateChanges};
 
 /// Every call and every wait for the client is bounded by this.
 const BOUND: Duration = Duration::from_secs(20);
@@ -381,7 +380,7 @@ struct Detour {
     real: SocketAddr,
     proxy: Arc<FaultProxy>,
     client: Client,
-    states: Receiver<State>,
+    states: StateChanges<State>,
     session: i64,
     node: String,
 }

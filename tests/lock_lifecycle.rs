@@ -370,3 +370,36 @@ fn a_monitor_asked_after_the_release_leaves_no_watch() {
         assert!(!watched.contains_key(node), "{node} watched: {watched:?}");
     }
 }
+
+/// A hold keeps a registration for each `state_changes` receiver of its
+/// guard and monitors only while the receiver lives: a long hold whose
+/// code asks for one per job keeps none of the dropped ones.
+#[test]
+fn dropped_state_change_receivers_of_a_hold_are_unregistered() {
+    const CALLS: usize = 100;
+    let server = server();
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, "/listeners/mutex").unwrap();
+    let guard = mutex.lock().unwrap();
+    let monitor = guard.monitor();
+    for _ in 0..CALLS {
+        drop(guard.state_changes());
+        drop(monitor.state_changes());
+    }
+    assert_eq!(monitor.state_listener_count(), 0, "after {CALLS} dropped");
+    let kept = guard.state_changes();
+    assert_eq!(monitor.state_listener_count(), 1);
+    guard.unlock().unwrap();
+    assert_eq!(kept.recv_timeout(WAIT), Ok(LockState::Lost));
+    drop(kept);
+    assert_eq!(monitor.state_listener_count(), 0);
+
+    let reentrant = ReentrantMutex::new(&c, "/listeners/reentrant").unwrap();
+    let guard = reentrant.lock().unwrap();
+    let monitor = guard.monitor();
+    for _ in 0..CALLS {
+        drop(guard.state_changes());
+    }
+    assert_eq!(monitor.state_listener_count(), 0, "after {CALLS} dropped");
+    guard.unlock().unwrap();
+}

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use crate::changes::{Listeners, StateChanges};
 use crate::error::Result;
 use crate::proto::{OpCode, Record, Response, SetDataRequest};
 use crate::session::{BatchRead, Event, Session, State, WatchRequest, WatchedEvent};
@@ -177,7 +178,7 @@ pub(crate) struct Shared {
     waiting_callers: std::sync::atomic::AtomicUsize,
     state: Mutex<State>,
     state_changed: Condvar,
-    listeners: Mutex<Vec<Sender<State>>>,
+    listeners: Listeners<State>,
     callbacks: Mutex<Vec<(u64, StateCallback)>>,
     next_callback: std::sync::atomic::AtomicU64,
     events: Mutex<Option<Sender<State>>>,
@@ -234,7 +235,7 @@ impl Shared {
             release_timer: Condvar::new(),
             state: Mutex::new(State::Disconnected),
             state_changed: Condvar::new(),
-            listeners: Mutex::new(Vec::new()),
+            listeners: Listeners::new(),
             callbacks: Mutex::new(Vec::new()),
             next_callback: std::sync::atomic::AtomicU64::new(0),
             events: Mutex::new(events),
@@ -478,7 +479,7 @@ impl Shared {
         // The state is updated under the listeners' lock, so a subscriber
         // either sees the old state and then gets this change, or sees the
         // new one and does not: never a change it had already seen.
-        let mut listeners = lock(&self.listeners);
+        let mut listeners = self.listeners.lock();
         {
             let mut current = lock(&self.state);
             // Two threads may dispatch session events (the I/O thread and a
@@ -490,7 +491,7 @@ impl Shared {
             *current = state;
         }
         self.state_changed.notify_all();
-        listeners.retain(|tx| tx.send(state).is_ok());
+        listeners.publish(state);
         drop(listeners);
         let callbacks: Vec<StateCallback> = lock(&self.callbacks)
             .iter()
@@ -513,8 +514,14 @@ impl Shared {
         *lock(&self.state)
     }
 
-    pub(crate) fn subscribe(&self, tx: Sender<State>) {
-        lock(&self.listeners).push(tx);
+    #[cfg(feature = "testing")]
+    pub(crate) fn state_listener_count(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// A receiver of every later state change.
+    pub(crate) fn subscribe(&self) -> StateChanges<State> {
+        self.listeners.lock().subscribe()
     }
 
     /// Registers an internal state listener; returns its id for removal.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::changes::StateChanges;
 use crate::error::{Error, Result};
 use crate::proto::{AuthPacket, PASSWORD_LEN};
 use crate::session::{Session, SessionConfig, State, WatchedEvent};
@@ -253,11 +254,10 @@ impl Client {
         self.inner.shared.state()
     }
 
-    /// A channel receiving every later state change.
-    pub fn state_changes(&self) -> Receiver<State> {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        self.inner.shared.subscribe(tx);
-        rx
+    /// A channel receiving every later state change, until it is dropped
+    /// (see [`StateChanges`]).
+    pub fn state_changes(&self) -> StateChanges<State> {
+        self.inner.shared.subscribe()
     }
 
     /// Blocks until connected (to any server), the session ends, or
@@ -284,6 +284,13 @@ impl Client {
     #[cfg(feature = "testing")]
     pub fn local_watcher_count(&self) -> usize {
         self.shared().core().session.watcher_count()
+    }
+
+    /// How many [`state_changes`](Self::state_changes) receivers are
+    /// registered: for tests that check none outlives its receiver.
+    #[cfg(feature = "testing")]
+    pub fn state_listener_count(&self) -> usize {
+        self.shared().state_listener_count()
     }
 
     /// How many calls wait for a connection to be sent on (made while

@@ -7,8 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
-
+use crate::changes::{Listeners, StateChanges};
 use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
@@ -34,6 +33,8 @@ pub enum LockState {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<Tracked>,
+    /// Locked inside `state` when both are.
+    listeners: Listeners<LockState>,
     changed: Condvar,
     /// Set when a node watch's exists request fails (lost with a
     /// connection, say): no watcher was kept, so the node's deletion could
@@ -47,7 +48,6 @@ struct Shared {
 #[derive(Debug)]
 struct Tracked {
     state: LockState,
-    listeners: Vec<Sender<LockState>>,
     /// Threads in `wait_while_held`: without any, a change wakes nobody
     /// (and costs no system call, which matters on every release).
     sleepers: usize,
@@ -58,9 +58,9 @@ impl Shared {
         Shared {
             state: Mutex::new(Tracked {
                 state: LockState::Held,
-                listeners: Vec::new(),
                 sleepers: 0,
             }),
+            listeners: Listeners::new(),
             changed: Condvar::new(),
             watch_unset: AtomicBool::new(false),
             rewatching: AtomicBool::new(false),
@@ -77,7 +77,7 @@ impl Shared {
             return;
         }
         tracked.state = new;
-        tracked.listeners.retain(|tx| tx.send(new).is_ok());
+        self.listeners.lock().publish(new);
         let sleepers = tracked.sleepers > 0;
         drop(tracked);
         if sleepers {
@@ -332,17 +332,20 @@ impl Tracker {
         self.shared.wait_while_held(timeout)
     }
 
-    /// A channel that receives every later state change.
-    pub(crate) fn state_changes(self: &Arc<Self>) -> Receiver<LockState> {
+    /// A channel that receives every later state change, until dropped.
+    pub(crate) fn state_changes(self: &Arc<Self>) -> StateChanges<LockState> {
         self.watch(false);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let mut tracked = lock(&self.shared.state);
+        // Under the state's lock: a change is either seen here or sent.
+        let tracked = lock(&self.shared.state);
         if tracked.state == LockState::Lost {
-            let _ = tx.send(LockState::Lost);
-        } else {
-            tracked.listeners.push(tx);
+            return StateChanges::ended(LockState::Lost);
         }
-        rx
+        self.shared.listeners.lock().subscribe()
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn state_listener_count(&self) -> usize {
+        self.shared.listeners.len()
     }
 
     /// The node's czxid. Unless known from the create, the first call waits
@@ -480,7 +483,7 @@ impl HeldLock {
     }
 
     /// See [`Tracker::state_changes`].
-    pub(crate) fn state_changes(&self) -> Receiver<LockState> {
+    pub(crate) fn state_changes(&self) -> StateChanges<LockState> {
         self.tracker.state_changes()
     }
 

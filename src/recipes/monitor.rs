@@ -3,9 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::Receiver;
-
 use super::held::{LockState, Tracker};
+use crate::changes::StateChanges;
 
 /// A view of one held lock that any thread may keep: its node, fencing
 /// token and state, without the guard. Guards are not `Send` (a lock knows
@@ -64,8 +63,17 @@ impl LockMonitor {
         self.tracker.wait_while_held(timeout)
     }
 
-    /// A channel that receives every later change of [`Self::state`].
-    pub fn state_changes(&self) -> Receiver<LockState> {
+    /// A channel that receives every later change of [`Self::state`],
+    /// until it is dropped (see [`StateChanges`]).
+    pub fn state_changes(&self) -> StateChanges<LockState> {
         self.tracker.state_changes()
+    }
+
+    /// How many `state_changes` receivers of this hold (the guard's and
+    /// its monitors') are registered: for tests that check none outlives
+    /// its receiver.
+    #[cfg(feature = "testing")]
+    pub fn state_listener_count(&self) -> usize {
+        self.tracker.state_listener_count()
     }
 }

@@ -5,8 +5,6 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use super::acquire::{Attempt, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
 use super::monitor::LockMonitor;
@@ -200,9 +198,10 @@ macro_rules! guard_accessors {
             self.held().wait_while_held(timeout)
         }
 
-        /// A channel that receives every later change of [`Self::state`].
+        /// A channel that receives every later change of [`Self::state`],
+        /// until it is dropped (see [`StateChanges`](crate::StateChanges)).
         /// Starts watching the node if nothing asked yet.
-        pub fn state_changes(&self) -> Receiver<LockState> {
+        pub fn state_changes(&self) -> crate::StateChanges<LockState> {
             self.held().state_changes()
         }
 
@@ -438,15 +437,12 @@ impl ReentrantMutexGuard<'_> {
         LockMonitor::new(self.tracker.clone())
     }
 
-    /// A channel that receives every later state change.
-    pub fn state_changes(&self) -> Receiver<LockState> {
+    /// A channel that receives every later state change, until it is
+    /// dropped (see [`StateChanges`](crate::StateChanges)).
+    pub fn state_changes(&self) -> crate::StateChanges<LockState> {
         self.current()
             .map(|t| t.state_changes())
-            .unwrap_or_else(|| {
-                let (tx, rx) = crossbeam_channel::unbounded();
-                let _ = tx.send(LockState::Lost);
-                rx
-            })
+            .unwrap_or_else(|| crate::StateChanges::ended(LockState::Lost))
     }
 
     /// Drops this hold; if it was the last, releases the lock and waits for

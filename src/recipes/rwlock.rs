@@ -3,8 +3,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;

@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::select;
 use zklock::{
     Client, Error, LockState, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    StateChanges,
 };
 
 use crate::events::{now_ns, Event, EventLog, LoggedError, Outcome};
@@ -404,7 +405,7 @@ impl Guard<'_> {
         on_guard!(self, g => g.state())
     }
 
-    fn state_changes(&self) -> Receiver<LockState> {
+    fn state_changes(&self) -> StateChanges<LockState> {
         on_guard!(self, g => g.state_changes())
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
-use zklock::{Client, LockMonitor, LockState, Mutex, RwLock};
+use zklock::{Client, LockMonitor, LockState, Mutex, RwLock, StateChanges};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
@@ -289,7 +289,7 @@ enum Ready {
 /// the session ends with the process (`EndSession`).
 fn prepare(
     monitor: LockMonitor,
-    states: &Receiver<LockState>,
+    states: &StateChanges<LockState>,
     signals: &Receiver<Signal>,
 ) -> Ready {
     let (tx, rx) = bounded(1);

@@ -21,7 +21,7 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
-use zklock::LockState;
+use zklock::{LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
 use crate::tied::{spawn_tied, Tied};
@@ -40,7 +40,7 @@ const POLL: Duration = Duration::from_millis(10);
 /// What the command runs under: the lock's state changes, the signals to
 /// pass on, and the group it will lead.
 pub struct Watch {
-    pub states: Receiver<LockState>,
+    pub states: StateChanges<LockState>,
     pub signals: Receiver<Signal>,
     pub group: Arc<Group>,
 }
