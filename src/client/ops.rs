@@ -158,8 +158,9 @@ impl Client {
     }
 
     /// Deletes `path` without waiting: the delete is retried after every
-    /// reconnect for as long as the session lives, and is ordered before any
-    /// later request of this client.
+    /// reconnect for as long as the session lives (and after a back-off
+    /// when throttled), and is ordered before any later request of this
+    /// client.
     pub(crate) fn delete_in_background(&self, server_path: String) -> Result<()> {
         let now = std::time::Instant::now();
         self.shared()

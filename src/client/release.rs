@@ -152,6 +152,14 @@ impl Client {
                 self.settle_release(&old, false);
                 return Some(Err(malformed("multi reply of another kind")));
             }
+            // Throttled: nothing was applied, and the connection stays up.
+            // The delete goes again on its own after a back-off; the
+            // create's caller learns of the refusal.
+            Err(Error::ThrottledOp) => {
+                self.shared()
+                    .with_session(|s| s.retry_withdrawn_delete(Instant::now(), &old));
+                return Some(Err(Error::ThrottledOp));
+            }
             // Unknown outcome (connection lost, say): the delete stays a
             // background delete, which the reconnect sends again.
             Err(e) => return Some(Err(e)),

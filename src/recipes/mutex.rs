@@ -135,7 +135,9 @@ fn attempt(
 /// [`release_linger`](crate::Config::release_linger) (200 µs by default)
 /// so that this client's next acquisition of the path can carry it, goes
 /// ahead of any other request of the client, is retried through reconnects
-/// while the session lives, and is not sent if the lock is already `Lost`.
+/// while the session lives (and after a back-off, on the same connection,
+/// when the server throttles it), and is not sent if the lock is already
+/// `Lost`.
 /// [`MutexGuard::unlock`] releases at once and waits for the server's
 /// confirmation. Not `Clone`: one guard, one release. Not `Send`, like
 /// [`std::sync::MutexGuard`]: the mutex knows its holder by thread, to

@@ -28,6 +28,8 @@ mod deadline_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod throttle_tests;
+#[cfg(test)]
 mod write_batch_tests;
 
 use std::collections::VecDeque;
@@ -181,6 +183,9 @@ enum Purpose<T, W> {
         path: String,
         /// Sent as a transaction with a release note.
         noted: bool,
+        /// How many times in a row this connection's server throttled it:
+        /// its next back-off grows with it.
+        throttled: u32,
     },
     Close,
 }
@@ -256,6 +261,9 @@ pub struct Session<T, W> {
     background: Vec<(String, i32)>,
     /// Background deletes not sent yet, with when they are due.
     deferred: Vec<(Release, Instant)>,
+    /// Background deletes the server throttled on this connection, waiting
+    /// out their back-off.
+    throttled: Vec<release::Throttled>,
     auths: Vec<AuthPacket>,
     auth_waiters: VecDeque<AuthWaiter<T>>,
     deferred_auth_waiters: Vec<(usize, T)>,
@@ -293,6 +301,7 @@ impl<T, W: Clone> Session<T, W> {
             queued: VecDeque::new(),
             background: Vec::new(),
             deferred: Vec::new(),
+            throttled: Vec::new(),
             auths: Vec::new(),
             auth_waiters: VecDeque::new(),
             deferred_auth_waiters: Vec::new(),
@@ -471,6 +480,7 @@ impl<T, W: Clone> Session<T, W> {
         self.close_batch();
         // Still background deletes: the reconnect sends them.
         self.deferred.clear();
+        self.throttled.clear();
         if was == Conn::None {
             return;
         }
@@ -554,6 +564,12 @@ impl<T, W: Clone> Session<T, W> {
                 self.request_disconnect(Error::Closed);
             }
         }
+        if self.conn == Conn::Established
+            && self.disconnect.is_none()
+            && self.next_throttled_retry().is_some_and(|due| now >= due)
+        {
+            self.resend_throttled_deletes(now);
+        }
         while self.queued.front().is_some_and(|q| now >= q.deadline) {
             if let Some(q) = self.queued.pop_front() {
                 self.fail(q.purpose, Error::ConnectionLoss);
@@ -577,8 +593,10 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// Deletes `path` at `version` for sure: the delete is retried after
-    /// every reconnect until the server answers it or the session ends. It
-    /// is ordered before any request submitted after it.
+    /// every reconnect until the server answers it or the session ends, and
+    /// on the same connection after a back-off (100 ms, doubling up to 2 s)
+    /// when the server throttles it. It is ordered before any request
+    /// submitted after it.
     pub fn submit_background_delete(
         &mut self,
         now: Instant,
@@ -605,7 +623,11 @@ impl<T, W: Clone> Session<T, W> {
             path: path.clone(),
             version,
         };
-        let purpose = Purpose::Background { path, noted: false };
+        let purpose = Purpose::Background {
+            path,
+            noted: false,
+            throttled: 0,
+        };
         self.send(now, OpCode::Delete, &request, purpose)
     }
 
@@ -733,10 +755,10 @@ impl<T, W: Clone> Session<T, W> {
         let expiry = self
             .local_expiry()
             .filter(|_| self.conn != Conn::Established);
-        let request = self
-            .request_deadline()
-            .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
-        [conn, closing, queued, expiry, request]
+        let live = self.conn == Conn::Established && self.disconnect.is_none();
+        let request = self.request_deadline().filter(|_| live);
+        let throttled = self.next_throttled_retry().filter(|_| live);
+        [conn, closing, queued, expiry, request, throttled]
             .into_iter()
             .flatten()
             .min()
@@ -888,6 +910,10 @@ impl<T, W: Clone> Session<T, W> {
             // Deferred deletes keep their place ahead of later requests.
             self.send_deferred_deletes(now);
         }
+        if !self.throttled.is_empty() {
+            // And so do throttled ones, their back-off cut short.
+            self.resend_throttled_deletes(now);
+        }
         let start = self.outbox.len();
         let xid = self.next_xid();
         let len = write_request(&mut self.outbox, xid, op, body);
@@ -958,6 +984,7 @@ impl<T, W: Clone> Session<T, W> {
         }
         self.background.clear();
         self.deferred.clear();
+        self.throttled.clear();
         let watchers = self.watches.drain();
         if !watchers.is_empty() {
             self.events.push_back(Event::Watch {

@@ -225,7 +225,11 @@ impl<T, W: Clone> Session<T, W> {
                     log::warn!("re-registering watches failed: {e}");
                 }
             }
-            Purpose::Background { path, noted } => {
+            Purpose::Background {
+                path,
+                noted,
+                throttled,
+            } => {
                 if noted && note_refused(&result) {
                     // Nothing was applied, and the node is still there: it
                     // goes again as a plain delete (still a background one).
@@ -234,6 +238,16 @@ impl<T, W: Clone> Session<T, W> {
                     return self.send_background(now, Release::plain(path));
                 }
                 if let Err(e) = &result {
+                    if *e == Error::ThrottledOp {
+                        // Nothing was applied, and the connection stays up:
+                        // again on it, but not at once, when the server
+                        // would most likely refuse it again.
+                        let now = self.last_recv;
+                        log::debug!(
+                            "background delete of {path} throttled; again after a back-off"
+                        );
+                        return self.retry_throttled(now, path, throttled.saturating_add(1));
+                    }
                     if refused_for_now(e) {
                         // Left among the background deletes for the next
                         // connection's `prime`: sending it again here could
@@ -326,9 +340,10 @@ fn rest_below<'p>(chroot: &str, path: &'p str) -> Option<&'p str> {
 }
 
 /// True if a background delete was refused in a way another server, or the
-/// same one later, may not repeat (a read-only server, throttling, a
-/// timeout), or its reply made no sense, which drops the connection and so
-/// leaves the outcome as open as a disconnect does. Every other error means
+/// same one later, may not repeat (a read-only server, a timeout), or its
+/// reply made no sense, which drops the connection and so leaves the
+/// outcome as open as a disconnect does. (Throttling is retried on the same
+/// connection first.) Every other error means
 /// the delete can never succeed (NoAuth, NotEmpty, BadVersion at a version
 /// other than -1).
 fn refused_for_now(error: &Error) -> bool {

@@ -3,7 +3,7 @@
 //! in one transaction (one log write on the servers instead of two). A
 //! release can also be announced: see [`Release::note`].
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Conn, Error, Purpose, Result, Session};
 use crate::proto::{
@@ -174,6 +174,7 @@ impl<T, W: Clone> Session<T, W> {
             let purpose = Purpose::Background {
                 path: release.path,
                 noted: true,
+                throttled: 0,
             };
             let _ = self.send(now, OpCode::Multi, &request, purpose);
         } else {
@@ -204,6 +205,74 @@ impl<T, W: Clone> Session<T, W> {
             }
         } else if self.conn == Conn::Established && self.fatal.is_none() {
             self.send_background(now, Release::plain(path));
+        }
+    }
+}
+
+/// The first back-off of a throttled background delete, doubled at each
+/// throttling in a row up to [`MAX_THROTTLED_BACK_OFF`].
+const FIRST_THROTTLED_BACK_OFF: Duration = Duration::from_millis(100);
+/// The longest back-off of a throttled background delete.
+const MAX_THROTTLED_BACK_OFF: Duration = Duration::from_secs(2);
+
+/// A background delete the server throttled (ThrottledOp: not applied),
+/// waiting out its back-off before it goes again on the same connection.
+#[derive(Debug)]
+pub(super) struct Throttled {
+    path: String,
+    /// Throttled this many times in a row.
+    times: u32,
+    due: Instant,
+}
+
+impl<T, W: Clone> Session<T, W> {
+    /// Reports that the transaction carrying a withdrawn delete (see
+    /// [`Session::withdraw_deferred_delete`]) was throttled: nothing was
+    /// applied, and the delete goes again on its own after a back-off, as a
+    /// throttled background delete does (or with the next reconnect).
+    pub fn retry_withdrawn_delete(&mut self, now: Instant, path: &str) {
+        if self.conn == Conn::Established && self.fatal.is_none() {
+            self.retry_throttled(now, path.to_owned(), 1);
+        }
+    }
+
+    /// Sends the background delete of `path`, throttled `times` in a row,
+    /// again after its back-off, or earlier ahead of any other request.
+    pub(super) fn retry_throttled(&mut self, now: Instant, path: String, times: u32) {
+        let doublings = times.saturating_sub(1).min(16);
+        let back_off = (FIRST_THROTTLED_BACK_OFF * 2u32.pow(doublings)).min(MAX_THROTTLED_BACK_OFF);
+        self.throttled.push(Throttled {
+            path,
+            times,
+            due: now + back_off,
+        });
+    }
+
+    /// When the earliest throttled delete is due.
+    pub(super) fn next_throttled_retry(&self) -> Option<Instant> {
+        self.throttled.iter().map(|t| t.due).min()
+    }
+
+    /// Sends every throttled delete now, in order: one that is not due yet
+    /// leaves at most its back-off early.
+    pub(super) fn resend_throttled_deletes(&mut self, now: Instant) {
+        for throttled in std::mem::take(&mut self.throttled) {
+            // Settled meanwhile (a withdrawn delete's transaction), it is
+            // among the background deletes no more.
+            let Some(&(_, version)) = self.background.iter().find(|(p, _)| *p == throttled.path)
+            else {
+                continue;
+            };
+            let request = DeleteRequest {
+                path: throttled.path.clone(),
+                version,
+            };
+            let purpose = Purpose::Background {
+                path: throttled.path,
+                noted: false,
+                throttled: throttled.times,
+            };
+            let _ = self.send(now, OpCode::Delete, &request, purpose);
         }
     }
 }

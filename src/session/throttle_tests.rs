@@ -1,0 +1,148 @@
+//! Background deletes the server throttles (ThrottledOp): nothing was
+//! applied, and the connection stays up, so they go again on it after a
+//! back-off, still ahead of any later request of the client.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{
+    connected, deleted_path, events, get_data, header, multi_ops, noted, reconnect, replies, reply,
+    sent, TestSession,
+};
+use super::*;
+use crate::proto::ErrorCode;
+
+fn throttled() -> i32 {
+    ErrorCode::ThrottledOp.code()
+}
+
+/// Answers the one delete `s` sent with `err` (and a ping sent with it, if
+/// its time came too), and returns the delete's path.
+fn answer_delete(s: &mut TestSession, now: Instant, err: i32) -> String {
+    let mut frames = sent(s);
+    let before = frames.len();
+    frames.retain(|f| header(f).xid != PING_XID);
+    assert_eq!(frames.len(), 1, "one request");
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, err, &()));
+    if before > 1 {
+        s.handle_bytes(now, &reply(PING_XID, 0, 0, &()));
+    }
+    deleted_path(&frames[0])
+}
+
+/// Sends the pings due before `until` and answers them, as a healthy
+/// server keeps the connection up.
+fn ping_until(s: &mut TestSession, until: Instant) {
+    for _ in 0..4 {
+        let Some(at) = s.poll_timeout().filter(|at| *at < until) else {
+            return;
+        };
+        s.handle_timeout(at);
+        let frames = sent(s);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(header(&frames[0]).xid, PING_XID, "only a ping");
+        s.handle_bytes(at, &reply(PING_XID, 0, 0, &()));
+    }
+    panic!("more pings than a back-off takes");
+}
+
+#[test]
+fn a_throttled_background_delete_goes_again_after_a_growing_back_off() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    s.submit_background_delete(at(0), "/app/lock/n1".into(), -1)
+        .unwrap();
+    assert_eq!(answer_delete(&mut s, at(10), throttled()), "/app/lock/n1");
+    assert!(sent(&mut s).is_empty(), "not at once");
+    let mut due = 10;
+    for back_off in [100, 200, 400, 800, 1600, 2000, 2000, 2000] {
+        due += back_off;
+        ping_until(&mut s, at(due));
+        assert_eq!(s.poll_timeout(), Some(at(due)), "after {back_off} ms");
+        s.handle_timeout(at(due - 1));
+        assert!(sent(&mut s).is_empty(), "early, after {back_off} ms");
+        s.handle_timeout(at(due));
+        // Answered at once, as if throttled as it arrived.
+        assert_eq!(answer_delete(&mut s, at(due), throttled()), "/app/lock/n1");
+    }
+    due += 2000;
+    ping_until(&mut s, at(due));
+    s.handle_timeout(at(due));
+    assert_eq!(answer_delete(&mut s, at(due), 0), "/app/lock/n1");
+    assert!(events(&mut s).is_empty());
+    assert!(reconnect(&mut s, at(due)).is_empty(), "deleted for good");
+}
+
+#[test]
+fn a_throttled_delete_goes_ahead_of_a_request_made_during_its_back_off() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    answer_delete(&mut s, now, throttled());
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 7, None)
+        .unwrap();
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Delete.code(), OpCode::GetData.code()]);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    // Sent: no timer for it any more (the ping is next).
+    assert_eq!(s.poll_timeout(), Some(now + Duration::from_millis(1000)));
+}
+
+#[test]
+fn a_throttled_noted_release_goes_again_as_a_plain_delete() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    s.defer_background_delete(start, noted("/app/lock/n1"), start)
+        .unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(multi_ops(&frames[0]).len(), 3);
+    s.handle_bytes(start, &reply(header(&frames[0]).xid, 0, throttled(), &()));
+    let due = start + Duration::from_millis(100);
+    s.handle_timeout(due);
+    assert_eq!(answer_delete(&mut s, due, 0), "/app/lock/n1");
+    assert!(reconnect(&mut s, due).is_empty());
+}
+
+#[test]
+fn a_throttled_delete_cut_off_by_a_disconnect_goes_once_with_the_reconnect() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    answer_delete(&mut s, now, throttled());
+    s.handle_disconnected(now);
+    let later = now + Duration::from_millis(500);
+    let frames = reconnect(&mut s, later);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
+    s.handle_timeout(later + Duration::from_millis(100));
+    assert!(sent(&mut s).is_empty(), "sent once");
+    assert!(replies(&mut s).is_empty());
+}
+
+#[test]
+fn a_withdrawn_delete_whose_transaction_was_throttled_goes_again_after_a_back_off() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    s.defer_background_delete(at(0), Release::plain("/app/lock/n1"), at(50))
+        .unwrap();
+    // The next acquisition's transaction carries it, and is throttled.
+    assert!(s.withdraw_deferred_delete("/app/lock").is_some());
+    s.retry_withdrawn_delete(at(10), "/app/lock/n1");
+    assert_eq!(s.poll_timeout(), Some(at(110)));
+    s.handle_timeout(at(110));
+    assert_eq!(answer_delete(&mut s, at(110), 0), "/app/lock/n1");
+    assert!(reconnect(&mut s, at(120)).is_empty());
+
+    // One settled before its back-off ends is not sent again.
+    s.defer_background_delete(at(200), Release::plain("/app/lock/n2"), at(250))
+        .unwrap();
+    assert!(s.withdraw_deferred_delete("/app/lock").is_some());
+    s.retry_withdrawn_delete(at(210), "/app/lock/n2");
+    s.settle_withdrawn_delete(at(220), "/app/lock/n2", true);
+    s.handle_timeout(at(310));
+    assert!(sent(&mut s).is_empty());
+}

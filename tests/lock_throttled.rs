@@ -1,0 +1,155 @@
+//! Releases that a real ZooKeeper 3.8 server throttles (ZTHROTTLEDOP): the
+//! server answers them without applying them, and the connection stays up,
+//! so waiting for the next reconnect to send them again could leave the
+//! node, and the lock, for the whole session. They are sent again on the
+//! same connection after a back-off.
+//!
+//! How the server is made to throttle, without timing races: it takes one
+//! request at a time (`zookeeper.request_throttle_max_requests=1`), and
+//! throttles a request that waited longer than 200 ms for its turn
+//! (`zookeeper.throttled_op_wait_time`). A write that arrives within 1 s of
+//! the last flush of the transaction log waits until 1 s after it
+//! (`zookeeper.flushDelay`, with `zookeeper.maxWriteQueuePollTime` as long),
+//! and holds the turn meanwhile. So a write made right after another write
+//! returned holds the turn for about 1 s, and the release the same
+//! connection sends behind it waits that long: it is throttled.
+
+mod lock_common;
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use lock_common::*;
+use zklock::proto::OpCode;
+use zklock::testing::{FaultProxy, TestServer};
+use zklock::{Acl, Client, CreateMode, EventType, Mutex, Stat};
+
+const FLUSH_DELAY: &str = "1000";
+const THROTTLED_AFTER: &str = "200";
+/// Long enough that pings waiting out a flush delay or two keep the
+/// connections up.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn throttling_server() -> TestServer {
+    TestServer::builder()
+        .system_property("zookeeper.request_throttle_max_requests", "1")
+        .system_property("zookeeper.throttled_op_wait_time", THROTTLED_AFTER)
+        .system_property("zookeeper.flushDelay", FLUSH_DELAY)
+        .system_property("zookeeper.maxWriteQueuePollTime", FLUSH_DELAY)
+        .start()
+        .expect("start a throttling ZooKeeper server")
+}
+
+/// The server's count of requests it throttled, from `mntr`.
+fn throttled_ops(server: &TestServer) -> u64 {
+    let mntr = server.four_letter("mntr").expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_throttled_ops\t"))
+        .unwrap_or_else(|| panic!("no zk_throttled_ops in mntr:\n{mntr}"))
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+/// A client of the throttling server, at `connect_string`. Creating its
+/// session is a write, which may wait out a flush delay.
+fn connect_slowly(connect_string: &str, linger: Duration) -> Client {
+    Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(SESSION_TIMEOUT)
+        .release_linger(linger)
+        .connect(connect_string)
+        .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+}
+
+/// Makes the holder's connection hold the server's only turn for about the
+/// flush delay: a write, and once it returned (the log just flushed), a
+/// second one, started on a thread of its own. Returns once the second has
+/// gone through `gate`, so that whatever the holder sends next queues
+/// behind it.
+fn hold_the_turn(holder: &Client, gate: &FaultProxy, scratch: &str) -> JoinHandle<Stat> {
+    holder.set_data(scratch, b"flush", None).expect("set_data");
+    let before = sent(gate, OpCode::SetData);
+    let (client, path) = (holder.clone(), scratch.to_owned());
+    let write = std::thread::spawn(move || client.set_data(&path, b"hold", None).expect("write"));
+    wait_until("the second write through the proxy", WAIT, || {
+        sent(gate, OpCode::SetData) > before
+    });
+    write
+}
+
+#[test]
+fn a_throttled_release_is_sent_again_on_the_same_connection() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let states = holder.state_changes();
+    let observer = connect_slowly(&server.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    holder
+        .create(scratch, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let mutex = Mutex::new(&holder, "/throttled/plain").unwrap();
+    let guard = mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+    let (stat, deleted) = observer.exists_w(&node).unwrap();
+    assert!(stat.is_some());
+    let throttled_before = throttled_ops(&server);
+
+    let write = hold_the_turn(&holder, &gate, scratch);
+    // Sent at once (no linger), behind the write: throttled.
+    drop(guard);
+    write.join().expect("the write");
+    let event = deleted
+        .recv_timeout(WAIT)
+        .unwrap_or_else(|e| panic!("{node} not deleted within {WAIT:?}: {e}"));
+    assert_eq!(event.event_type, EventType::NodeDeleted);
+    assert_eq!(throttled_ops(&server), throttled_before + 1);
+    // The throttled delete, then the one that deleted the node, on the one
+    // connection the holder ever had.
+    assert_eq!(sent(&gate, OpCode::Delete), 2);
+    assert_eq!(gate.connection_count(), 1);
+    assert!(states.try_recv().is_err(), "the holder's state changed");
+    holder.close().unwrap();
+}
+
+/// A release joined in one transaction with the next acquisition's create:
+/// the throttled transaction applied neither. The acquisition creates its
+/// node again and gets the lock once the release, sent again on its own,
+/// deleted the old node; no node is left behind.
+#[test]
+fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::from_secs(1));
+    let states = holder.state_changes();
+    let scratch = "/throttled-scratch";
+    holder
+        .create(scratch, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let dir = "/throttled/joined";
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let first = mutex.lock().unwrap();
+    let old = leaf(first.node()).to_owned();
+    let throttled_before = throttled_ops(&server);
+
+    let write = hold_the_turn(&holder, &gate, scratch);
+    // The release lingers, and the acquisition carries it.
+    drop(first);
+    let second = mutex
+        .try_lock_for(WAIT)
+        .unwrap()
+        .unwrap_or_else(|| panic!("not acquired within {WAIT:?}: {:?}", children(&holder, dir)));
+    write.join().expect("the write");
+    assert_ne!(leaf(second.node()), old);
+    assert_eq!(children(&holder, dir), [leaf(second.node()).to_owned()]);
+    assert!(throttled_ops(&server) > throttled_before);
+    // The joint transaction was refused: its delete went again alone.
+    assert_eq!(sent(&gate, OpCode::Multi), 1);
+    assert_eq!(sent(&gate, OpCode::Delete), 1);
+    assert_eq!(gate.connection_count(), 1);
+    assert!(states.try_recv().is_err(), "the holder's state changed");
+    second.unlock().unwrap();
+    assert!(children(&holder, dir).is_empty());
+    holder.close().unwrap();
+}
