@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -99,7 +99,9 @@ impl<S> fmt::Debug for StateChanges<S> {
 
 /// The senders of a source's [`StateChanges`].
 pub(crate) struct Listeners<S> {
-    registry: Arc<Mutex<Registry<S>>>,
+    /// Made by the first subscription: a hold nobody asks for its changes
+    /// (most of them) allocates nothing for it.
+    registry: OnceLock<Arc<Mutex<Registry<S>>>>,
 }
 
 #[derive(Debug)]
@@ -128,23 +130,42 @@ pub(crate) struct ListenersGuard<'a, S> {
 impl<S> Listeners<S> {
     pub(crate) fn new() -> Listeners<S> {
         Listeners {
-            registry: Arc::new(Mutex::new(Registry {
-                next_id: 0,
-                senders: Vec::new(),
-            })),
+            registry: OnceLock::new(),
         }
     }
 
     pub(crate) fn lock(&self) -> ListenersGuard<'_, S> {
+        let registry = self.registry.get_or_init(|| {
+            Arc::new(Mutex::new(Registry {
+                next_id: 0,
+                senders: Vec::new(),
+            }))
+        });
         ListenersGuard {
-            registry: &self.registry,
-            locked: lock(&self.registry),
+            registry,
+            locked: lock(registry),
         }
     }
 
     /// How many receivers are registered.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.registry).senders.len()
+        self.registry
+            .get()
+            .map_or(0, |registry| lock(registry).senders.len())
+    }
+}
+
+impl<S: Clone> Listeners<S> {
+    /// Sends `state` to every registered receiver, with no allocation if
+    /// none ever subscribed. Unlike [`ListenersGuard::publish`], it is not
+    /// ordered with a subscription being made: the caller's own lock must
+    /// cover both.
+    pub(crate) fn publish(&self, state: S) {
+        if let Some(registry) = self.registry.get() {
+            for (_, tx) in &lock(registry).senders {
+                let _ = tx.send(state.clone());
+            }
+        }
     }
 }
 
@@ -218,6 +239,16 @@ mod tests {
         assert_eq!((&changes).into_iter().collect::<Vec<_>>(), [7]);
         // Dropped after its source: nothing to unregister from.
         drop(changes);
+    }
+
+    #[test]
+    fn publishing_without_the_guard_reaches_the_receivers_too() {
+        let listeners = Listeners::new();
+        listeners.publish(1);
+        assert_eq!(listeners.len(), 0);
+        let changes = listeners.lock().subscribe();
+        listeners.publish(2);
+        assert_eq!(changes.try_iter().collect::<Vec<_>>(), [2]);
     }
 
     #[test]

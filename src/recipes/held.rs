@@ -77,7 +77,8 @@ impl Shared {
             return;
         }
         tracked.state = new;
-        self.listeners.lock().publish(new);
+        // Under the state's lock, as are subscriptions.
+        self.listeners.publish(new);
         let sleepers = tracked.sleepers > 0;
         drop(tracked);
         if sleepers {
