@@ -564,10 +564,7 @@ impl<T, W: Clone> Session<T, W> {
                 self.request_disconnect(Error::Closed);
             }
         }
-        if self.conn == Conn::Established
-            && self.disconnect.is_none()
-            && self.next_throttled_retry().is_some_and(|due| now >= due)
-        {
+        if self.next_throttled_retry().is_some_and(|due| now >= due) {
             self.resend_throttled_deletes(now);
         }
         while self.queued.front().is_some_and(|q| now >= q.deadline) {
@@ -755,9 +752,10 @@ impl<T, W: Clone> Session<T, W> {
         let expiry = self
             .local_expiry()
             .filter(|_| self.conn != Conn::Established);
-        let live = self.conn == Conn::Established && self.disconnect.is_none();
-        let request = self.request_deadline().filter(|_| live);
-        let throttled = self.next_throttled_retry().filter(|_| live);
+        let request = self
+            .request_deadline()
+            .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
+        let throttled = self.next_throttled_retry();
         [conn, closing, queued, expiry, request, throttled]
             .into_iter()
             .flatten()

@@ -248,9 +248,17 @@ impl<T, W: Clone> Session<T, W> {
         });
     }
 
-    /// When the earliest throttled delete is due.
+    /// When the earliest throttled delete is due, while it can go: on a
+    /// connection that stays, and not after closeSession, which the server
+    /// answers last.
     pub(super) fn next_throttled_retry(&self) -> Option<Instant> {
-        self.throttled.iter().map(|t| t.due).min()
+        let can_go =
+            self.conn == Conn::Established && self.disconnect.is_none() && self.closing.is_none();
+        self.throttled
+            .iter()
+            .map(|t| t.due)
+            .min()
+            .filter(|_| can_go)
     }
 
     /// Sends every throttled delete now, in order: one that is not due yet

@@ -146,3 +146,21 @@ fn a_withdrawn_delete_whose_transaction_was_throttled_goes_again_after_a_back_of
     s.handle_timeout(at(310));
     assert!(sent(&mut s).is_empty());
 }
+
+#[test]
+fn a_delete_throttled_after_closesession_was_sent_is_left_to_the_close() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    s.close(now);
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Delete.code(), OpCode::CloseSession.code()]);
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 0, throttled(), &()));
+    // Nothing may follow closeSession, which ends the session (and takes
+    // the node with it).
+    assert_eq!(s.poll_timeout(), Some(now + Duration::from_millis(1000)));
+    s.handle_timeout(now + Duration::from_millis(100));
+    assert!(sent(&mut s).is_empty());
+}
