@@ -772,7 +772,7 @@ impl<T, W: Clone> Session<T, W> {
     pub fn write_deadline(&self) -> Option<Instant> {
         let conn = match self.conn {
             Conn::None => return None,
-            Conn::Handshaking { since } => since + self.config.connect_timeout,
+            Conn::Handshaking { since } => since + self.attempt_timeout(),
             Conn::Established => self.last_recv + self.read_timeout(),
         };
         let request = self
