@@ -303,6 +303,59 @@ fn a_short_disconnect_suspends_the_guard_then_restores_it() {
     assert!(children(&observer, DIR).is_empty());
 }
 
+/// A hold granted at once watches its node only once asked about. Asked
+/// for its changes while cut off, it cannot set that watch then: it sets
+/// it as soon as it is connected again, on its own, so an operator's
+/// deletion of the node still reaches the channel as `Lost`.
+#[test]
+fn changes_asked_for_while_cut_off_still_report_the_nodes_deletion() {
+    const DIR: &str = "/blip/asked-while-cut-off";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect_with(&proxy.connect_string(), Duration::from_millis(4000));
+    let states = holder.state_changes();
+    let mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+
+    proxy.refuse(true);
+    proxy.cut();
+    assert_eq!(states.recv_timeout(WAIT), Ok(zklock::State::Disconnected));
+    let changes = guard.state_changes();
+    proxy.refuse(false);
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
+    let operator = connect(&server.connect_string());
+    wait_until("the node to be watched", WAIT, || {
+        watches_by_path(&server).contains_key(guard.node())
+    });
+    operator.delete(guard.node(), None).unwrap();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
+}
+
+/// A hold's watch request lost with its connection (the cut right after
+/// the exists that `state_changes` sent) is set again once connected, on
+/// its own: the node's deletion still reaches the channel.
+#[test]
+fn a_node_watch_lost_with_its_connection_is_set_again_on_reconnect() {
+    const EXISTS: i32 = 3;
+    const DIR: &str = "/blip/watch-lost";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect_with(&proxy.connect_string(), Duration::from_millis(4000));
+    let mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+
+    proxy.cut_after_request(|op| op == EXISTS);
+    let changes = guard.state_changes();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Suspended));
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
+    let operator = connect(&server.connect_string());
+    wait_until("the node to be watched", WAIT, || {
+        watches_by_path(&server).contains_key(guard.node())
+    });
+    operator.delete(guard.node(), None).unwrap();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
+}
+
 /// The create is applied but its reply is lost (the cut lands right after
 /// the listing sent behind it), and the listing that then looks for the node
 /// is cut too. A lost listing is no answer: the contender looks again instead

@@ -267,6 +267,11 @@ pub(crate) struct Tracker {
     node: String,
     shared: Arc<Shared>,
     watch: Mutex<Watching>,
+    /// Set once the watch was wanted (its state, changes or token asked
+    /// for, or set by the wait): from then on it is set again on every
+    /// reconnect that finds it unset, by the state callback, since nobody
+    /// may ask again (a watchdog blocked on its changes, say).
+    asked: AtomicBool,
     /// The node's czxid, once known.
     token: OnceLock<i64>,
 }
@@ -284,6 +289,7 @@ impl Tracker {
     /// Sets the node watch if it is not set yet; with `take_reply`, returns
     /// the exists reply's slot if nobody took it yet.
     fn watch(self: &Arc<Self>, take_reply: bool) -> Option<Arc<ReplySlot>> {
+        self.asked.store(true, Ordering::SeqCst);
         let mut watching = lock(&self.watch);
         // A watch whose request failed is set again.
         if self.shared.watch_unset.swap(false, Ordering::SeqCst) {
@@ -298,8 +304,8 @@ impl Tracker {
         if self.shared.get() == LockState::Lost {
             return None;
         }
-        // Disconnected, the state says so already: the watch is set once
-        // someone asks again, connected.
+        // Disconnected, the state says so already: the watch is set on the
+        // reconnect (see `on_state`).
         if !self.client.state().is_connected() {
             return None;
         }
@@ -308,6 +314,16 @@ impl Tracker {
         drop(watching);
         self.client.shared().flush();
         take_reply.then_some(slot)
+    }
+
+    /// Follows the session's state; connected again, sets the watch if it
+    /// was wanted and is not set (asked for while disconnected, or its
+    /// request lost with the connection, which took the server's watch).
+    fn on_state(self: &Arc<Self>, state: State) {
+        self.shared.set(lock_state(state));
+        if state == State::Connected && self.asked.load(Ordering::SeqCst) {
+            self.watch(false);
+        }
     }
 
     /// Waits for an exists reply on the node, and keeps the token it brings.
@@ -417,21 +433,26 @@ impl HeldLock {
         successor: Option<Successor>,
     ) -> HeldLock {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let waited = watch.is_some();
         let (shared, watching) = match watch {
             Some(NodeWatch { shared, reply }) => (shared, Watching::Set(reply)),
             None => (Arc::new(Shared::new()), Watching::Unset),
         };
-        let on_state = shared.clone();
-        let callback = client
-            .shared()
-            .add_state_callback(Arc::new(move |state| on_state.set(lock_state(state))));
         let tracker = Arc::new(Tracker {
             client: client.clone(),
             node: client.client_path(node.clone()),
             shared,
             watch: Mutex::new(watching),
+            asked: AtomicBool::new(waited),
             token: fencing_token.map(OnceLock::from).unwrap_or_default(),
         });
+        // Weak: the client keeps its callbacks, and the tracker the client.
+        let on_state = Arc::downgrade(&tracker);
+        let callback = client.shared().add_state_callback(Arc::new(move |state| {
+            if let Some(tracker) = on_state.upgrade() {
+                tracker.on_state(state);
+            }
+        }));
         let held = HeldLock {
             note: announce.then(|| release_note(&node)),
             successor: successor.filter(|_| !announce),
