@@ -218,3 +218,50 @@ fn the_request_timeout_fires_while_a_calling_thread_is_stuck_writing() {
     drop(client);
     assert_no_client_panics();
 }
+
+/// How long the slow server below takes to answer: far past the request
+/// timeout of its test, and well within the I/O thread's longest idle wait
+/// (1 s).
+const SLOW_REPLY: Duration = Duration::from_millis(700);
+
+/// Accepts the handshake, then answers one exists with `NoNode`, late.
+fn slow_exists(peer: &mut Peer) -> io::Result<After> {
+    peer.handshake(HOSTILE_TIMEOUT_MS)?;
+    let xid = peer.expect_request(OpCode::Exists)?;
+    std::thread::sleep(SLOW_REPLY);
+    // The client has usually left by now.
+    let _ = peer.send(&hostile::reply_frame(xid, -101, &[]));
+    Ok(After::Hold)
+}
+
+/// A call made while the I/O thread waits for the idle connection's next
+/// bytes (up to 1 s) still fails at its request timeout: the late reply,
+/// which would wake that wait, comes after it. Made right after each
+/// reconnect, when that wait has just begun.
+#[test]
+fn the_request_timeout_fires_while_the_io_thread_waits_on_an_idle_connection() {
+    setup();
+    let after = Duration::from_millis(350);
+    let h = Hostile::start(slow_exists);
+    let connect_string = h.connect_string();
+    let client = within(BOUND, "connect", move || {
+        Client::builder()
+            .request_timeout(Some(after))
+            .connect_timeout(Duration::from_secs(1))
+            .connect(&connect_string)
+    })
+    .expect("connect to the fake server");
+    let states = client.state_changes();
+    for round in 0..4 {
+        let caller = client.clone();
+        let result = within(BOUND, "exists", move || caller.exists("/slow"));
+        assert_eq!(result, Err(request_timed_out(after)), "round {round}");
+        let mut seen = Vec::new();
+        while seen.last() != Some(&State::Connected) {
+            assert!(seen.len() < 10, "round {round}: {seen:?}");
+            seen.push(states.recv_timeout(BOUND).expect("a state change"));
+        }
+    }
+    drop(client);
+    assert_no_client_panics();
+}

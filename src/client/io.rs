@@ -115,9 +115,16 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
         let timeout = {
             let core = shared.core();
             let now = Instant::now();
-            core.session
+            let wait = core
+                .session
                 .poll_timeout()
-                .map_or(MAX_WAIT, |t| t.saturating_duration_since(now).min(MAX_WAIT))
+                .map_or(MAX_WAIT, |t| t.saturating_duration_since(now).min(MAX_WAIT));
+            // A call made during this wait, by another thread, times out
+            // `request_timeout` after it is made, and nothing wakes this
+            // thread for it: no wait outlasts that.
+            let request_timeout = core.session.config().request_timeout;
+            request_timeout
+                .map_or(wait, |limit| wait.min(limit))
                 .max(Duration::from_millis(1))
         };
         socket_read_timeout.update(timeout, |t| stream.set_read_timeout(t));
