@@ -115,7 +115,7 @@ fn a_throttled_release_is_sent_again_on_the_same_connection() {
 
 /// A release joined in one transaction with the next acquisition's create:
 /// the throttled transaction applied neither. The acquisition creates its
-/// node again and gets the lock once the release, sent again on its own,
+/// node again, without searching for it first, and gets the lock once the release, sent again on its own,
 /// deleted the old node; no node is left behind.
 #[test]
 fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
@@ -147,6 +147,9 @@ fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
     // The joint transaction was refused: its delete went again alone.
     assert_eq!(sent(&gate, OpCode::Multi), 1);
     assert_eq!(sent(&gate, OpCode::Delete), 1);
+    // Nothing of it was applied: no search for the node (it starts with a
+    // sync) before the create goes again.
+    assert_eq!(sent(&gate, OpCode::Sync), 0);
     assert_eq!(gate.connection_count(), 1);
     assert!(states.try_recv().is_err(), "the holder's state changed");
     second.unlock().unwrap();

@@ -20,7 +20,8 @@ use crate::session::{Successor, WatchedEvent};
 use crate::Client;
 
 /// Creates are retried this often when a container parent is reaped
-/// between creating it and creating the lock node, or the connection drops.
+/// between creating it and creating the lock node, the connection drops,
+/// or the server throttles them.
 const MAX_CREATE_ATTEMPTS: usize = 10;
 
 /// Where a lock lives and what its nodes carry.
@@ -584,6 +585,9 @@ impl Attempt<'_> {
                     self.ensure_dir(&self.spec.path)?;
                     last_error = Error::NoNode;
                 }
+                // Refused unapplied (load shedding, after the server held
+                // it a while): create again, with nothing to look for.
+                Some(Err(Error::ThrottledOp)) => last_error = Error::ThrottledOp,
                 Some(Err(e)) if outcome_unknown(&e) => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
