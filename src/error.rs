@@ -23,28 +23,39 @@ pub enum Error {
     DataInconsistency,
     /// The connection was lost before the reply arrived (-4). The request
     /// may or may not have been applied. Safe to retry for idempotent ops.
+    ///
+    /// Also what every call still in flight gets when the client drops a
+    /// connection itself (a silent server, an undecodable reply, a wrong
+    /// xid, another call's [`Timeout`](Error::Timeout)), and what a call
+    /// made while disconnected gets, never sent, if no connection comes
+    /// within the session timeout. A call whose connection is lost is never
+    /// sent again.
     #[error("connection lost before the reply arrived")]
     ConnectionLoss,
     /// The server could not parse the request (-5).
     #[error("the server could not parse the request (marshalling error)")]
     MarshallingError,
-    /// The server does not implement the operation, or it is disabled (-6).
-    /// TTL nodes need `-Dzookeeper.extendedTypesEnabled=true` on the server.
+    /// The server does not implement the operation, or it is disabled (-6):
+    /// servers before 3.6 lack `addWatch`, `multiRead`, `getEphemerals` and
+    /// `getAllChildrenNumber`, and TTL nodes need
+    /// `-Dzookeeper.extendedTypesEnabled=true` on the server.
     #[error("operation not implemented or not enabled on the server")]
     Unimplemented,
     /// The server timed out the operation (-7).
     #[error("the server timed out the operation")]
     OperationTimeout,
-    /// The server rejected the arguments (-8).
+    /// The server rejected the arguments (-8), e.g. a delete of `/`.
     #[error("bad arguments")]
     BadArguments,
     /// The session is unknown to the server (-12).
     #[error("unknown session")]
     UnknownSession,
-    /// A reconfiguration has no quorum (-13).
+    /// A reconfiguration has no quorum (-13). This client sends no
+    /// reconfiguration, so no call of it fails with this.
     #[error("new configuration has no quorum")]
     NewConfigNoQuorum,
-    /// Another reconfiguration is in progress (-14).
+    /// Another reconfiguration is in progress (-14). Not returned by this
+    /// client's calls, which include no reconfiguration.
     #[error("reconfiguration in progress")]
     ReconfigInProgress,
     /// Generic API error (-100).
@@ -68,7 +79,10 @@ pub enum Error {
     /// The node has children (-111).
     #[error("node not empty")]
     NotEmpty,
-    /// The session has expired (-112). Every later call fails fast with this;
+    /// The session has expired (-112): a server said so on a reconnect (or
+    /// to [`ClientBuilder::session`](crate::ClientBuilder::session), taking
+    /// over a session that is gone), or the client heard from no server for
+    /// 4/3 of the negotiated timeout. Every later call fails fast with this;
     /// build a new [`Client`](crate::Client) to get a new session.
     #[error("session expired")]
     SessionExpired,
@@ -78,25 +92,41 @@ pub enum Error {
     /// The ACL is invalid (-114), e.g. `auth` with no authenticated id.
     #[error("invalid ACL")]
     InvalidAcl,
-    /// Authentication failed (-115). The session cannot be used any more.
+    /// Authentication failed (-115): a server refused credentials
+    /// ([`Client::add_auth`](crate::Client::add_auth), the builder's
+    /// [`digest`](crate::ClientBuilder::digest), an unknown scheme). The
+    /// session ends (`State::AuthFailed`) and cannot be used any more.
     #[error("authentication failed")]
     AuthFailed,
-    /// The session moved to another server (-118).
+    /// The session moved to another server (-118): a request came through a
+    /// connection the session has since left for another one (a reconnect
+    /// elsewhere, or a takeover with
+    /// [`ClientBuilder::session`](crate::ClientBuilder::session)).
     #[error("session moved")]
     SessionMoved,
-    /// A write was sent to a read-only server (-119).
+    /// A write, or a lock attempt, was sent to a read-only server (-119),
+    /// with [`can_be_read_only`](crate::ClientBuilder::can_be_read_only).
+    /// A read-only member that refuses a new session says so too (then in
+    /// [`ConnectFailed`](Error::ConnectFailed)'s `last_error`).
     #[error("server is read-only")]
     NotReadOnly,
-    /// A local session tried to create an ephemeral node (-120).
+    /// A local session tried to create an ephemeral node (-120), a lock
+    /// node included (see `localSessionsUpgradingEnabled`).
     #[error("ephemeral node on a local session")]
     EphemeralOnLocalSession,
-    /// No such watch (-121).
+    /// No such watch (-121): [`Client::remove_watches`](crate::Client::remove_watches)
+    /// found none of that type on the path.
     #[error("no such watcher")]
     NoWatcher,
-    /// The request timed out (-122).
+    /// The request timed out (-122): the code of the Java client's own
+    /// request timeout. This client's
+    /// [`request_timeout`](crate::Config::request_timeout) fails a call
+    /// with [`Timeout`](Error::Timeout) instead, so this comes only from a
+    /// server that sends the code.
     #[error("request timed out")]
     RequestTimeout,
-    /// Reconfiguration is disabled (-123).
+    /// Reconfiguration is disabled (-123). Not returned by this client's
+    /// calls, which include no reconfiguration.
     #[error("reconfiguration disabled")]
     ReconfigDisabled,
     /// The server closed the session: SASL authentication is required (-124).
@@ -105,7 +135,9 @@ pub enum Error {
     /// A quota was exceeded (-125).
     #[error("quota exceeded")]
     QuotaExceeded,
-    /// The server throttled the request (-127). Safe to retry later.
+    /// The server throttled the request (-127; ZooKeeper 3.7+ shedding
+    /// load): it was not applied. Safe to retry later. A lock's release
+    /// and its node's create are retried by the client itself.
     #[error("request throttled by the server")]
     ThrottledOp,
     /// A result code this client does not know.
@@ -113,28 +145,47 @@ pub enum Error {
     UnknownServerError(i32),
 
     // ---- The client's own errors ----
-    /// The client was closed; no more calls can be made.
+    /// The client was closed ([`Client::close`](crate::Client::close), or
+    /// its last handle dropped): calls made since, calls still waiting for
+    /// a connection or a reply, and lock attempts under way fail with it.
+    /// No more calls can be made.
     #[error("client closed")]
     Closed,
-    /// A deadline passed. `what` says which one.
+    /// A deadline passed. `what` says which one. A call gets it when its
+    /// reply is later than [`request_timeout`](crate::Config::request_timeout)
+    /// (the connection is then dropped: the calls sent after it fail with
+    /// `ConnectionLoss`), an auth packet included
+    /// ([`Client::add_auth`](crate::Client::add_auth), or `connect` with a
+    /// [`digest`](crate::ClientBuilder::digest)); [`Client::close`](crate::Client::close)
+    /// when no read-write server confirmed the close within
+    /// [`connect_timeout`](crate::Config::connect_timeout); and
+    /// [`Client::wait_connected`](crate::Client::wait_connected). The
+    /// client's other deadlines (the handshake's, the read timeout) drop
+    /// the connection, and the calls on it fail with `ConnectionLoss`.
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout {
-        /// The deadline that fired, e.g. "connection to the ensemble".
+        /// The deadline that fired, e.g. "the reply to a request
+        /// (request_timeout)".
         what: &'static str,
         /// How long was waited.
         after: Duration,
     },
-    /// No server in the connect string could be reached.
+    /// [`Client::connect`](crate::Client::connect) (or the builder's)
+    /// found no server in the connect string to establish the session
+    /// with, within [`connect_timeout`](crate::Config::connect_timeout)
+    /// times the number of hosts.
     #[error("could not connect to any of {hosts} within {timeout:?}: {last_error}")]
     ConnectFailed {
-        /// The hosts tried, as given.
+        /// The hosts tried, as parsed: `host:port`, with the default port
+        /// added where none was given.
         hosts: String,
-        /// The time allowed.
+        /// The time allowed: the connect timeout times the number of hosts.
         timeout: Duration,
         /// What the last attempt reported.
         last_error: String,
     },
-    /// A path that the server would refuse; nothing was sent.
+    /// A path that the server would refuse, or a lock path of `/` (a lock
+    /// needs a directory of its own); nothing was sent.
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath {
         /// The path given.
@@ -156,11 +207,19 @@ pub enum Error {
     /// caught by [`connect`](crate::ClientBuilder::connect).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The server sent bytes that break the protocol; the connection was dropped.
+    /// The server sent bytes that break the protocol. A frame or reply that
+    /// cannot be decoded drops the connection: the call whose reply it was
+    /// fails with this, the others in flight with `ConnectionLoss`. A reply
+    /// to [`Client::multi`](crate::Client::multi) or
+    /// [`multi_read`](crate::Client::multi_read) that decodes but holds a
+    /// result count unlike the request's fails that call alone, and the
+    /// connection stays.
     #[error("protocol error: {0}")]
     Protocol(#[from] DecodeError),
     /// A reply whose xid is not the oldest outstanding request's: replies
-    /// must come in request order, so the connection was dropped.
+    /// must come in request order, so the connection was dropped. This is
+    /// the reason logged for the drop; the calls in flight fail with
+    /// `ConnectionLoss`.
     #[error(
         "reply xid {received} does not match the oldest outstanding request's xid {expected:?}"
     )]
@@ -170,7 +229,10 @@ pub enum Error {
         /// The xid received.
         received: i32,
     },
-    /// A socket error.
+    /// An I/O error outside any connection: `connect` fails with it when
+    /// the client's I/O thread cannot be started. A connection's socket errors
+    /// fail its calls with `ConnectionLoss` (and name the host in
+    /// [`ConnectFailed`](Error::ConnectFailed)'s `last_error`).
     #[error("I/O error ({kind:?}): {message}")]
     Io {
         /// The kind of the underlying error.
@@ -178,7 +240,10 @@ pub enum Error {
         /// Its message.
         message: String,
     },
-    /// A multi failed: no op was applied. `index` is the first failing op.
+    /// A [`Client::multi`](crate::Client::multi) failed: no op was applied.
+    /// `index` is the first failing op. (A `set_data` batched with others,
+    /// see [`batch_writes`](crate::Config::batch_writes), gets its own
+    /// error, never this.)
     #[error("multi op {index} failed: {error}")]
     MultiFailed {
         /// The index of the op that failed.
@@ -186,7 +251,9 @@ pub enum Error {
         /// Its error.
         error: Box<Error>,
     },
-    /// A lock wait was cancelled through `cancel()`.
+    /// A lock attempt was cancelled through its lock object's `cancel()`
+    /// ([`Mutex::cancel`](crate::Mutex::cancel) and the others); its node
+    /// is deleted.
     #[error("cancelled")]
     Cancelled,
     /// Waiting would deadlock on the calling thread's own hold: it locks a
@@ -198,10 +265,12 @@ pub enum Error {
     /// that a queued writer waits for).
     #[error("this thread already holds the lock; locking it again would deadlock")]
     WouldDeadlock,
-    /// The lock was lost: its session expired or its node was deleted
-    /// (while held, or while waiting for the lock), or a
-    /// [`ReentrantMutex`](crate::ReentrantMutex) hold known to be lost was
-    /// entered again.
+    /// The lock was lost: a waiting attempt's own node was deleted (by an
+    /// operator; an attempt whose session ended fails with the session's
+    /// error instead, `SessionExpired` or `Closed`), a guard's `unlock`
+    /// found its lock already lost (its node deleted, or its session
+    /// expired), or a [`ReentrantMutex`](crate::ReentrantMutex) hold known
+    /// to be lost was entered again.
     #[error("lock lost")]
     LockLost,
 }
