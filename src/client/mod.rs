@@ -46,6 +46,8 @@ pub type WatchReceiver = Receiver<WatchedEvent>;
 /// calls from many threads are pipelined on one connection.
 ///
 /// Dropping the last clone closes the session, like [`Client::close`].
+/// Lock objects ([`Mutex`](crate::Mutex) and the others), their guards and
+/// [`LockMonitor`](crate::LockMonitor)s hold a clone too.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,

@@ -20,13 +20,17 @@ use crate::client::path::last_segment;
 /// Whether a held lock can still be relied on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockState {
-    /// Held: the session is connected and the lock node exists.
+    /// Held: the session is connected to a read-write server and the lock
+    /// node exists.
     Held,
-    /// The connection is lost but the session may live. Do not touch the
-    /// protected resource: if the session expires, another contender can
-    /// acquire. Becomes `Held` again if the client reconnects in time.
+    /// The connection is lost but the session may live, or the session is
+    /// held only by a read-only server, through which the quorum hears
+    /// nothing of it. Do not touch the protected resource: if the session
+    /// expires, another contender can acquire. Becomes `Held` again if the
+    /// client reconnects to a read-write server in time.
     Suspended,
-    /// The session ended or the lock node was deleted. Final.
+    /// The session ended, the lock node was deleted, or the lock was
+    /// released (its guard unlocked or dropped). Final.
     Lost,
 }
 

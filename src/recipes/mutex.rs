@@ -28,6 +28,9 @@ use crate::Client;
 /// Share one `Mutex` between a process's threads: a thread that already
 /// holds the path through another lock object is not recognised, and waits
 /// on itself until its deadline instead of getting `WouldDeadlock`.
+///
+/// A lock object, like its guards and monitors, holds a handle on its
+/// [`Client`]: the session stays open while any of them lives.
 #[derive(Debug)]
 pub struct Mutex {
     spec: LockSpec,
@@ -171,7 +174,10 @@ macro_rules! guard_accessors {
         /// learns its zxid from the server when first asked: the first call
         /// may wait for it (one read round trip, longer only through a
         /// reconnect). 0, which no resource checking tokens accepts, if the
-        /// lock is lost before its token is known.
+        /// lock is lost before its token is known, or if the server's
+        /// answers cannot be had (more than 3 undecodable replies, or a
+        /// refusal): the lock is then not marked `Lost`, and a later call
+        /// asks again.
         pub fn fencing_token(&self) -> i64 {
             self.held().fencing_token()
         }
@@ -224,9 +230,12 @@ impl MutexGuard<'_> {
     guard_accessors!();
 
     /// Releases the lock and waits for the server to confirm the delete.
-    /// `LockLost` if the lock had already been lost. Another error (a
-    /// `ConnectionLoss`, say) leaves the delete to be retried in the
-    /// background while the session lives, as a dropped guard's is.
+    /// `LockLost` if the lock had already been lost (its node gone, or its
+    /// session expired). An error that leaves the delete's outcome unknown
+    /// (a [retryable](Error::is_retryable) one such as `ConnectionLoss` or
+    /// `Timeout`, or an undecodable reply's `Protocol`) leaves the delete
+    /// to be retried in the background while the session lives, as a
+    /// dropped guard's is; the guard is gone either way.
     pub fn unlock(self) -> Result<()> {
         self.hold.unlock()
     }
