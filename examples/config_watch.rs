@@ -18,9 +18,9 @@
 //! cargo run --example config_watch -- --changes 10
 //! ```
 //!
-//! `--changes N` (default 5). Uses `$ZK_CONNECT` if set, else starts a
-//! throwaway local ZooKeeper (see `examples/common/mod.rs`). Exits 0 if the
-//! checks pass, 1 if not.
+//! `--changes N` (default 5, at least 1). Uses `$ZK_CONNECT` if set, else
+//! starts a throwaway local ZooKeeper (see `examples/common/mod.rs`). Exits
+//! 0 if the checks pass, 1 if not, 2 for a bad flag, 3 for any other error.
 
 mod common;
 

@@ -15,7 +15,7 @@
 //!
 //! `--candidates N` (default 4, at least 2). Uses `$ZK_CONNECT` if set, else
 //! starts a throwaway local ZooKeeper (see `examples/common/mod.rs`). Exits 0
-//! if the checks pass, 1 if not.
+//! if the checks pass, 1 if not, 2 for a bad flag, 3 for any other error.
 
 mod common;
 
