@@ -119,10 +119,10 @@ fn undecodable_replies_to_the_token_leave_the_hold_held() {
 
 /// The watch on a held node is set by the first question about the lock's
 /// state. When that exists gets an undecodable reply, the watch is not set
-/// (the server's answer was not understood, so no watcher was kept to set
-/// it again on the next connection), and it is set again when next asked:
-/// an operator's deletion of the node is then seen, and the hold turns
-/// `Lost`.
+/// (the server's answer was not understood, so no watcher was kept for the
+/// next connection's setWatches), and it is set again: on the reconnect,
+/// as a watch once wanted is, or when next asked. An operator's deletion
+/// of the node is then seen, and the hold turns `Lost`.
 #[test]
 fn a_node_watch_with_an_undecodable_reply_is_set_again() {
     const DIR: &str = "/hostile/watch";
