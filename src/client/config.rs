@@ -17,7 +17,8 @@ pub type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 /// [`ClientBuilder`] has a getter of the same name here, except
 /// [`digest`](ClientBuilder::digest) (read back as
 /// [`digest_users`](Config::digest_users), without the passwords) and
-/// [`state_handler`](ClientBuilder::state_handler).
+/// [`state_handler`](ClientBuilder::state_handler). The getter
+/// [`session`](Config::session) gives the id alone, without the password.
 ///
 /// [`ClientBuilder::connect`] checks the settings and fails with
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before

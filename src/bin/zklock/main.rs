@@ -10,7 +10,7 @@
 //! | 1 | an error, one line on stderr: unreachable ensemble, invalid path, COMMAND not runnable... |
 //! | 2 | bad usage, one line on stderr |
 //! | 75 | `exec`: COMMAND did not run: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM/SIGHUP/SIGQUIT while connecting, waiting or starting COMMAND), or it was no longer held when COMMAND was to start |
-//! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL, and was gone before the session could expire |
+//! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL if any of it was left, before the session could expire |
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
 
