@@ -85,7 +85,8 @@ pub struct SessionConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
     /// No connection right now; the session may still be alive on the
-    /// servers (Curator calls this SUSPENDED). Calls wait for a reconnect.
+    /// servers (Curator calls this SUSPENDED). Calls wait for a reconnect,
+    /// up to the session timeout, then fail with `ConnectionLoss` unsent.
     Disconnected,
     /// Connected to a read-write server.
     Connected,
