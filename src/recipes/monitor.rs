@@ -26,9 +26,10 @@ use crate::changes::StateChanges;
 /// # Ok(()) }
 /// ```
 ///
-/// The monitor watches the node, not the guard: once the guard is released
-/// and the node deleted, the state turns `Lost`. Cloning is cheap and
-/// releases nothing. A monitor keeps its client's session open, as a
+/// The monitor follows the hold, not the guard's lifetime: once the guard
+/// is released (dropped, which marks it at once, or its `unlock`
+/// answered) or the node deleted, the state turns `Lost`. Cloning is cheap and releases
+/// nothing. A monitor keeps its client's session open, as a
 /// [`Client`](crate::Client) handle does.
 #[derive(Debug, Clone)]
 pub struct LockMonitor {
