@@ -72,7 +72,11 @@ impl Mutex {
     /// closes the client), with `LockLost` if the waiting
     /// node is deleted (by an operator), with `Cancelled` after
     /// [`Mutex::cancel`], or with `WouldDeadlock` if this thread already
-    /// holds it.
+    /// holds it. A request the server refuses ends it with that error
+    /// (`NoAuth` from the lock path's ACL, `NotReadOnly` on a read-only
+    /// server...). Lost connections and throttled creates are retried: the
+    /// create up to 10 times, the wait's other requests until two session
+    /// timeouts pass without progress, and then their last error ends it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
         self.acquire(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
