@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{builder, mk, open, proxy, server, states_until, wait_connected, WAIT};
 use zklock::proto::OpCode;
 use zklock::testing::ProxyMode;
-use zklock::{CreateMode, Error, State};
+use zklock::{CreateMode, Error, Mutex, State};
 
 #[test]
 fn the_session_and_its_ephemerals_move_to_another_member() {
@@ -217,4 +217,65 @@ fn a_call_past_its_request_timeout_fails_with_it_and_the_session_goes_on() {
     wait_connected(&c);
     assert_eq!(c.get_data("/slow").unwrap().0, b"v");
     assert_eq!(c.session_id(), session);
+}
+
+/// closeSession sent on a connection gone silent (a partition, the TCP
+/// connection still up) is never answered there, and that connection is
+/// given up on only at the read timeout (2/3 of the session timeout),
+/// after the close's own deadline (the connect timeout). With another host
+/// in the connect string, the close moves on to it before then and is
+/// confirmed there: the lock node goes at once, not when the session
+/// times out.
+#[test]
+fn a_close_on_a_silent_connection_is_confirmed_through_another_host() {
+    let zk = server();
+    // Two routes to one server: what the close needs is another host in
+    // reach, which another member would be too.
+    let gates = [proxy(&zk), proxy(&zk)];
+    let c = builder()
+        .connect(&format!(
+            "{},{}",
+            gates[0].connect_string(),
+            gates[1].connect_string()
+        ))
+        .expect("connect through the proxies");
+    let read_timeout = c.negotiated_timeout().expect("negotiated") * 2 / 3;
+    assert!(
+        read_timeout > common::CONNECT_TIMEOUT,
+        "the silent connection must outlive the close's deadline: {read_timeout:?}"
+    );
+    let session = c.session_id();
+    let mutex = Mutex::new(&c, "/silent-close").expect("mutex");
+    let guard = mutex.lock().expect("lock");
+    let node = guard.node().to_owned();
+    let observer = common::connect(&zk.connect_string());
+    let owner = |path: &str| {
+        observer.sync("/").expect("sync");
+        observer
+            .exists(path)
+            .expect("exists")
+            .map(|stat| stat.ephemeral_owner)
+    };
+    assert_eq!(owner(&node), Some(session));
+
+    let silent = common::connected_proxy(&gates);
+    let other = 1 - silent;
+    gates[silent].set_mode(ProxyMode::Blackhole);
+    let closed = c.close();
+    // Read before anything else can time out: the session, unconfirmed,
+    // keeps the node until the session timeout.
+    let owner_after = owner(&node);
+    assert_eq!(
+        (closed, owner_after),
+        (Ok(()), None),
+        "the close is confirmed and the lock node goes with it"
+    );
+    assert_eq!(c.state(), State::Closed);
+    let close = OpCode::CloseSession.code();
+    assert_eq!(
+        gates[other].requests_seen(close),
+        1,
+        "confirmed through the other host"
+    );
+    drop(guard);
 }

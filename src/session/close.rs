@@ -3,23 +3,38 @@
 //! or the close's deadline (`connect_timeout` after `close`) passes. Until
 //! then the servers keep the session's ephemeral nodes, and so its locks.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Conn, Error, Purpose, Response, Result, Session, State};
 use crate::proto::OpCode;
+
+/// A close under way.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Closing {
+    since: Instant,
+    /// Connections and connection attempts that ended during the close
+    /// without confirming it: the hosts that have had their turn.
+    hosts_tried: usize,
+}
 
 impl<T, W: Clone> Session<T, W> {
     /// Closes the session: sends closeSession, after which the server
     /// deletes the session's ephemeral nodes. While disconnected, or on a
     /// read-only server (which refuses it), it goes out after the next
-    /// handshake with a read-write server. The session ends when a server
-    /// confirms it (its reply, or a resume refused as expired), or at the
-    /// close's deadline; [`close_outcome`](Self::close_outcome) tells which.
+    /// handshake with a read-write server. Unanswered on one connection for
+    /// its share of what is left of the close's deadline, with other hosts
+    /// still to try, it moves on to the next host. The session ends when a
+    /// server confirms it (its reply, or a resume refused as expired), or
+    /// at the close's deadline; [`close_outcome`](Self::close_outcome)
+    /// tells which.
     pub fn close(&mut self, now: Instant) {
         if self.fatal.is_some() || self.closing.is_some() {
             return;
         }
-        self.closing = Some(now);
+        self.closing = Some(Closing {
+            since: now,
+            hosts_tried: 0,
+        });
         for q in std::mem::take(&mut self.queued) {
             self.fail(q.purpose, Error::Closed);
         }
@@ -70,7 +85,79 @@ impl<T, W: Clone> Session<T, W> {
     pub(super) fn close_deadline(&self) -> Option<Instant> {
         self.closing
             .filter(|_| self.fatal.is_none())
-            .map(|since| since + self.config.connect_timeout)
+            .map(|closing| closing.since + self.config.connect_timeout)
+    }
+
+    /// The earliest of the close's timers: its deadline, and the moment
+    /// closeSession, unanswered on this connection, gives way to the next
+    /// host.
+    pub(super) fn next_close_timer(&self) -> Option<Instant> {
+        let reply = self.close_reply_timer().map(|(at, _)| at);
+        [self.close_deadline(), reply].into_iter().flatten().min()
+    }
+
+    /// When closeSession, sent on this connection and not answered yet,
+    /// gives way to the next host, and how long it was given: its share,
+    /// from when it was sent, of what was left of the close's deadline
+    /// among the hosts not tried yet during the close (this one included).
+    /// A connection gone silent (a hung server, a partition with the TCP
+    /// connection still up) is otherwise given up on only at the read
+    /// timeout, 2/3 of the session timeout since it was last heard, which
+    /// is often after the close's deadline: the close would fail, and the
+    /// session keep its ephemeral nodes until it times out, with another
+    /// host in reach that could have confirmed it at once. `None` for the
+    /// last host not tried (and so with a single host), which has all that
+    /// is left: there is nowhere else to go.
+    fn close_reply_timer(&self) -> Option<(Instant, Duration)> {
+        let untried = self.hosts_untried()?;
+        let deadline = self.close_deadline()?;
+        if untried <= 1 || self.conn != Conn::Established {
+            return None;
+        }
+        let sent = self
+            .pending
+            .iter()
+            .find(|p| matches!(p.purpose, Purpose::Close))?
+            .sent;
+        let share = share_among(deadline.saturating_duration_since(sent), untried);
+        Some((sent + share, share))
+    }
+
+    /// How many hosts have not had their turn yet during the close, the
+    /// one connected to or being tried included; `None` when not closing.
+    fn hosts_untried(&self) -> Option<usize> {
+        let closing = self.closing?;
+        Some(self.hosts.len().saturating_sub(closing.hosts_tried).max(1))
+    }
+
+    /// A connection, or an attempt at one, ended during the close: its
+    /// host has had its turn.
+    pub(super) fn close_attempt_ended(&mut self) {
+        if let Some(closing) = &mut self.closing {
+            closing.hosts_tried = closing.hosts_tried.saturating_add(1);
+        }
+    }
+
+    /// The close's timers: at its deadline the close ends (with no
+    /// connection) or the connection is dropped, and closeSession
+    /// unanswered past its share on this connection moves on to the next
+    /// host.
+    pub(super) fn handle_close_timers(&mut self, now: Instant) {
+        if self.close_overdue(now) {
+            if self.conn == Conn::None {
+                // No connection came up to carry closeSession in time.
+                self.give_up_closing();
+            } else {
+                self.request_disconnect(Error::Closed);
+            }
+        } else if let Some((at, share)) = self.close_reply_timer() {
+            if now >= at {
+                self.request_disconnect(Error::Timeout {
+                    what: "the reply to closeSession before trying the next host",
+                    after: share,
+                });
+            }
+        }
     }
 
     pub(super) fn give_up_closing(&mut self) {
@@ -93,4 +180,9 @@ impl<T, W: Clone> Session<T, W> {
         }
         self.terminate(State::Closed, Error::Closed);
     }
+}
+
+/// An even share of `left` among `hosts` (at least one).
+fn share_among(left: Duration, hosts: usize) -> Duration {
+    left / u32::try_from(hosts.max(1)).unwrap_or(u32::MAX)
 }

@@ -407,3 +407,160 @@ fn resume_and_close(s: &mut TestSession, at: Instant) {
     assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
     s.handle_bytes(at, &reply(header(&frames[0]).xid, 9, 0, &()));
 }
+
+/// What `handle_close_timers` drops a connection with when closeSession
+/// had its share of the close's deadline there.
+fn gave_way(share: Duration) -> Error {
+    Error::Timeout {
+        what: "the reply to closeSession before trying the next host",
+        after: share,
+    }
+}
+
+/// A session on `count` hosts, connected to the first it tries as 0x1234.
+fn among_hosts(count: u16, now: Instant) -> TestSession {
+    let hosts = (1..=count).map(|port| format!("127.0.0.1:{port}"));
+    let mut s = Session::new(config(), hosts.collect(), now);
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    events(&mut s);
+    s
+}
+
+/// A connection gone silent under closeSession (the TCP connection still
+/// up) is given up on only at the read timeout (2 s here), after the
+/// close's deadline (1 s): closeSession gets half of that deadline there,
+/// then the other host the rest, and confirms the close.
+#[test]
+fn an_unanswered_close_session_gives_way_to_the_other_host_at_its_share() {
+    let now = Instant::now();
+    let mut s = among_hosts(2, now);
+    assert!(s.read_timeout() > config().connect_timeout);
+    s.close(now);
+    assert_eq!(header(&sent(&mut s)[0]).op, OpCode::CloseSession.code());
+    let share = config().connect_timeout / 2;
+    assert_eq!(s.poll_timeout(), Some(now + share));
+    assert_eq!(s.write_deadline(), Some(now + share));
+    s.handle_timeout(now + share - Duration::from_millis(1));
+    assert_eq!(s.poll_disconnect(), None);
+    s.handle_timeout(now + share);
+    assert_eq!(s.poll_disconnect(), Some(gave_way(share)));
+    s.handle_disconnected(now + share);
+    assert_eq!(s.fatal_error(), None);
+    assert_eq!(s.close_outcome(), None);
+
+    let (_, at) = s.next_host(now + share).unwrap();
+    assert_eq!(at, now + share, "at once");
+    s.handle_connected(at);
+    sent(&mut s);
+    s.handle_bytes(at, &accepted(0x1234, 3000));
+    assert_eq!(header(&sent(&mut s)[0]).op, OpCode::CloseSession.code());
+    // The last host not tried has all that is left: the close's deadline.
+    let deadline = now + config().connect_timeout;
+    assert_eq!(s.poll_timeout(), Some(deadline));
+    assert_eq!(s.write_deadline(), Some(deadline));
+    s.handle_timeout(deadline - Duration::from_millis(1));
+    assert_eq!(s.poll_disconnect(), None);
+    let pending = s.pending.front().map(|p| p.xid).unwrap();
+    s.handle_bytes(
+        deadline - Duration::from_millis(1),
+        &reply(pending, 9, 0, &()),
+    );
+    assert_eq!(
+        states_of(&events(&mut s)),
+        [State::Disconnected, State::Connected, State::Closed]
+    );
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+/// Each host not tried yet during the close gets a share of what is left
+/// of its deadline, from when closeSession went out on it; a host that
+/// could not even be reached counts as tried; the last gets all the rest.
+#[test]
+fn each_host_gets_its_share_of_what_is_left_of_the_close() {
+    let now = Instant::now();
+    let at = |ms| now + Duration::from_millis(ms);
+    let mut s = among_hosts(4, now);
+    s.close(at(0));
+    sent(&mut s);
+    assert_eq!(s.poll_timeout(), Some(at(250)), "1 s among 4 hosts");
+    s.handle_timeout(at(250));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(gave_way(Duration::from_millis(250)))
+    );
+    s.handle_disconnected(at(250));
+
+    // The next one refuses the connection.
+    s.next_host(at(250)).unwrap();
+    s.handle_connect_failed(at(250));
+    // The one after takes 150 ms over its handshake: 600 ms are left,
+    // shared with the last host.
+    s.next_host(at(250)).unwrap();
+    s.handle_connected(at(250));
+    sent(&mut s);
+    s.handle_bytes(at(400), &accepted(0x1234, 3000));
+    assert_eq!(header(&sent(&mut s)[0]).op, OpCode::CloseSession.code());
+    assert_eq!(s.poll_timeout(), Some(at(700)));
+    assert_eq!(s.write_deadline(), Some(at(700)));
+    s.handle_timeout(at(700));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(gave_way(Duration::from_millis(300)))
+    );
+    s.handle_disconnected(at(700));
+
+    // (Maybe after a pause: two connections in a row lived less than a
+    // second after their handshakes.)
+    let (_, last) = s.next_host(at(700)).unwrap();
+    assert!(last < at(1000));
+    s.handle_connected(last);
+    sent(&mut s);
+    s.handle_bytes(last, &accepted(0x1234, 3000));
+    sent(&mut s);
+    assert_eq!(s.poll_timeout(), Some(at(1000)), "the close's deadline");
+    s.handle_timeout(at(1000));
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+    s.handle_disconnected(at(1000));
+    assert_eq!(s.close_outcome(), Some(Err(not_confirmed())));
+}
+
+/// With one host there is nowhere else to go: its connection keeps
+/// closeSession until the close's deadline, as silent as it may be.
+#[test]
+fn a_single_host_keeps_close_session_until_the_close_deadline() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    events(&mut s);
+    s.close(now);
+    sent(&mut s);
+    let deadline = now + config().connect_timeout;
+    assert_eq!(s.write_deadline(), Some(deadline));
+    s.handle_timeout(deadline - Duration::from_millis(1));
+    assert_eq!(s.poll_disconnect(), None);
+    s.handle_timeout(deadline);
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+    s.handle_disconnected(deadline);
+    assert_eq!(states_of(&events(&mut s)), [State::Closed]);
+    assert_eq!(s.close_outcome(), Some(Err(not_confirmed())));
+}
+
+/// A server that answers closeSession before its share is up ends the
+/// close there and then; nothing else is tried.
+#[test]
+fn a_close_session_answered_within_its_share_ends_the_close_at_once() {
+    let now = Instant::now();
+    let mut s = among_hosts(3, now);
+    s.close(now);
+    let frames = sent(&mut s);
+    let share = config().connect_timeout / 3;
+    assert_eq!(s.poll_timeout(), Some(now + share));
+    let answered = now + share - Duration::from_millis(1);
+    s.handle_bytes(answered, &reply(header(&frames[0]).xid, 9, 0, &()));
+    assert_eq!(states_of(&events(&mut s)), [State::Closed]);
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+    assert_eq!(s.poll_disconnect(), Some(Error::Closed));
+    assert_eq!(s.next_host(answered), None);
+}

@@ -234,7 +234,7 @@ pub struct Session<T, W> {
     conn: Conn,
     state: State,
     fatal: Option<Error>,
-    closing: Option<Instant>,
+    closing: Option<close::Closing>,
     /// How a `close` ended; see `close_outcome`.
     close_outcome: Option<Result<()>>,
 
@@ -441,6 +441,7 @@ impl<T, W: Clone> Session<T, W> {
     /// A connection attempt failed before the handshake.
     pub fn handle_connect_failed(&mut self, now: Instant) {
         self.hosts.failed(now);
+        self.close_attempt_ended();
     }
 
     /// Bytes arrived on the connection.
@@ -485,6 +486,7 @@ impl<T, W: Clone> Session<T, W> {
         if was == Conn::None {
             return;
         }
+        self.close_attempt_ended();
         match was {
             Conn::Handshaking { .. } => self.hosts.failed(now),
             Conn::Established => self.hosts.lost(now),
@@ -507,8 +509,8 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
-    /// Timers: handshake and read timeouts, pings, and deadlines of requests
-    /// waiting for a connection.
+    /// Timers: handshake and read timeouts, pings, the close's, and
+    /// deadlines of requests waiting for a connection.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.conn != Conn::Established {
             if let Some(at) = self.local_expiry() {
@@ -557,14 +559,7 @@ impl<T, W: Clone> Session<T, W> {
             }
             _ => {}
         }
-        if self.close_overdue(now) {
-            if self.conn == Conn::None {
-                // No connection came up to carry closeSession in time.
-                self.give_up_closing();
-            } else {
-                self.request_disconnect(Error::Closed);
-            }
-        }
+        self.handle_close_timers(now);
         if self.next_throttled_retry().is_some_and(|due| now >= due) {
             self.resend_throttled_deletes(now);
         }
@@ -748,7 +743,7 @@ impl<T, W: Clone> Session<T, W> {
                 (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
             ),
         };
-        let closing = self.close_deadline();
+        let closing = self.next_close_timer();
         let queued = self.queued.iter().map(|q| q.deadline).min();
         let expiry = self
             .local_expiry()
@@ -765,11 +760,11 @@ impl<T, W: Clone> Session<T, W> {
 
     /// When this connection is dropped unless a reply comes first: the
     /// handshake's, the read timeout's, the oldest request's (with a request
-    /// timeout) or the close's deadline, whichever is earliest; `None`
-    /// without a connection. A write blocked in a full send buffer gives
-    /// way at this moment, so that [`Session::handle_timeout`], called
-    /// then, drops the connection with the error of the deadline that
-    /// passed.
+    /// timeout), the close's deadline or closeSession's share of it on this
+    /// connection, whichever is earliest; `None` without a connection. A
+    /// write blocked in a full send buffer gives way at this moment, so
+    /// that [`Session::handle_timeout`], called then, drops the connection
+    /// with the error of the deadline that passed.
     pub fn write_deadline(&self) -> Option<Instant> {
         let conn = match self.conn {
             Conn::None => return None,
@@ -779,7 +774,7 @@ impl<T, W: Clone> Session<T, W> {
         let request = self
             .request_deadline()
             .filter(|_| self.conn == Conn::Established);
-        [Some(conn), request, self.close_deadline()]
+        [Some(conn), request, self.next_close_timer()]
             .into_iter()
             .flatten()
             .min()
