@@ -15,6 +15,10 @@ pub(super) struct Closing {
     /// Connections and connection attempts that ended during the close
     /// without confirming it: the hosts that have had their turn.
     hosts_tried: usize,
+    /// What the connection attempt under way (TCP connect and handshake)
+    /// may take: its share of what was left of the close's deadline when
+    /// it started. `None` for one started before the close.
+    attempt_share: Option<Duration>,
 }
 
 impl<T, W: Clone> Session<T, W> {
@@ -34,6 +38,7 @@ impl<T, W: Clone> Session<T, W> {
         self.closing = Some(Closing {
             since: now,
             hosts_tried: 0,
+            attempt_share: None,
         });
         for q in std::mem::take(&mut self.queued) {
             self.fail(q.purpose, Error::Closed);
@@ -45,6 +50,10 @@ impl<T, W: Clone> Session<T, W> {
             // Only a read-write server can have given the session ephemeral
             // nodes: there is nothing on the servers to close.
             self.end_close(Ok(()));
+        } else if self.conn == Conn::None {
+            // The next attempt's host may be chosen already, and its start
+            // planned without the close.
+            self.plan_close_attempt(now);
         }
         // Otherwise the servers hold the session until it times out: the next
         // handshake's `prime` sends closeSession.
@@ -136,6 +145,28 @@ impl<T, W: Clone> Session<T, W> {
         if let Some(closing) = &mut self.closing {
             closing.hosts_tried = closing.hosts_tried.saturating_add(1);
         }
+    }
+
+    /// A connection attempt during the close is due to start at `starts`:
+    /// it gets its share of what will be left of the close's deadline then,
+    /// among the hosts not tried yet (the last gets all of it). Without
+    /// it, a TCP connect to a host that drops the packets (which only the
+    /// attempt's timeout ends) could run past the close's deadline, and a
+    /// hung server's handshake could take the time the next host needed.
+    pub(super) fn plan_close_attempt(&mut self, starts: Instant) {
+        let (Some(untried), Some(deadline)) = (self.hosts_untried(), self.close_deadline()) else {
+            return;
+        };
+        let share = share_among(deadline.saturating_duration_since(starts), untried);
+        if let Some(closing) = &mut self.closing {
+            closing.attempt_share = Some(share);
+        }
+    }
+
+    /// What the connection attempt under way may take of the close's
+    /// deadline; see [`plan_close_attempt`](Self::plan_close_attempt).
+    pub(super) fn close_attempt_share(&self) -> Option<Duration> {
+        self.closing.and_then(|closing| closing.attempt_share)
     }
 
     /// The close's timers: at its deadline the close ends (with no

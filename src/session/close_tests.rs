@@ -453,6 +453,8 @@ fn an_unanswered_close_session_gives_way_to_the_other_host_at_its_share() {
 
     let (_, at) = s.next_host(now + share).unwrap();
     assert_eq!(at, now + share, "at once");
+    // Connect and handshake may take all that is left, no more.
+    assert_eq!(s.attempt_timeout(), config().connect_timeout - share);
     s.handle_connected(at);
     sent(&mut s);
     s.handle_bytes(at, &accepted(0x1234, 3000));
@@ -495,10 +497,18 @@ fn each_host_gets_its_share_of_what_is_left_of_the_close() {
 
     // The next one refuses the connection.
     s.next_host(at(250)).unwrap();
+    assert_eq!(
+        s.attempt_timeout(),
+        Duration::from_millis(250),
+        "750 ms among 3"
+    );
     s.handle_connect_failed(at(250));
     // The one after takes 150 ms over its handshake: 600 ms are left,
     // shared with the last host.
     s.next_host(at(250)).unwrap();
+    // 750 ms among 2 hosts, but no more than any reconnect of the session
+    // may take: a third of its timeout among the 3 other hosts.
+    assert_eq!(s.attempt_timeout(), Duration::from_millis(3000) / 3 / 3);
     s.handle_connected(at(250));
     sent(&mut s);
     s.handle_bytes(at(400), &accepted(0x1234, 3000));
@@ -516,6 +526,7 @@ fn each_host_gets_its_share_of_what_is_left_of_the_close() {
     // second after their handshakes.)
     let (_, last) = s.next_host(at(700)).unwrap();
     assert!(last < at(1000));
+    assert_eq!(s.attempt_timeout(), at(1000) - last, "all that is left");
     s.handle_connected(last);
     sent(&mut s);
     s.handle_bytes(last, &accepted(0x1234, 3000));
@@ -563,4 +574,68 @@ fn a_close_session_answered_within_its_share_ends_the_close_at_once() {
     assert_eq!(s.close_outcome(), Some(Ok(())));
     assert_eq!(s.poll_disconnect(), Some(Error::Closed));
     assert_eq!(s.next_host(answered), None);
+}
+
+/// A host whose server takes the TCP connection but never answers the
+/// handshake (hung) gets only its share of what is left of the close's
+/// deadline, not a whole attempt timeout: the host after it still has time
+/// to confirm the close.
+#[test]
+fn a_hung_handshake_during_a_close_gives_way_at_its_share() {
+    let now = Instant::now();
+    let at = |ms| now + Duration::from_millis(ms);
+    let mut s = among_hosts(3, now);
+    s.close(at(0));
+    sent(&mut s);
+    s.handle_timeout(at(400));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(gave_way(config().connect_timeout / 3))
+    );
+    s.handle_disconnected(at(400));
+
+    let (_, starts) = s.next_host(at(400)).unwrap();
+    assert_eq!(starts, at(400));
+    s.handle_connected(starts);
+    assert_eq!(sent(&mut s).len(), 1, "the handshake, never answered");
+    assert_eq!(s.poll_timeout(), Some(at(700)), "600 ms among 2 hosts");
+    s.handle_timeout(at(700));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Timeout {
+            what: "the server's handshake response",
+            after: Duration::from_millis(300),
+        })
+    );
+    s.handle_disconnected(at(700));
+
+    let (_, starts) = s.next_host(at(700)).unwrap();
+    assert_eq!(starts, at(700));
+    s.handle_connected(starts);
+    sent(&mut s);
+    resume_and_close(&mut s, at(750));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+}
+
+/// A connection attempt made while closing (here with one host) may take
+/// only what is left of the close's deadline: a TCP connect to a host that
+/// drops its packets ends no later than the close.
+#[test]
+fn a_connection_attempt_during_a_close_ends_by_its_deadline() {
+    let now = Instant::now();
+    let at = |ms| now + Duration::from_millis(ms);
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    s.close(now);
+    let (_, starts) = s.next_host(at(700)).unwrap();
+    assert_eq!(starts, at(700));
+    assert_eq!(s.attempt_timeout(), Duration::from_millis(300));
+    s.handle_connect_failed(at(1000));
+    s.handle_timeout(at(1000));
+    assert_eq!(s.close_outcome(), Some(Err(not_confirmed())));
+
+    // An attempt whose host was chosen before the close gets its share
+    // too, here among two hosts.
+    let (s, _) = closed_while_disconnected(now);
+    assert_eq!(s.attempt_timeout(), config().connect_timeout / 2);
 }

@@ -372,18 +372,21 @@ impl<T, W: Clone> Session<T, W> {
     /// 2/3 of the session timeout since it was last heard, which leaves
     /// that third for reaching another server before the session expires:
     /// a whole connect timeout spent on the next host, silent too, would
-    /// lose the session with a healthy one in reach.
+    /// lose the session with a healthy one in reach. During a close, also
+    /// at most the attempt's share of what is left of the close's deadline
+    /// (see [`Session::close`]).
     pub fn attempt_timeout(&self) -> Duration {
         let configured = self.config.connect_timeout;
-        let Some(negotiated) = self.negotiated else {
-            return configured;
-        };
         let others = u32::try_from(self.hosts.len().saturating_sub(1))
             .unwrap_or(u32::MAX)
             .max(1);
-        // Never zero, which a socket refuses as a timeout.
-        configured
-            .min(negotiated / 3 / others)
+        let session_share = self.negotiated.map(|negotiated| negotiated / 3 / others);
+        [Some(configured), session_share, self.close_attempt_share()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(configured)
+            // Never zero, which a socket refuses as a timeout.
             .max(Duration::from_millis(1))
     }
 
@@ -509,7 +512,7 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
-    /// Timers: handshake and read timeouts, pings, the close's, and
+    /// Timers: the close's, handshake and read timeouts, pings, and
     /// deadlines of requests waiting for a connection.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.conn != Conn::Established {
@@ -524,6 +527,9 @@ impl<T, W: Clone> Session<T, W> {
                 }
             }
         }
+        // First, so that a connection the close's deadline ends is dropped
+        // for that reason, not for an attempt's share of it ending then too.
+        self.handle_close_timers(now);
         match self.conn {
             Conn::Handshaking { since } if now >= since + self.attempt_timeout() => {
                 self.request_disconnect(Error::Timeout {
@@ -559,7 +565,6 @@ impl<T, W: Clone> Session<T, W> {
             }
             _ => {}
         }
-        self.handle_close_timers(now);
         if self.next_throttled_retry().is_some_and(|due| now >= due) {
             self.resend_throttled_deletes(now);
         }
@@ -845,7 +850,11 @@ impl<T, W: Clone> Session<T, W> {
         if self.fatal.is_some() {
             return None;
         }
-        self.hosts.next(now)
+        let next = self.hosts.next(now);
+        if let Some((_, starts)) = next {
+            self.plan_close_attempt(starts);
+        }
+        next
     }
 
     /// The number of hosts in the connect string.
