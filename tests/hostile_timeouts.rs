@@ -56,14 +56,7 @@ fn an_unanswered_add_auth_fails_at_the_request_timeout() {
     setup();
     let after = Duration::from_millis(310);
     let h = Hostile::start(mute_on_auth);
-    let connect_string = h.connect_string();
-    let client = within(BOUND, "connect", move || {
-        Client::builder()
-            .request_timeout(Some(after))
-            .connect_timeout(Duration::from_secs(1))
-            .connect(&connect_string)
-    })
-    .expect("connect to the fake server");
+    let client = connect(h.connect_string(), after);
     let caller = client.clone();
     let result = within(BOUND, "add_auth", move || {
         caller.add_auth("digest", b"user:password")
@@ -243,14 +236,7 @@ fn the_request_timeout_fires_while_the_io_thread_waits_on_an_idle_connection() {
     setup();
     let after = Duration::from_millis(350);
     let h = Hostile::start(slow_exists);
-    let connect_string = h.connect_string();
-    let client = within(BOUND, "connect", move || {
-        Client::builder()
-            .request_timeout(Some(after))
-            .connect_timeout(Duration::from_secs(1))
-            .connect(&connect_string)
-    })
-    .expect("connect to the fake server");
+    let client = connect(h.connect_string(), after);
     let states = client.state_changes();
     for round in 0..4 {
         let caller = client.clone();

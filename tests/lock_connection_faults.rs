@@ -303,6 +303,17 @@ fn a_short_disconnect_suspends_the_guard_then_restores_it() {
     assert!(children(&observer, DIR).is_empty());
 }
 
+/// Deletes `node` as an operator would, once its holder's watch on it is
+/// set on the server: the deletion can only be missed by a hold, not raced.
+fn deleted_by_an_operator_once_watched(server: &TestServer, node: &str) {
+    wait_until("the node to be watched", WAIT, || {
+        watches_by_path(server).contains_key(node)
+    });
+    connect(&server.connect_string())
+        .delete(node, None)
+        .unwrap();
+}
+
 /// A hold granted at once watches its node only once asked about. Asked
 /// for its changes while cut off, it cannot set that watch then: it sets
 /// it as soon as it is connected again, on its own, so an operator's
@@ -323,11 +334,7 @@ fn changes_asked_for_while_cut_off_still_report_the_nodes_deletion() {
     let changes = guard.state_changes();
     proxy.refuse(false);
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
-    let operator = connect(&server.connect_string());
-    wait_until("the node to be watched", WAIT, || {
-        watches_by_path(&server).contains_key(guard.node())
-    });
-    operator.delete(guard.node(), None).unwrap();
+    deleted_by_an_operator_once_watched(&server, guard.node());
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
 }
 
@@ -348,11 +355,7 @@ fn a_node_watch_lost_with_its_connection_is_set_again_on_reconnect() {
     let changes = guard.state_changes();
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Suspended));
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
-    let operator = connect(&server.connect_string());
-    wait_until("the node to be watched", WAIT, || {
-        watches_by_path(&server).contains_key(guard.node())
-    });
-    operator.delete(guard.node(), None).unwrap();
+    deleted_by_an_operator_once_watched(&server, guard.node());
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
 }
 
