@@ -115,8 +115,9 @@ fn a_throttled_release_is_sent_again_on_the_same_connection() {
 
 /// A release joined in one transaction with the next acquisition's create:
 /// the throttled transaction applied neither. The acquisition creates its
-/// node again, without searching for it first, and gets the lock once the release, sent again on its own,
-/// deleted the old node; no node is left behind.
+/// node again, without searching for it first, and gets the lock once the
+/// release, sent again on its own, deleted the old node; no node is left
+/// behind.
 #[test]
 fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
     let server = throttling_server();

@@ -337,8 +337,9 @@ impl Client {
     /// out. Also an error when the session ended otherwise while closing
     /// (`AuthFailed` for credentials a reconnect re-sent, say), or a server
     /// answered closeSession with an error (but `NotReadOnly` and
-    /// `SessionMoved`, which send it on through another connection). Waits for the client's threads to finish, the state handler's
-    /// call with the final state included (so a handler must not block on
+    /// `SessionMoved`, which send it on through another connection). Waits
+    /// for the client's threads to finish, the state handler's call with
+    /// the final state included (so a handler must not block on
     /// anything the closing thread holds), unless called on one of the
     /// client's own threads (from a state handler or a watch callback),
     /// which cannot wait for themselves and so return `Ok` at once.

@@ -28,8 +28,8 @@ use crate::changes::StateChanges;
 ///
 /// The monitor follows the hold, not the guard's lifetime: once the guard
 /// is released (dropped, which marks it at once, or its `unlock`
-/// answered) or the node deleted, the state turns `Lost`. Cloning is cheap and releases
-/// nothing. A monitor keeps its client's session open, as a
+/// answered) or the node deleted, the state turns `Lost`. Cloning is cheap
+/// and releases nothing. A monitor keeps its client's session open, as a
 /// [`Client`](crate::Client) handle does.
 #[derive(Debug, Clone)]
 pub struct LockMonitor {
