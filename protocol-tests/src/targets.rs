@@ -22,13 +22,15 @@ use zklock::proto::{
     read_notification, read_reply_header, split_frame, Acl, AddWatchMode, AddWatchRequest,
     AuthPacket, CheckVersionRequest, ConnectResponse, CreateMode, CreateRequest, DecodeError,
     DeleteRequest, ExistsRequest, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest,
-    MultiResponse, OpCode, OpResult, PathRecord, Reader, Record, ReplyHeader, RequestHeader,
-    Response, SetDataRequest, WatcherEvent, Writer, AUTH_XID, DEFAULT_MAX_FRAME, MULTI_TERMINATOR,
-    NOTIFICATION_XID, PING_XID,
+    MultiResponse, OpCode, OpResult, PathRecord, Reader, Record, RemoveWatchesRequest, ReplyHeader,
+    RequestHeader, Response, SetDataRequest, WatcherEvent, WatcherType, Writer, AUTH_XID,
+    DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
 };
 use zklock::session::{
-    BatchRead, Event as SessionEvent, Session, SessionConfig, State, WatchKind, WatchRequest,
+    BatchRead, Event as SessionEvent, Release, Session, SessionConfig, State, Successor, WatchKind,
+    WatchRequest,
 };
+use zklock::Error;
 
 /// The signature of every target.
 pub type Target = fn(&[u8]);
@@ -717,6 +719,9 @@ pub const SESSION_RESUME: u8 = 8;
 /// boundaries (a dropped connection loses the rest of its chunk), instead of
 /// frame by frame (the rest of the stream then belongs to the next connection).
 pub const SESSION_RAW_CHUNKS: u8 = 16;
+/// `session` flag: a request (an auth packet too) unanswered for 5 s fails
+/// with a timeout and drops the connection (`request_timeout`).
+pub const SESSION_REQUEST_TIMEOUT: u8 = 32;
 
 /// Token of the credentials added before the first connection.
 pub const SESSION_AUTH_TOKEN: u32 = 1000;
@@ -945,7 +950,7 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         max_frame: DEFAULT_MAX_FRAME,
         max_request: zklock::proto::JUTE_MAX_BUFFER,
         chroot: (!root.is_empty()).then(|| root.to_owned()),
-        request_timeout: None,
+        request_timeout: (flags & SESSION_REQUEST_TIMEOUT != 0).then(|| Duration::from_secs(5)),
         batch_reads: true,
         batch_writes: true,
     };
@@ -1048,8 +1053,133 @@ pub fn submit_batched_writes(
         .collect()
 }
 
+/// Token of the credentials added once the session is connected.
+pub const SESSION_LATE_AUTH_TOKEN: u32 = 2200;
+
+/// Token of the transaction that carries a withdrawn release's ops and a
+/// create, as a lock's next acquisition in the same directory sends it.
+pub const SESSION_JOINT_TOKEN: u32 = 2203;
+
+/// The directory of the release that [`SESSION_JOINT_TOKEN`] takes back.
+fn joint_dir(root: &str) -> String {
+    format!("{root}/rw")
+}
+
+/// The node the release that [`SESSION_JOINT_TOKEN`] takes back deletes.
+fn joint_released(root: &str) -> String {
+    format!("{}/lock-0000000004", joint_dir(root))
+}
+
+/// Makes the requests the `session` target makes once connected, after its
+/// batched reads and writes, so that the stream may answer each kind of
+/// pending request the client has: credentials added on a live connection,
+/// removeWatches (whose success removes local watchers), a release taken
+/// back to travel with a create in one transaction
+/// ([`SESSION_JOINT_TOKEN`], settled by [`settle_joint`] when answered), a
+/// release announced with a note (a `multi` sent at once), and a plain one
+/// left to linger until [`Session::send_due_deletes`] or a later request
+/// sends it. Returns the calls made, as (token, op).
+pub fn submit_extras(session: &mut FuzzSession, flags: u8, now: Instant) -> Vec<(u32, OpCode)> {
+    let root = session_root(flags);
+    let mut calls = Vec::new();
+    let auth = AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"other:secret".to_vec(),
+    };
+    if session.add_auth(now, auth, SESSION_LATE_AUTH_TOKEN).is_ok() {
+        calls.push((SESSION_LATE_AUTH_TOKEN, OpCode::Auth));
+    }
+    for (token, path, watcher_type) in [
+        (2201, "/a", WatcherType::Data),
+        (2202, "/c", WatcherType::Any),
+    ] {
+        let request = RemoveWatchesRequest {
+            path: format!("{root}{path}"),
+            watcher_type,
+        };
+        if session.submit_remove_watches(now, &request, token).is_ok() {
+            calls.push((token, OpCode::RemoveWatches));
+        }
+    }
+
+    let dir = joint_dir(root);
+    let released = Release {
+        path: joint_released(root),
+        note: Some(format!("{dir}/released-0000000004")),
+        successor: Some(Successor {
+            kind: "lock",
+            sequence: 5,
+        }),
+    };
+    let later = now + Duration::from_secs(1);
+    if session
+        .defer_background_delete(now, released, later)
+        .is_ok()
+    {
+        if let Some(old) = session.withdraw_deferred_delete(&dir) {
+            let mut ops = old.ops();
+            ops.push(MultiOp::Create2(CreateRequest {
+                path: format!("{dir}/lock-"),
+                data: None,
+                acl: Acl::open_unsafe(),
+                mode: CreateMode::EphemeralSequential,
+            }));
+            let request = MultiRequest { ops };
+            match session.submit(now, OpCode::Multi, &request, SESSION_JOINT_TOKEN, None) {
+                Ok(()) => calls.push((SESSION_JOINT_TOKEN, OpCode::Multi)),
+                Err(_) => session.settle_withdrawn_delete(now, &old.path, false),
+            }
+        }
+    }
+
+    let noted = Release {
+        path: format!("{root}/locks/lock-0000000002"),
+        note: Some(format!("{root}/locks/released-0000000002")),
+        successor: None,
+    };
+    let _ = session.defer_background_delete(now, noted, now);
+    let lingering = Release::plain(format!("{root}/locks/lock-0000000003"));
+    let _ = session.defer_background_delete(now, lingering, now + Duration::from_millis(50));
+    calls
+}
+
+/// What a client does with the reply to [`SESSION_JOINT_TOKEN`] (see
+/// `Client::finish_create_replacing`): the withdrawn delete is settled as
+/// done, sent on its own, retried after a back-off when throttled, or left
+/// to the reconnect when the outcome is unknown.
+pub fn settle_joint(
+    session: &mut FuzzSession,
+    flags: u8,
+    now: Instant,
+    result: &Result<Response, Error>,
+) {
+    let path = joint_released(session_root(flags));
+    let results = match result {
+        Ok(Response::Multi(reply)) => &reply.results,
+        Ok(_) => return session.settle_withdrawn_delete(now, &path, false),
+        Err(Error::ThrottledOp) => return session.retry_withdrawn_delete(now, &path),
+        Err(_) => return,
+    };
+    let failed = results.iter().any(|r| r.err() != 0);
+    let deleted = results.len().checked_sub(2).and_then(|i| results.get(i));
+    let deleted = if failed {
+        deleted.is_some_and(|d| matches!(Error::from_code(d.err()), Error::NoNode))
+    } else {
+        matches!(
+            (deleted, results.last()),
+            (
+                Some(OpResult::Delete),
+                Some(OpResult::Create2(_) | OpResult::Create(_))
+            )
+        )
+    };
+    session.settle_withdrawn_delete(now, &path, deleted);
+}
+
 /// What the `session` target tracks about a session while it runs.
 struct SessionCheck {
+    flags: u8,
     ops: Vec<(u32, OpCode)>,
     answered: Vec<u32>,
     watchers: Vec<u32>,
@@ -1057,10 +1187,13 @@ struct SessionCheck {
     last_zxid: i64,
     /// The next transmitted frame must be a ConnectRequest.
     expect_connect: bool,
+    /// closeSession went out on this connection: the server ends the
+    /// session on it, so nothing but pings may follow.
+    close_sent: bool,
 }
 
 impl SessionCheck {
-    fn drain(&mut self, session: &mut FuzzSession) {
+    fn drain(&mut self, session: &mut FuzzSession, now: Instant) {
         while let Some(event) = session.poll_event() {
             match event {
                 SessionEvent::Reply { token, result } => {
@@ -1078,6 +1211,9 @@ impl SessionCheck {
                             expected_variant(op),
                             "reply to {op:?} delivered as {resp:?}"
                         );
+                    }
+                    if token == SESSION_JOINT_TOKEN {
+                        settle_joint(session, self.flags, now, &result);
                     }
                 }
                 SessionEvent::Watch { watchers, event } => {
@@ -1118,6 +1254,7 @@ impl SessionCheck {
                 let request = zklock::proto::ConnectRequest::from_bytes(payload)
                     .expect("a ConnectRequest first");
                 assert_eq!(request.passwd.len(), 16);
+                self.close_sent = false;
                 continue;
             }
             let header = RequestHeader::read(&mut Reader::new(payload)).expect("a request header");
@@ -1126,7 +1263,12 @@ impl SessionCheck {
                 "a request with xid {}",
                 header.xid
             );
-            OpCode::try_from(header.op).expect("a known opcode");
+            let op = OpCode::try_from(header.op).expect("a known opcode");
+            assert!(
+                !self.close_sent || op == OpCode::Ping,
+                "{op:?} sent after closeSession on the same connection"
+            );
+            self.close_sent |= op == OpCode::CloseSession;
         }
     }
 }
@@ -1148,16 +1290,21 @@ impl Xorshift {
 /// Input: `[flags, chunk_seed, time_seed, stream...]`. The session first
 /// submits a batch of requests (see [`session_new`]) and connects; the stream
 /// is what the server sends. Once connected, it also submits three reads
-/// that go out as one `multiRead`. After each delivery the clock may advance
-/// (`time_seed` non-zero) and timers run; a connection the session drops is
-/// replaced by a new one, which the rest of the stream then answers.
+/// that go out as one `multiRead`, setData calls batched in a `multi`, and
+/// the calls of [`submit_extras`] (credentials, removeWatches, releases
+/// with notes, a release taken back into a transaction and settled by its
+/// reply, a lingering one). After each delivery the clock may advance
+/// (`time_seed` non-zero) and timers run, the client's release timer too; a
+/// connection the session drops is replaced by a new one, which the rest of
+/// the stream then answers.
 ///
 /// Checks: every reply is for a submitted token, at most once, and of the
 /// record type of its op; watch events only name registered watchers; state
 /// events never repeat and stop after a terminal state; `last_zxid` never
 /// goes back; everything the session transmits is whole, well-formed
-/// frames; and once the connection is gone and the session closed, every
-/// submitted request has been answered exactly once.
+/// frames, and nothing but pings follows closeSession on its connection;
+/// and once the connection is gone and the session closed, every submitted
+/// request has been answered exactly once.
 pub fn session(data: &[u8]) {
     let [flags, chunk_seed, time_seed, stream @ ..] = data else {
         return;
@@ -1165,14 +1312,16 @@ pub fn session(data: &[u8]) {
     let mut now = Instant::now();
     let (mut session, ops) = session_new(*flags, now);
     let mut check = SessionCheck {
+        flags: *flags,
         ops,
         answered: Vec::new(),
         watchers: vec![100, 101, 102, 103, 104, 105, 106],
         last_state: State::Disconnected,
         last_zxid: 0,
         expect_connect: true,
+        close_sent: false,
     };
-    check.drain(&mut session);
+    check.drain(&mut session, now);
 
     let mut chunks = Xorshift(u32::from(*chunk_seed) | 0x100);
     let mut clock = Xorshift(u32::from(*time_seed) | 0x100);
@@ -1207,14 +1356,16 @@ pub fn session(data: &[u8]) {
             piece = later;
             session.handle_bytes(now, now_piece);
         }
-        check.drain(&mut session);
+        check.drain(&mut session, now);
         if !batched && session.state().is_connected() {
             batched = true;
             let reads = submit_batched_reads(&mut session, *flags, now);
             check.ops.extend(reads);
             let writes = submit_batched_writes(&mut session, *flags, now);
             check.ops.extend(writes);
-            check.drain(&mut session);
+            let extras = submit_extras(&mut session, *flags, now);
+            check.ops.extend(extras);
+            check.drain(&mut session, now);
         }
 
         if *time_seed != 0 {
@@ -1228,35 +1379,38 @@ pub fn session(data: &[u8]) {
             now += step;
         }
         session.handle_timeout(now);
-        check.drain(&mut session);
+        // The client's release timer.
+        session.send_due_deletes(now);
+        check.drain(&mut session, now);
 
         if flags & SESSION_CLOSE != 0 && !closed && session.state().is_connected() {
             closed = true;
             session.close(now);
-            check.drain(&mut session);
+            check.drain(&mut session, now);
         }
 
         if session.poll_disconnect().is_some() {
             session.handle_disconnected(now);
-            check.drain(&mut session);
+            check.drain(&mut session, now);
             if session.state().is_terminal() || connections >= 16 {
                 break;
             }
             connections += 1;
             session.handle_connected(now);
             check.expect_connect = true;
-            check.drain(&mut session);
+            check.drain(&mut session, now);
         }
     }
 
     // The connection goes away and the session is closed: every request
     // must have been answered by now, exactly once.
     session.handle_disconnected(now);
-    check.drain(&mut session);
+    check.drain(&mut session, now);
     session.close(now);
-    check.drain(&mut session);
-    session.handle_timeout(now + Duration::from_secs(3600));
-    check.drain(&mut session);
+    check.drain(&mut session, now);
+    let end = now + Duration::from_secs(3600);
+    session.handle_timeout(end);
+    check.drain(&mut session, end);
     assert!(
         session.state().is_terminal(),
         "{:?} after closing",

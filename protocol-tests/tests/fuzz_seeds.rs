@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use protocol_tests::targets::{
-    self, session_new, submit_batched_reads, submit_batched_writes, FuzzSession, MAX_FRAMES,
-    REPLY_OPS, SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE, SESSION_RAW_CHUNKS,
-    SESSION_RESUME, TARGETS,
+    self, session_new, settle_joint, submit_batched_reads, submit_batched_writes, submit_extras,
+    FuzzSession, MAX_FRAMES, REPLY_OPS, SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE,
+    SESSION_JOINT_TOKEN, SESSION_RAW_CHUNKS, SESSION_REQUEST_TIMEOUT, SESSION_RESUME, TARGETS,
 };
 use zklock::proto::{
     perms, read_notification, read_reply_header, split_frame, write_frame, Acl, ClientInfo,
@@ -973,8 +973,8 @@ struct Driver {
     zxid: i64,
     /// The ops of each multiRead sent, by xid, to answer it in kind.
     read_ops: Vec<(i32, Vec<OpCode>)>,
-    /// The op count of each batch of setData calls sent, by xid.
-    write_batches: Vec<(i32, usize)>,
+    /// The ops of each multi sent, by xid, to answer it in kind.
+    write_ops: Vec<(i32, Vec<OpCode>)>,
 }
 
 impl Driver {
@@ -992,7 +992,7 @@ impl Driver {
             batched: false,
             zxid: 0x1_0000_0000,
             read_ops: Vec::new(),
-            write_batches: Vec::new(),
+            write_ops: Vec::new(),
         }
     }
 
@@ -1001,14 +1001,18 @@ impl Driver {
         let framed = frame(payload);
         self.stream.extend_from_slice(&framed);
         self.session.handle_bytes(self.now, &framed);
-        self.session.handle_timeout(self.now);
-        // As the target does: reads and writes batched once, after the
-        // first handshake.
+        self.drain();
+        // As the target does: reads and writes batched, then the other
+        // calls, once, after the first handshake.
         if !self.batched && self.session.state().is_connected() {
             self.batched = true;
             submit_batched_reads(&mut self.session, self.flags, self.now);
             submit_batched_writes(&mut self.session, self.flags, self.now);
+            submit_extras(&mut self.session, self.flags, self.now);
         }
+        self.session.handle_timeout(self.now);
+        self.session.send_due_deletes(self.now);
+        self.drain();
         if self.flags & SESSION_CLOSE != 0 && !self.closed && self.session.state().is_connected() {
             self.closed = true;
             self.session.close(self.now);
@@ -1021,9 +1025,20 @@ impl Driver {
                 self.session.poll_transmit(&mut Vec::new());
             }
         }
+        self.drain();
+    }
+
+    /// Takes the session's events, settling the joint transaction as the
+    /// target does.
+    fn drain(&mut self) {
         while let Some(e) = self.session.poll_event() {
             if std::env::var_os("SEEDS_VERBOSE").is_some() {
                 eprintln!("  {e:?}");
+            }
+            if let zklock::session::Event::Reply { token, result } = &e {
+                if *token == SESSION_JOINT_TOKEN {
+                    settle_joint(&mut self.session, self.flags, self.now, result);
+                }
             }
         }
     }
@@ -1045,21 +1060,26 @@ impl Driver {
                     .push((h.xid, ops.iter().map(MultiOp::op_code).collect()));
             } else if op == OpCode::Multi {
                 let ops = MultiRequest::read(&mut r).unwrap().ops;
-                if ops.iter().all(|op| op.op_code() == OpCode::SetData) {
-                    self.write_batches.push((h.xid, ops.len()));
-                }
+                self.write_ops
+                    .push((h.xid, ops.iter().map(MultiOp::op_code).collect()));
             }
             requests.push((h.xid, op));
         }
         requests
     }
 
-    /// Answers every request sent so far: `err` for ops `fail` picks, a
-    /// sample body otherwise.
+    /// Answers every request sent so far, and those the replies make the
+    /// session send: `err` for ops `fail` picks, a sample body otherwise.
     fn answer_all(&mut self, fail: impl Fn(OpCode) -> i32) {
-        for (xid, op) in self.requests() {
-            let reply = self.reply(xid, op, fail(op));
-            self.send(&reply);
+        for _ in 0..8 {
+            let requests = self.requests();
+            if requests.is_empty() {
+                return;
+            }
+            for (xid, op) in requests {
+                let reply = self.reply(xid, op, fail(op));
+                self.send(&reply);
+            }
         }
     }
 
@@ -1072,8 +1092,8 @@ impl Driver {
             header(xid, self.zxid, err)
         } else if let Some((_, ops)) = self.read_ops.iter().find(|(x, _)| *x == xid) {
             [header(xid, self.zxid, 0), read_results(ops)].concat()
-        } else if let Some(&(_, count)) = self.write_batches.iter().find(|(x, _)| *x == xid) {
-            [header(xid, self.zxid, 0), write_results(count)].concat()
+        } else if let Some((_, ops)) = self.write_ops.iter().find(|(x, _)| *x == xid) {
+            [header(xid, self.zxid, 0), write_results(ops)].concat()
         } else {
             [header(xid, self.zxid, 0), sample_body(op)].concat()
         }
@@ -1107,10 +1127,21 @@ fn read_results(ops: &[OpCode]) -> Vec<u8> {
     MultiResponse { results }.to_bytes()
 }
 
-/// A reply to a batch of `count` setData calls: each applied.
-fn write_results(count: usize) -> Vec<u8> {
-    let results = (0..count)
-        .map(|_| OpResult::SetData(SetDataResponse { stat: stat() }))
+/// A multi reply with each op applied: a batch of setData calls, a
+/// release's transaction, or the script's own multi.
+fn write_results(ops: &[OpCode]) -> Vec<u8> {
+    let results = ops
+        .iter()
+        .map(|op| match op {
+            OpCode::Create => OpResult::Create(CreateResponse { path: "/m".into() }),
+            OpCode::Create2 => OpResult::Create2(Create2Response {
+                path: "/rw/lock-0000000005".into(),
+                stat: stat(),
+            }),
+            OpCode::Delete => OpResult::Delete,
+            OpCode::Check => OpResult::Check,
+            _ => OpResult::SetData(SetDataResponse { stat: stat() }),
+        })
         .collect();
     MultiResponse { results }.to_bytes()
 }
@@ -1139,14 +1170,25 @@ fn session_seeds() -> Vec<Seed> {
     raw[0] |= SESSION_RAW_CHUNKS;
     seeds.push(seed(t, "happy-raw-chunks", raw, true));
 
+    // The same, with a request timeout and a clock that runs: replies are
+    // overdue from the first step of 11 s.
+    let mut d = Driver::new(SESSION_REQUEST_TIMEOUT);
+    d.send(&connect(false).to_bytes());
+    d.answer_all(ok);
+    seeds.push(seed(t, "request-timeout-clock", d.input(0, 7), true));
+
     // A batch of writes refused for its first op: the other goes again,
     // alone, and is answered.
     let mut d = Driver::new(0);
     d.send(&connect(false).to_bytes());
     for (xid, op) in d.requests() {
-        let reply = match d.write_batches.iter().find(|(x, _)| *x == xid) {
-            Some(&(_, count)) => {
-                let results = (0..count)
+        let batch = d
+            .write_ops
+            .iter()
+            .find(|(x, ops)| *x == xid && ops.iter().all(|&op| op == OpCode::SetData));
+        let reply = match batch {
+            Some((_, ops)) => {
+                let results = (0..ops.len())
                     .map(|i| {
                         let err = if i == 0 { -101 } else { -2 };
                         OpResult::Error(ErrorResponse { err })
