@@ -1146,6 +1146,18 @@ fn write_results(ops: &[OpCode]) -> Vec<u8> {
     MultiResponse { results }.to_bytes()
 }
 
+/// The results of a transaction whose first op, a release's note, met a
+/// node of its name: nothing applied, the ops after it rolled back.
+fn note_refused(count: usize) -> MultiResponse {
+    let results = (0..count)
+        .map(|i| {
+            let err = if i == 0 { -110 } else { -2 };
+            OpResult::Error(ErrorResponse { err })
+        })
+        .collect();
+    MultiResponse { results }
+}
+
 fn session_seeds() -> Vec<Seed> {
     if std::env::var_os("SEEDS_VERBOSE").is_some() {
         eprintln!("session seeds:");
@@ -1253,6 +1265,37 @@ fn session_seeds() -> Vec<Seed> {
     d.send(&connect(false).to_bytes());
     d.answer_all(ok);
     seeds.push(seed(t, "close", d.input(0, 0), true));
+
+    // Closing, with the transactions of two releases refused for their
+    // notes: each node is still there, but closeSession went out after
+    // them, and nothing may follow it.
+    let release = [OpCode::Create, OpCode::Delete, OpCode::Delete];
+    let joint = [
+        OpCode::Create,
+        OpCode::Delete,
+        OpCode::Delete,
+        OpCode::Create2,
+    ];
+    for (name, refused) in [
+        ("close-note-refused", &release[..]),
+        ("close-joint-refused", &joint[..]),
+    ] {
+        let mut d = Driver::new(SESSION_CLOSE);
+        d.send(&connect(false).to_bytes());
+        for (xid, op) in d.requests() {
+            let ops = d.write_ops.iter().find(|(x, _)| *x == xid);
+            let reply = match ops {
+                Some((_, ops)) if ops == refused => {
+                    let body = note_refused(ops.len()).to_bytes();
+                    [header(xid, ZXID, 0), body].concat()
+                }
+                _ => d.reply(xid, op, 0),
+            };
+            d.send(&reply);
+        }
+        d.answer_all(ok);
+        seeds.push(seed(t, name, d.input(0, 0), true));
+    }
 
     // Garbage after the handshake.
     let mut d = Driver::new(0);

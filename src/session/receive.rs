@@ -232,7 +232,11 @@ impl<T, W: Clone> Session<T, W> {
             } => {
                 if noted && note_refused(&result) {
                     // Nothing was applied, and the node is still there: it
-                    // goes again as a plain delete (still a background one).
+                    // goes again as a plain delete (still a background one),
+                    // unless closeSession went out after the transaction.
+                    if !self.background_can_go() {
+                        return;
+                    }
                     log::debug!("release note of {path} refused; deleting it plainly");
                     let now = self.last_recv;
                     return self.send_background(now, Release::plain(path));

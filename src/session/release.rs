@@ -203,9 +203,19 @@ impl<T, W: Clone> Session<T, W> {
             if let Some(i) = self.background.iter().position(|(p, _)| p == path) {
                 self.background.swap_remove(i);
             }
-        } else if self.conn == Conn::Established && self.fatal.is_none() {
+        } else if self.background_can_go() {
             self.send_background(now, Release::plain(path));
         }
+    }
+
+    /// True if a background delete found still to do may be sent now: on a
+    /// live session's connection, and not after closeSession went out on it
+    /// (as it has once a connected session is closing). The server ends the
+    /// session at closeSession, taking the node with it, and nothing may
+    /// follow it; if no server confirms the close on this connection, the
+    /// next one's `prime` sends the delete ahead of closeSession.
+    pub(super) fn background_can_go(&self) -> bool {
+        self.conn == Conn::Established && self.fatal.is_none() && self.closing.is_none()
     }
 }
 

@@ -756,6 +756,40 @@ fn a_noted_release_of_a_node_already_gone_is_done() {
 }
 
 #[test]
+fn a_release_found_undone_after_closesession_was_sent_is_left_to_the_close() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.defer_background_delete(now, noted("/app/lock/n1"), now)
+        .unwrap();
+    let later = now + Duration::from_secs(1);
+    s.defer_background_delete(now, Release::plain("/app/other/n2"), later)
+        .unwrap();
+    let withdrawn = s.withdraw_deferred_delete("/app/other").unwrap();
+    let frames = sent(&mut s);
+    s.close(now);
+    let close = sent(&mut s);
+    assert_eq!(header(&close[0]).op, OpCode::CloseSession.code());
+    // The note met a node of its name, and the withdrawn delete's
+    // transaction failed: both nodes are still there, but nothing may
+    // follow closeSession, which takes them with the session.
+    let node_exists = ErrorCode::NodeExists.code();
+    s.handle_bytes(
+        now,
+        &reply(header(&frames[0]).xid, 30, 0, &failed_at(0, node_exists, 3)),
+    );
+    s.settle_withdrawn_delete(now, &withdrawn.path, false);
+    assert!(sent(&mut s).is_empty());
+    // Unconfirmed there, the close goes on with the next connection, which
+    // sends the deletes first.
+    let ops: Vec<i32> = reconnect(&mut s, now)
+        .iter()
+        .map(|f| header(f).op)
+        .collect();
+    let delete = OpCode::Delete.code();
+    assert_eq!(ops, [delete, delete, OpCode::CloseSession.code()]);
+}
+
+#[test]
 fn a_reconnect_sends_a_noted_release_as_a_plain_delete() {
     let now = Instant::now();
     let mut s = connected(now);
