@@ -672,11 +672,6 @@ impl<T, W: Clone> Session<T, W> {
         self.enqueue(now, OpCode::RemoveWatches, request, purpose)
     }
 
-    /// True if a watcher of `kind` is registered on `path`.
-    pub fn is_watched(&self, kind: WatchKind, path: &str) -> bool {
-        self.watches.is_watched(kind, path)
-    }
-
     /// True if a watcher of one of `kinds` on `path` that `matches` picks
     /// is registered, or will be when the reply to a request sent or
     /// queued arrives. The server keeps one watch per session and path,

@@ -145,11 +145,6 @@ impl<W: Clone> WatchRegistry<W> {
         removed
     }
 
-    /// True if a watcher of `kind` is registered on `path`.
-    pub(crate) fn is_watched(&self, kind: WatchKind, path: &str) -> bool {
-        self.tables[kind.index()].contains_key(path)
-    }
-
     /// True if a watcher of `kind` on `path` that `matches` picks is
     /// registered.
     pub(crate) fn any_where(
