@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::hosts::share_among;
 use super::{Conn, Error, Purpose, Response, Result, Session, State};
 use crate::proto::OpCode;
 
@@ -211,9 +212,4 @@ impl<T, W: Clone> Session<T, W> {
         }
         self.terminate(State::Closed, Error::Closed);
     }
-}
-
-/// An even share of `left` among `hosts` (at least one).
-fn share_among(left: Duration, hosts: usize) -> Duration {
-    left / u32::try_from(hosts.max(1)).unwrap_or(u32::MAX)
 }

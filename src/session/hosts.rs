@@ -97,6 +97,11 @@ impl HostList {
     }
 }
 
+/// An even share of `time` among `hosts` (at least one).
+pub(super) fn share_among(time: Duration, hosts: usize) -> Duration {
+    time / u32::try_from(hosts.max(1)).unwrap_or(u32::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

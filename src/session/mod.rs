@@ -377,10 +377,10 @@ impl<T, W: Clone> Session<T, W> {
     /// (see [`Session::close`]).
     pub fn attempt_timeout(&self) -> Duration {
         let configured = self.config.connect_timeout;
-        let others = u32::try_from(self.hosts.len().saturating_sub(1))
-            .unwrap_or(u32::MAX)
-            .max(1);
-        let session_share = self.negotiated.map(|negotiated| negotiated / 3 / others);
+        let others = self.hosts.len().saturating_sub(1);
+        let session_share = self
+            .negotiated
+            .map(|negotiated| hosts::share_among(negotiated / 3, others));
         [Some(configured), session_share, self.close_attempt_share()]
             .into_iter()
             .flatten()
