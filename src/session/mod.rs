@@ -530,14 +530,15 @@ impl<T, W: Clone> Session<T, W> {
         // First, so that a connection the close's deadline ends is dropped
         // for that reason, not for an attempt's share of it ending then too.
         self.handle_close_timers(now);
+        let connection_over = self.connection_deadline().is_some_and(|at| now >= at);
         match self.conn {
-            Conn::Handshaking { since } if now >= since + self.attempt_timeout() => {
+            Conn::Handshaking { .. } if connection_over => {
                 self.request_disconnect(Error::Timeout {
                     what: "the server's handshake response",
                     after: self.attempt_timeout(),
                 });
             }
-            Conn::Established if now >= self.last_recv + self.read_timeout() => {
+            Conn::Established if connection_over => {
                 self.request_disconnect(Error::Timeout {
                     what: "any reply or ping response from the server",
                     after: self.read_timeout(),
@@ -736,13 +737,8 @@ impl<T, W: Clone> Session<T, W> {
 
     /// When `handle_timeout` should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conn = match self.conn {
-            Conn::None => None,
-            Conn::Handshaking { since } => Some(since + self.attempt_timeout()),
-            Conn::Established => Some(
-                (self.last_recv + self.read_timeout()).min(self.last_send + self.ping_interval()),
-            ),
-        };
+        let conn = self.connection_deadline();
+        let ping = (self.conn == Conn::Established).then(|| self.last_send + self.ping_interval());
         let closing = self.next_close_timer();
         let queued = self.queued.iter().map(|q| q.deadline).min();
         let expiry = self
@@ -752,7 +748,7 @@ impl<T, W: Clone> Session<T, W> {
             .request_deadline()
             .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
         let throttled = self.next_throttled_retry();
-        [conn, closing, queued, expiry, request, throttled]
+        [conn, ping, closing, queued, expiry, request, throttled]
             .into_iter()
             .flatten()
             .min()
@@ -766,11 +762,7 @@ impl<T, W: Clone> Session<T, W> {
     /// that [`Session::handle_timeout`], called then, drops the connection
     /// with the error of the deadline that passed.
     pub fn write_deadline(&self) -> Option<Instant> {
-        let conn = match self.conn {
-            Conn::None => return None,
-            Conn::Handshaking { since } => since + self.attempt_timeout(),
-            Conn::Established => self.last_recv + self.read_timeout(),
-        };
+        let conn = self.connection_deadline()?;
         let request = self
             .request_deadline()
             .filter(|_| self.conn == Conn::Established);
@@ -778,6 +770,17 @@ impl<T, W: Clone> Session<T, W> {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// When this connection is given up on unless the server is heard
+    /// first: its handshake's timeout, or the read timeout since the server
+    /// was last heard; `None` without a connection.
+    fn connection_deadline(&self) -> Option<Instant> {
+        match self.conn {
+            Conn::None => None,
+            Conn::Handshaking { since } => Some(since + self.attempt_timeout()),
+            Conn::Established => Some(self.last_recv + self.read_timeout()),
+        }
     }
 
     /// When the oldest request in flight times out, with a request timeout
