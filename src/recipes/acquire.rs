@@ -632,21 +632,12 @@ impl Attempt<'_> {
     /// decoded) while looking is no answer, so it looks again (each attempt
     /// waits for a reconnect); only the end of the session, which takes the
     /// node with it, stops the search, or a server whose replies cannot be
-    /// decoded more than [`MAX_UNDECODABLE_SEARCHES`] times.
+    /// decoded more than [`MAX_UNDECODABLE_REPLIES`] times (a node left
+    /// behind then goes with the session).
     fn find_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
-        let mut undecodable = 0;
-        loop {
-            match self.look_for_own_node(prefix) {
-                Err(Error::Protocol(_)) if undecodable < MAX_UNDECODABLE_SEARCHES => {
-                    undecodable += 1;
-                    log::debug!("looking for lock node {prefix}* again: undecodable reply");
-                }
-                Err(e) if e.is_retryable() => {
-                    log::debug!("looking for lock node {prefix}* again: {e}");
-                }
-                answer => return answer,
-            }
-        }
+        ask_until_answered(&format_args!("lock node {prefix}*"), || {
+            self.look_for_own_node(prefix)
+        })
     }
 
     fn look_for_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
@@ -740,11 +731,31 @@ fn queue(
     )
 }
 
-/// How many undecodable replies the search for an ambiguously
-/// created node looks past. A server that keeps sending them is broken, and
-/// the attempt then fails with that error rather than search forever; a
-/// node left behind goes with the session.
-const MAX_UNDECODABLE_SEARCHES: u32 = 3;
+/// How many undecodable replies [`ask_until_answered`] looks past. A
+/// server that keeps sending them is broken, and the question then fails
+/// with that error rather than be asked forever.
+pub(super) const MAX_UNDECODABLE_REPLIES: u32 = 3;
+
+/// Asks `ask` about `what` until it is answered. A lost connection is no
+/// answer (each try waits for a reconnect, and the session's end stops
+/// them), and neither is an undecodable reply, which drops the connection
+/// while the session lives on, up to [`MAX_UNDECODABLE_REPLIES`] of them.
+pub(super) fn ask_until_answered<R>(
+    what: &dyn std::fmt::Display,
+    mut ask: impl FnMut() -> Result<R>,
+) -> Result<R> {
+    let mut undecodable = 0;
+    loop {
+        match ask() {
+            Err(Error::Protocol(_)) if undecodable < MAX_UNDECODABLE_REPLIES => {
+                undecodable += 1;
+                log::debug!("asking again for {what}: undecodable reply");
+            }
+            Err(e) if e.is_retryable() => log::debug!("asking again for {what}: {e}"),
+            answer => return answer,
+        }
+    }
+}
 
 /// True if a request that failed with `e` may still have been applied: its
 /// reply was lost with the connection, or came but could not be decoded

@@ -14,6 +14,7 @@ use crate::proto::{EventType, Response};
 use crate::session::{Release, State, Successor};
 use crate::Client;
 
+use super::acquire::ask_until_answered;
 use super::naming::release_note;
 use crate::client::path::last_segment;
 
@@ -251,11 +252,6 @@ impl NodeWatch {
     }
 }
 
-/// How many undecodable replies [`Tracker::fencing_token`] looks past: a
-/// server that keeps sending them is broken, and the token is then not
-/// learnt rather than asked for forever.
-const MAX_UNDECODABLE_TOKEN_READS: u32 = 3;
-
 /// What a held lock shares with the handles a caller uses without the lock
 /// at hand: its state, the watch on its node and its fencing token.
 ///
@@ -374,7 +370,8 @@ impl Tracker {
     /// asks again if that reply failed. 0, which no
     /// resource that checks tokens accepts, if the lock is lost first, or
     /// if the server's answers cannot be had (more than
-    /// [`MAX_UNDECODABLE_TOKEN_READS`] undecodable ones, or a refusal): a
+    /// [`MAX_UNDECODABLE_REPLIES`](super::acquire::MAX_UNDECODABLE_REPLIES)
+    /// undecodable ones, or a refusal): a
     /// later call asks again.
     pub(crate) fn fencing_token(self: &Arc<Self>) -> i64 {
         if let Some(token) = self.token.get() {
@@ -383,33 +380,27 @@ impl Tracker {
         if let Some(token) = self.watch(true).and_then(|slot| self.read_token(&slot)) {
             return token;
         }
-        let mut undecodable = 0;
-        // Each try waits for a reconnect; the session's end stops them.
-        loop {
-            match self.client.exists(&self.node) {
-                Ok(Some(stat)) => return *self.token.get_or_init(|| stat.czxid),
-                Err(e) if e.is_retryable() => continue,
-                // The connection is dropped, as if lost; the session lives.
-                Err(Error::Protocol(_)) if undecodable < MAX_UNDECODABLE_TOKEN_READS => {
-                    undecodable += 1;
-                }
-                Ok(None) => {
-                    self.shared.set(LockState::Lost);
-                    return 0;
-                }
-                // Ended or ending (closed by another thread, say): the node
-                // goes with the session, and the state says so once it ends.
-                Err(e) if e.is_session_lost() => {
-                    self.shared.set(LockState::Lost);
-                    return 0;
-                }
-                // Nothing learnt of the node, which may well be there and
-                // held: marked lost, a dropped guard would leave it behind
-                // (a lost node is not deleted) for the rest of the session.
-                Err(e) => {
-                    log::debug!("fencing token of {} not learnt: {e}", self.node);
-                    return 0;
-                }
+        let asked = ask_until_answered(&format_args!("the fencing token of {}", self.node), || {
+            self.client.exists(&self.node)
+        });
+        match asked {
+            Ok(Some(stat)) => *self.token.get_or_init(|| stat.czxid),
+            Ok(None) => {
+                self.shared.set(LockState::Lost);
+                0
+            }
+            // Ended or ending (closed by another thread, say): the node
+            // goes with the session, and the state says so once it ends.
+            Err(e) if e.is_session_lost() => {
+                self.shared.set(LockState::Lost);
+                0
+            }
+            // Nothing learnt of the node, which may well be there and
+            // held: marked lost, a dropped guard would leave it behind (a
+            // lost node is not deleted) for the rest of the session.
+            Err(e) => {
+                log::debug!("fencing token of {} not learnt: {e}", self.node);
+                0
             }
         }
     }
