@@ -761,7 +761,7 @@ pub(super) fn ask_until_answered<R>(
 /// reply was lost with the connection, or came but could not be decoded
 /// (the server said it did something; the client then drops the
 /// connection).
-fn outcome_unknown(e: &Error) -> bool {
+pub(super) fn outcome_unknown(e: &Error) -> bool {
     e.is_retryable() || matches!(e, Error::Protocol(_))
 }
 

@@ -14,7 +14,7 @@ use crate::proto::{EventType, Response};
 use crate::session::{Release, State, Successor};
 use crate::Client;
 
-use super::acquire::ask_until_answered;
+use super::acquire::{ask_until_answered, outcome_unknown};
 use super::naming::release_note;
 use crate::client::path::last_segment;
 
@@ -536,10 +536,8 @@ impl HeldLock {
             // The node went with the session, or someone deleted it.
             Err(Error::NoNode | Error::SessionExpired) => Err(Error::LockLost),
             Err(e) => {
-                // Still guarantee the release if the session lives on. An
-                // undecodable reply drops the connection and leaves the
-                // outcome as open as a lost one does.
-                if e.is_retryable() || matches!(e, Error::Protocol(_)) {
+                // Still guarantee the release if the session lives on.
+                if outcome_unknown(&e) {
                     let _ = client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)
