@@ -436,6 +436,16 @@ fn a_waiter_whose_session_expires_gets_an_error() {
     guard.unlock().unwrap();
 }
 
+/// The path of the node among `queued` (names under `dir`) that is not
+/// the holder's `held` node: the one waiter's.
+fn waiters_node(dir: &str, queued: &[String], held: &str) -> String {
+    queued
+        .iter()
+        .map(|name| format!("{dir}/{name}"))
+        .find(|node| node != held)
+        .expect("the waiter's node")
+}
+
 /// A waiter whose own node is deleted by someone else (an operator) wakes at
 /// once with `LockLost`, instead of waiting for its predecessor to go and
 /// then holding a lock whose node no longer exists.
@@ -457,13 +467,9 @@ fn a_waiter_whose_own_node_is_deleted_fails_at_once_with_lock_lost() {
     });
     let queued = wait_children(&admin, LOCK, 2);
     expect_nothing(&result, "the waiter acquires while the lock is held");
-    let theirs = queued
-        .iter()
-        .find(|name| format!("{LOCK}/{name}") != guard.node())
-        .expect("the waiter's node")
-        .clone();
+    let theirs = waiters_node(LOCK, &queued, guard.node());
     let deleted_at = Instant::now();
-    admin.delete(&format!("{LOCK}/{theirs}"), None).unwrap();
+    admin.delete(&theirs, None).unwrap();
 
     let (outcome, failed_at) = recv(&result, WAIT, "the waiter to give up");
     waiter.join().unwrap();
@@ -535,11 +541,7 @@ fn a_waiter_whose_node_is_written_then_deleted_fails_with_lock_lost() {
     });
     let queued = wait_children(&admin, LOCK, 2);
     expect_nothing(&result, "the waiter acquires while the lock is held");
-    let theirs = queued
-        .iter()
-        .map(|name| format!("{LOCK}/{name}"))
-        .find(|node| node != guard.node())
-        .expect("the waiter's node");
+    let theirs = waiters_node(LOCK, &queued, guard.node());
     admin.set_data(&theirs, b"__REVOKE__", None).unwrap();
     expect_nothing(&result, "the waiter wakes on a write to its node");
     admin.delete(&theirs, None).unwrap();
