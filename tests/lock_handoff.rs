@@ -512,6 +512,17 @@ impl NoteWaiter {
         caller
     }
 
+    /// Waits for the caller's exists (see [`Self::send_caller_watch`]),
+    /// which finds no note, then asserts its watch is told of the note.
+    fn expect_callers_watch_told(
+        &self,
+        caller: &std::sync::mpsc::Receiver<zklock::Result<WatchedNote>>,
+    ) {
+        let (stat, events) = recv(caller, WAIT, "the caller's exists").unwrap();
+        assert_eq!(stat, None);
+        self.expect_note_seen(&events);
+    }
+
     /// Creates the note, as a release would, and asserts that `events`
     /// (the caller's watch) is told.
     fn expect_note_seen(&self, events: &zklock::WatchReceiver) {
@@ -550,9 +561,7 @@ fn a_waiter_giving_up_leaves_a_note_watch_a_caller_is_setting() {
     let caller = w.send_caller_watch();
     w.give_up();
     w.server.resume().unwrap();
-    let (stat, events) = recv(&caller, WAIT, "the caller's exists").unwrap();
-    assert_eq!(stat, None);
-    w.expect_note_seen(&events);
+    w.expect_callers_watch_told(&caller);
 }
 
 /// The other order: the waiter gives up first, and its removal of the
@@ -570,9 +579,7 @@ fn a_caller_watching_a_note_after_a_waiter_gave_up_keeps_its_watch() {
     });
     let caller = w.send_caller_watch();
     w.server.resume().unwrap();
-    let (stat, events) = recv(&caller, WAIT, "the caller's exists").unwrap();
-    assert_eq!(stat, None);
-    w.expect_note_seen(&events);
+    w.expect_callers_watch_told(&caller);
 }
 
 /// A caller's persistent watch on a release note is not taken by the
