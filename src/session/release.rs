@@ -241,7 +241,7 @@ impl<T, W: Clone> Session<T, W> {
     /// applied, and the delete goes again on its own after a back-off, as a
     /// throttled background delete does (or with the next reconnect).
     pub fn retry_withdrawn_delete(&mut self, now: Instant, path: &str) {
-        if self.conn == Conn::Established && self.fatal.is_none() {
+        if self.background_can_go() {
             self.retry_throttled(now, path.to_owned(), 1);
         }
     }
@@ -262,8 +262,7 @@ impl<T, W: Clone> Session<T, W> {
     /// connection that stays, and not after closeSession, which the server
     /// answers last.
     pub(super) fn next_throttled_retry(&self) -> Option<Instant> {
-        let can_go =
-            self.conn == Conn::Established && self.disconnect.is_none() && self.closing.is_none();
+        let can_go = self.background_can_go() && self.disconnect.is_none();
         self.throttled
             .iter()
             .map(|t| t.due)
