@@ -1,8 +1,9 @@
 //! Stock deduction without overselling: several workers, each with its own
 //! ZooKeeper session (as separate processes would have), take orders against
 //! a stock counter stored in a znode. Each order is a read-modify-write (read
-//! the count, parse it, decrement if positive, write it back with `set_data`
-//! ignoring versions) done while holding a zklock `Mutex`.
+//! the count, parse it, decrement if positive, write it back ignoring
+//! versions) done while holding a zklock `Mutex`. The write goes through
+//! the guard (`guard.multi`), which applies it only while the lock is held.
 //!
 //! It prints the final stock, how many orders were served and refused, and
 //! the lock acquisitions per second, then checks that the final stock is
@@ -35,7 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::{check, BadFlag, Flags, Outcome, Zk};
-use zklock::{Acl, Client, CreateMode};
+use zklock::{Acl, Client, CreateMode, Op};
 
 fn main() -> ExitCode {
     common::run("stock", parse, stock)
@@ -215,7 +216,17 @@ fn worker(
         let (data, _) = client.get_data(stock_path)?;
         let left: u64 = String::from_utf8_lossy(&data).parse().unwrap_or(0);
         if left > 0 {
-            client.set_data(stock_path, (left - 1).to_string().as_bytes(), None)?;
+            let now = (left - 1).to_string();
+            match &guard {
+                // Applied only if the lock is still held when the server
+                // applies it.
+                Some(guard) => {
+                    guard.multi(&[Op::set_data(stock_path, now, None)])?;
+                }
+                None => {
+                    client.set_data(stock_path, now.as_bytes(), None)?;
+                }
+            }
             tally.sold.fetch_add(1, Ordering::SeqCst);
         } else {
             tally.refused.fetch_add(1, Ordering::SeqCst);

@@ -82,8 +82,13 @@ pub enum Error {
     /// The session has expired (-112): a server said so on a reconnect (or
     /// to [`ClientBuilder::session`](crate::ClientBuilder::session), taking
     /// over a session that is gone), or the client heard from no server for
-    /// 4/3 of the negotiated timeout. Every later call fails fast with this;
-    /// build a new [`Client`](crate::Client) to get a new session.
+    /// 4/3 of the negotiated timeout. Every call waiting then fails with
+    /// this. Every later call fails fast with it too, and a new
+    /// [`Client`](crate::Client) gets a new session, unless the client was
+    /// built with
+    /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry):
+    /// later calls then go to the new session that it starts. A lock
+    /// attempt of the expired session fails with it either way.
     #[error("session expired")]
     SessionExpired,
     /// Invalid callback (-113).
@@ -380,7 +385,10 @@ impl Error {
 
     /// True when the session is gone for good (expired, auth failed or
     /// closed): its ephemeral nodes, and so its locks, are gone or going, and
-    /// only a new [`Client`](crate::Client) can go on. Not for `LockLost`,
+    /// only a new [`Client`](crate::Client) can go on, or, after an expiry,
+    /// the new session of a client built with
+    /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry).
+    /// Not for `LockLost`,
     /// which names one lock's loss: its node may have been deleted while the
     /// session lives on, and [`Client::state`](crate::Client::state) tells
     /// whether it does.

@@ -13,7 +13,8 @@
 //!     println!("holding with token {}", guard.fencing_token());
 //!     // `left - 1` would underflow once the stock is gone.
 //!     if let Some(now) = left.checked_sub(1) {
-//!         client.set_data("/stock/42", now.to_string().as_bytes(), None)?;
+//!         // Applied only if the lock is still held when the server applies it.
+//!         guard.multi(&[zklock::Op::set_data("/stock/42", now.to_string(), None)])?;
 //!     }
 //! } // dropping the guard releases the lock
 //! # Ok(()) }
@@ -21,9 +22,11 @@
 //!
 //! - [`Client`]: one session shared by cheap clones; calls block the calling
 //!   thread and are pipelined on one connection. Reconnects resume the
-//!   session; watches are re-registered.
+//!   session; watches are re-registered. An expiry ends the client, or,
+//!   with [`ClientBuilder::new_session_on_expiry`], starts a new session.
 //! - [`Mutex`], [`ReentrantMutex`], [`RwLock`]: locks whose guards report
-//!   [`LockState`] (`Held`, `Suspended`, `Lost`) and carry a fencing token.
+//!   [`LockState`] (`Held`, `Suspended`, `Lost`), carry a fencing token, and
+//!   write to ZooKeeper only while the lock is held (`guard.multi`).
 //! - [`proto`]: the jute codec, with no I/O. [`session`]: the protocol state
 //!   machine, with no I/O.
 //! - `testing` (feature): real ZooKeeper servers and a TCP fault proxy for tests.

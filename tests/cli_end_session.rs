@@ -8,6 +8,7 @@
 #![cfg(feature = "cli")]
 
 mod child;
+mod common;
 
 use std::time::Duration;
 
@@ -77,18 +78,7 @@ fn a_command_ending_on_a_silent_connection_leaves_no_node_at_exit() {
         .expect("connect");
     let nodes = observer.get_children(PATH).expect("the lock's nodes");
     assert_eq!(nodes.len(), 1, "{nodes:?}");
-    let mut silent = None;
-    wait_until("exactly one proxy to carry exec's session", WAIT, || {
-        let open: Vec<usize> = (0..gates.len())
-            .filter(|&i| gates[i].connection_count() > 0)
-            .collect();
-        silent = match open.as_slice() {
-            [one] => Some(*one),
-            _ => None,
-        };
-        silent.is_some()
-    });
-    let silent = silent.unwrap_or_else(|| unreachable!());
+    let silent = common::connected_proxy(&gates);
     gates[silent].set_mode(ProxyMode::Blackhole);
     std::fs::write(&go, b"").expect("tell the command to end");
 

@@ -136,6 +136,33 @@ fn stock_sells_exactly_the_stock_under_the_lock() {
 }
 
 #[test]
+fn payments_are_recorded_once_and_a_stuck_workers_commit_is_refused() {
+    let out = example("payments", &[]);
+    assert!(
+        has_line(
+            &out.stdout,
+            "charges made: 25; commits: 24 recorded, 1 refused, 0 unknown"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        has_line(
+            &out.stdout,
+            "worker-0: lost the lock on payment-0000; commit refused"
+        ),
+        "{}",
+        out.stdout
+    );
+    let refused = run_example("payments", &["--workers", "1"], Some("127.0.0.1:1"));
+    assert_eq!(refused.status.code(), Some(2), "{}", refused.stderr);
+    assert_eq!(
+        refused.stderr.trim_end(),
+        "payments: --workers must be at least 2"
+    );
+}
+
+#[test]
 fn stock_without_the_lock_runs() {
     // Whether the race shows is up to the scheduler; only the run is checked.
     let out = example("stock", &["--no-lock"]);

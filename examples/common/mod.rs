@@ -81,6 +81,15 @@ impl Zk {
             .connect(&self.connect)
     }
 
+    /// A client that takes over `client`'s session (to end it from
+    /// outside, as a pause longer than the session timeout would).
+    pub fn take_over(&self, client: &Client) -> zklock::Result<Client> {
+        Client::builder()
+            .session(client.session_id(), client.session_password())
+            .connect_timeout(Duration::from_secs(5))
+            .connect(&self.connect)
+    }
+
     /// `name` under this example's prefix.
     pub fn path(&self, name: &str) -> String {
         format!("{}/{name}", self.prefix)

@@ -723,6 +723,10 @@ pub const SESSION_RAW_CHUNKS: u8 = 16;
 /// with a timeout and drops the connection (`request_timeout`).
 pub const SESSION_REQUEST_TIMEOUT: u8 = 32;
 
+/// `session` flag: an expiry of the established session is followed by a
+/// new session (`new_session_on_expiry`).
+pub const SESSION_NEW_ON_EXPIRY: u8 = 64;
+
 /// Token of the credentials added before the first connection.
 pub const SESSION_AUTH_TOKEN: u32 = 1000;
 
@@ -953,6 +957,7 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         request_timeout: (flags & SESSION_REQUEST_TIMEOUT != 0).then(|| Duration::from_secs(5)),
         batch_reads: true,
         batch_writes: true,
+        new_session_on_expiry: flags & SESSION_NEW_ON_EXPIRY != 0,
     };
     let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);
     if flags & SESSION_RESUME != 0 {
@@ -1190,6 +1195,12 @@ struct SessionCheck {
     /// closeSession went out on this connection: the server ends the
     /// session on it, so nothing but pings may follow.
     close_sent: bool,
+    /// The session's generation as last seen: a new one follows an expiry
+    /// (with `SESSION_NEW_ON_EXPIRY`).
+    generation: u64,
+    /// A new session started since the last ConnectRequest: the next one
+    /// must ask for a session of its own, having seen nothing.
+    renewed: bool,
 }
 
 impl SessionCheck {
@@ -1226,8 +1237,12 @@ impl SessionCheck {
                 }
                 SessionEvent::State(state) => {
                     assert_ne!(state, self.last_state, "a repeated state event");
+                    let renewing = self.flags & SESSION_NEW_ON_EXPIRY != 0;
+                    let new_session = renewing
+                        && self.last_state == State::Expired
+                        && state == State::Disconnected;
                     assert!(
-                        !self.last_state.is_terminal(),
+                        !self.last_state.is_terminal() || new_session,
                         "{state:?} reported after terminal {:?}",
                         self.last_state
                     );
@@ -1236,6 +1251,26 @@ impl SessionCheck {
             }
         }
         assert_eq!(session.state(), self.last_state, "state() vs the events");
+        if session.generation() != self.generation {
+            assert_eq!(
+                session.generation(),
+                self.generation + 1,
+                "more than one new session in one step"
+            );
+            assert!(
+                self.flags & SESSION_NEW_ON_EXPIRY != 0,
+                "a new session unasked"
+            );
+            assert_eq!(
+                session.session_id(),
+                0,
+                "a new session's id before its handshake"
+            );
+            self.generation = session.generation();
+            self.renewed = true;
+            // The new session has seen nothing yet.
+            self.last_zxid = 0;
+        }
         assert!(session.last_zxid() >= self.last_zxid, "last_zxid went back");
         self.last_zxid = session.last_zxid();
         if session.state().is_connected() {
@@ -1254,6 +1289,14 @@ impl SessionCheck {
                 let request = zklock::proto::ConnectRequest::from_bytes(payload)
                     .expect("a ConnectRequest first");
                 assert_eq!(request.passwd.len(), 16);
+                if std::mem::take(&mut self.renewed) {
+                    assert_eq!(
+                        (request.session_id, request.last_zxid_seen),
+                        (0, 0),
+                        "a new session's handshake"
+                    );
+                    assert!(request.passwd.iter().all(|b| *b == 0));
+                }
                 self.close_sent = false;
                 continue;
             }
@@ -1300,8 +1343,11 @@ impl Xorshift {
 ///
 /// Checks: every reply is for a submitted token, at most once, and of the
 /// record type of its op; watch events only name registered watchers; state
-/// events never repeat and stop after a terminal state; `last_zxid` never
-/// goes back; everything the session transmits is whole, well-formed
+/// events never repeat and stop after a terminal state (but for the new
+/// session that follows an expiry with `SESSION_NEW_ON_EXPIRY`, whose
+/// handshake asks for id 0 with a zero password and nothing seen);
+/// `last_zxid` never goes back within a session; everything the session
+/// transmits is whole, well-formed
 /// frames, and nothing but pings follows closeSession on its connection;
 /// and once the connection is gone and the session closed, every submitted
 /// request has been answered exactly once.
@@ -1320,6 +1366,8 @@ pub fn session(data: &[u8]) {
         last_zxid: 0,
         expect_connect: true,
         close_sent: false,
+        generation: 0,
+        renewed: false,
     };
     check.drain(&mut session, now);
 

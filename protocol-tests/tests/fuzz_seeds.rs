@@ -23,7 +23,8 @@ use std::time::Instant;
 use protocol_tests::targets::{
     self, session_new, settle_joint, submit_batched_reads, submit_batched_writes, submit_extras,
     FuzzSession, MAX_FRAMES, REPLY_OPS, SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE,
-    SESSION_JOINT_TOKEN, SESSION_RAW_CHUNKS, SESSION_REQUEST_TIMEOUT, SESSION_RESUME, TARGETS,
+    SESSION_JOINT_TOKEN, SESSION_NEW_ON_EXPIRY, SESSION_RAW_CHUNKS, SESSION_REQUEST_TIMEOUT,
+    SESSION_RESUME, TARGETS,
 };
 use zklock::proto::{
     perms, read_notification, read_reply_header, split_frame, write_frame, Acl, ClientInfo,
@@ -107,6 +108,16 @@ fn connect(read_only: bool) -> ConnectResponse {
 
 /// The handshake of the session `session_new` resumes with
 /// `SESSION_RESUME`: a resume must be granted for that very session.
+/// A handshake answer that says the session is gone.
+fn expired() -> ConnectResponse {
+    ConnectResponse {
+        timeout_ms: 0,
+        session_id: 0,
+        passwd: vec![0; 16],
+        ..connect(false)
+    }
+}
+
 fn resumed(read_only: bool) -> ConnectResponse {
     ConnectResponse {
         passwd: (1..=16).collect(),
@@ -1247,16 +1258,27 @@ fn session_seeds() -> Vec<Seed> {
 
     // Expired at the handshake; auth failure; close.
     let mut d = Driver::new(0);
-    d.send(
-        &ConnectResponse {
-            timeout_ms: 0,
-            session_id: 0,
-            passwd: vec![0; 16],
-            ..connect(false)
-        }
-        .to_bytes(),
-    );
+    d.send(&expired().to_bytes());
     seeds.push(seed(t, "expired", d.input(0, 0), true));
+    // With a new session after an expiry: the established session's
+    // resume is refused as expired, and a new session goes on with the
+    // credentials alone.
+    let mut d = Driver::new(SESSION_NEW_ON_EXPIRY);
+    d.send(&connect(false).to_bytes());
+    d.answer_all(ok);
+    d.send(&header(9999, ZXID, 0));
+    d.send(&expired().to_bytes());
+    assert_eq!(d.session.generation(), 1, "a new session");
+    d.send(&connect(false).to_bytes());
+    d.answer_all(ok);
+    d.notify(EventType::NodeDataChanged, "/a");
+    seeds.push(seed(t, "new-session-after-expiry", d.input(0, 0), true));
+    seeds.push(seed(
+        t,
+        "new-session-after-expiry-clock",
+        d.input(0, 9),
+        true,
+    ));
     let mut d = Driver::new(0);
     d.send(&connect(false).to_bytes());
     d.answer_all(|op| if op == OpCode::Auth { -115 } else { 0 });

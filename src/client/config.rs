@@ -40,6 +40,7 @@ pub struct Config {
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) batch_reads: bool,
     pub(crate) batch_writes: bool,
+    pub(crate) new_session_on_expiry: bool,
 }
 
 impl Default for Config {
@@ -57,6 +58,7 @@ impl Default for Config {
             request_timeout: None,
             batch_reads: true,
             batch_writes: true,
+            new_session_on_expiry: false,
         }
     }
 }
@@ -78,6 +80,7 @@ impl fmt::Debug for Config {
             .field("request_timeout", &self.request_timeout)
             .field("batch_reads", &self.batch_reads)
             .field("batch_writes", &self.batch_writes)
+            .field("new_session_on_expiry", &self.new_session_on_expiry)
             .field(
                 "session_id",
                 &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
@@ -200,6 +203,36 @@ impl Config {
     pub fn batch_writes(&self) -> bool {
         self.batch_writes
     }
+
+    /// Whether the client goes on with a new session when its session
+    /// expires (default false: an expiry ends the client, as in the Java
+    /// client; Curator and kazoo go on). With it, once a session has been
+    /// established, its expiry is reported as without it (`Expired` to
+    /// every state listener, `SessionExpired` to every waiting call, the
+    /// last event to every watch, which is then gone, and every lock held
+    /// or being acquired lost), and then the client starts a new session at
+    /// once, through the same hosts, with the same credentials
+    /// ([`digest`](ClientBuilder::digest), [`add_auth`](Client::add_auth)).
+    /// Listeners then see `Disconnected` and, once a server grants it,
+    /// `Connected`; [`Client::session_id`] and the other session getters
+    /// give the new session's (the id is 0 until then). Calls made
+    /// meanwhile wait for it as calls made while disconnected do, and
+    /// [`Client::wait_connected`] waits through the expiry.
+    ///
+    /// Nothing of the old session carries over: its ephemeral nodes and
+    /// watches are gone, and a lock guard of the old session stays `Lost`
+    /// (its fencing token 0, its `multi` and `unlock` `LockLost`) however
+    /// the new session fares; a lock attempt under way fails with
+    /// `SessionExpired` and leaves no node. Lock objects go on: a new
+    /// attempt acquires in the new session.
+    ///
+    /// It never applies to the first connect (a session to take over with
+    /// [`session`](ClientBuilder::session) that turns out expired still
+    /// fails `connect` with `SessionExpired`), nor to `AuthFailed` or a
+    /// close, which stay final.
+    pub fn new_session_on_expiry(&self) -> bool {
+        self.new_session_on_expiry
+    }
 }
 
 /// See [`Config::release_linger`].
@@ -318,6 +351,13 @@ impl ClientBuilder {
     /// [`Config::batch_writes`]).
     pub fn batch_writes(mut self, enabled: bool) -> Self {
         self.config.batch_writes = enabled;
+        self
+    }
+
+    /// Sets whether the client goes on with a new session when its session
+    /// expires (default false; see [`Config::new_session_on_expiry`]).
+    pub fn new_session_on_expiry(mut self, enabled: bool) -> Self {
+        self.config.new_session_on_expiry = enabled;
         self
     }
 

@@ -183,6 +183,9 @@ pub(crate) struct Shared {
     next_callback: std::sync::atomic::AtomicU64,
     events: Mutex<Option<Sender<State>>>,
     pub(crate) last_connect_error: Mutex<Option<String>>,
+    /// Whether an expiry is followed by a new session (see
+    /// [`Config::new_session_on_expiry`](super::Config::new_session_on_expiry)).
+    new_session_on_expiry: bool,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -220,7 +223,11 @@ pub(crate) fn time_left(deadline: Option<Instant>) -> Option<Option<Duration>> {
 }
 
 impl Shared {
-    pub(crate) fn new(session: ClientSession, events: Option<Sender<State>>) -> Shared {
+    pub(crate) fn new(
+        session: ClientSession,
+        events: Option<Sender<State>>,
+        new_session_on_expiry: bool,
+    ) -> Shared {
         Shared {
             waiting_callers: std::sync::atomic::AtomicUsize::new(0),
             core: Mutex::new(Core {
@@ -240,7 +247,16 @@ impl Shared {
             next_callback: std::sync::atomic::AtomicU64::new(0),
             events: Mutex::new(events),
             last_connect_error: Mutex::new(None),
+            new_session_on_expiry,
         }
+    }
+
+    /// True for a state that no other follows: a terminal one, except an
+    /// expiry that a new session follows. (The first connect of a session
+    /// taken over may end in an expiry that nothing follows even then, but
+    /// that client is never handed out.)
+    pub(crate) fn is_final(&self, state: State) -> bool {
+        state.is_terminal() && !(state == State::Expired && self.new_session_on_expiry)
     }
 
     pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
@@ -271,6 +287,29 @@ impl Shared {
     /// [`Session::submit_write`]) and waits for its reply.
     pub(crate) fn call_write(&self, write: SetDataRequest) -> Result<Response> {
         let slot = Shared::start_write_locked(&mut self.core(), write)?;
+        self.flush();
+        self.wait(&slot)
+    }
+
+    /// Like [`Self::call`] (with no watch), for a request that belongs
+    /// to the session `generation` if given (see [`Session::generation`]):
+    /// once that session has been replaced by a new one, it fails with
+    /// `SessionExpired` unsent, since the new session would answer for a
+    /// session it is not.
+    pub(crate) fn call_in_session(
+        &self,
+        generation: Option<u64>,
+        op: OpCode,
+        body: &impl Record,
+    ) -> Result<Response> {
+        let slot = {
+            // One lock for both: no new session can start in between.
+            let mut core = self.core();
+            if let Some(generation) = generation {
+                core.session.check_generation(generation)?;
+            }
+            Shared::start_locked(&mut core, op, body)?
+        };
         self.flush();
         self.wait(&slot)
     }
@@ -484,8 +523,11 @@ impl Shared {
             let mut current = lock(&self.state);
             // Two threads may dispatch session events (the I/O thread and a
             // closing caller), so a change can arrive after the end it
-            // preceded: the end stays the last state anyone sees.
-            if current.is_terminal() {
+            // preceded: the end stays the last state anyone sees. An expiry
+            // that a new session follows is no end: the states after it
+            // still come in order, since only the closing caller's events
+            // can overtake others, and its only state is `Closed`.
+            if self.is_final(*current) {
                 return;
             }
             *current = state;

@@ -15,7 +15,9 @@ use crate::rand::Rng;
 /// Longest a blocking read or wait lasts before the loop looks around again.
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
-/// Runs until the session is over (expired, auth failed or closed).
+/// Runs until the session is over (expired, auth failed or closed), or,
+/// when a new session follows an expiry (which the session does within the
+/// call that reports it), until that one is.
 pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
     let mut read_buf = vec![0u8; 64 * 1024];
     let mut rng = Rng::new();

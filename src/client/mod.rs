@@ -170,6 +170,7 @@ impl Client {
                 request_timeout: config.request_timeout,
                 batch_reads: config.batch_reads,
                 batch_writes: config.batch_writes,
+                new_session_on_expiry: config.new_session_on_expiry,
             },
             parsed.hosts.clone(),
             now,
@@ -206,7 +207,7 @@ impl Client {
             }
             tx
         });
-        let shared = Arc::new(Shared::new(session, event_tx));
+        let shared = Arc::new(Shared::new(session, event_tx, config.new_session_on_expiry));
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         let io_shared = shared.clone();
         let io = std::thread::Builder::new()
@@ -227,6 +228,8 @@ impl Client {
             }),
         };
         let budget = config.connect_timeout * u32::try_from(parsed.hosts.len()).unwrap_or(u32::MAX);
+        // No new session follows an expiry before the first handshake (a
+        // session to take over that is gone): here it ends the connect.
         let state = client
             .inner
             .shared
@@ -263,14 +266,14 @@ impl Client {
     }
 
     /// Blocks until connected (to any server), the session ends, or
-    /// `timeout` passes.
+    /// `timeout` passes. With
+    /// [`new_session_on_expiry`](ClientBuilder::new_session_on_expiry), an
+    /// expiry is no end: it waits on for the new session.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
         // A timeout too long to make a deadline of waits without one.
         let deadline = Instant::now().checked_add(timeout);
-        let state = self
-            .inner
-            .shared
-            .wait_state(deadline, |s| s.is_connected() || s.is_terminal());
+        let shared = &self.inner.shared;
+        let state = shared.wait_state(deadline, |s| s.is_connected() || shared.is_final(s));
         match state {
             s if s.is_connected() => Ok(()),
             _ => Err(self.fatal_error().unwrap_or(Error::Timeout {
@@ -303,18 +306,23 @@ impl Client {
         self.shared().core().session.queued()
     }
 
-    /// The session id (unique per ensemble).
+    /// The session id (unique per ensemble). After an expiry that a new
+    /// session follows (see
+    /// [`new_session_on_expiry`](ClientBuilder::new_session_on_expiry)), the
+    /// new session's: 0 until a server has granted it.
     pub fn session_id(&self) -> i64 {
         self.inner.shared.core().session.session_id()
     }
 
     /// The session password; with the id, another connection can resume
-    /// (or close) this session.
+    /// (or close) this session. After an expiry that a new session follows,
+    /// the new session's: zeros until a server has granted it.
     pub fn session_password(&self) -> Vec<u8> {
         self.inner.shared.core().session.password().to_vec()
     }
 
-    /// The session timeout the server granted.
+    /// The session timeout the server granted; after an expiry that a new
+    /// session follows, `None` until a server has granted the new one.
     pub fn negotiated_timeout(&self) -> Option<Duration> {
         self.inner.shared.core().session.negotiated_timeout()
     }
@@ -344,11 +352,32 @@ impl Client {
     /// client's own threads (from a state handler or a watch callback),
     /// which cannot wait for themselves and so return `Ok` at once.
     /// Later calls on any clone fail with `Closed`, or with the error that
-    /// ended the session before (`SessionExpired`, say).
+    /// ended the session before (`SessionExpired`, say). With
+    /// [`new_session_on_expiry`](ClientBuilder::new_session_on_expiry), it
+    /// closes the session of the moment, the new one after an expiry
+    /// (which has nothing to close before its handshake), and no session
+    /// follows it.
     pub fn close(&self) -> Result<()> {
         self.inner.shutdown();
         let outcome = self.inner.shared.core().session.close_outcome();
         outcome.unwrap_or(Ok(()))
+    }
+
+    /// Which session of this client's the current one is (see
+    /// [`Session::generation`]): it changes only when a new session
+    /// follows an expiry.
+    pub(crate) fn session_generation(&self) -> u64 {
+        self.inner.shared.core().session.generation()
+    }
+
+    /// `SessionExpired` once the session `generation` has been replaced by
+    /// a new one (see [`Self::session_generation`]).
+    pub(crate) fn check_session(&self, generation: u64) -> Result<()> {
+        self.inner
+            .shared
+            .core()
+            .session
+            .check_generation(generation)
     }
 
     /// The error that ended the session, if it has ended.

@@ -41,7 +41,8 @@ pub enum Op {
     Check {
         /// The path.
         path: String,
-        /// The required data version.
+        /// The required data version; -1 matches any, so that the check
+        /// only requires the node to exist.
         version: i32,
     },
 }
@@ -79,7 +80,7 @@ impl Op {
         }
     }
 
-    /// A version check.
+    /// A version check (-1 for any version: the node must exist).
     pub fn check(path: impl Into<String>, version: i32) -> Op {
         Op::Check {
             path: path.into(),
@@ -126,9 +127,16 @@ pub enum ReadOutcome {
 
 impl Client {
     /// Sends a multi or multiRead and checks that the reply has one result
-    /// per op.
-    fn call_multi(&self, op: OpCode, request: &MultiRequest) -> Result<MultiResponse> {
-        let Response::Multi(response) = self.shared().call(op, request, None)? else {
+    /// per op. With `session`, it is sent only in that session (see
+    /// [`Shared::call_in_session`](super::core::Shared::call_in_session)).
+    fn call_multi(
+        &self,
+        op: OpCode,
+        request: &MultiRequest,
+        session: Option<u64>,
+    ) -> Result<MultiResponse> {
+        let reply = self.shared().call_in_session(session, op, request)?;
+        let Response::Multi(response) = reply else {
             return Err(malformed("multi reply of another kind"));
         };
         if response.results.len() != request.ops.len() {
@@ -146,8 +154,20 @@ impl Client {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
+        self.multi_of(ops.iter(), None)
+    }
+
+    /// Applies `ops` (at least one) as one transaction; see [`Self::multi`].
+    /// With `session`, only in that session (see
+    /// [`Session::generation`](crate::session::Session::generation)): once
+    /// a new one has replaced it, `SessionExpired` and nothing sent.
+    pub(crate) fn multi_of<'o>(
+        &self,
+        ops: impl Iterator<Item = &'o Op>,
+        session: Option<u64>,
+    ) -> Result<Vec<OpOutcome>> {
         let mut request = MultiRequest {
-            ops: Vec::with_capacity(ops.len()),
+            ops: Vec::with_capacity(ops.size_hint().0),
         };
         for op in ops {
             request.ops.push(match op {
@@ -188,7 +208,7 @@ impl Client {
                 }),
             });
         }
-        let response = self.call_multi(OpCode::Multi, &request)?;
+        let response = self.call_multi(OpCode::Multi, &request, session)?;
         if let Some(index) = response.results.iter().position(|r| r.err() != 0) {
             let code = response.results.get(index).map_or(0, OpResult::err);
             return Err(Error::MultiFailed {
@@ -237,7 +257,7 @@ impl Client {
                 }),
             });
         }
-        let response = self.call_multi(OpCode::MultiRead, &request)?;
+        let response = self.call_multi(OpCode::MultiRead, &request, None)?;
         Ok(response
             .results
             .into_iter()

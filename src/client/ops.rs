@@ -145,16 +145,25 @@ impl Client {
 
     /// Deletes a node. `version` is the expected data version; `None` matches any.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
-        self.delete_server_path(&self.server_path(path)?, version.unwrap_or(-1))
+        self.delete_server_path(&self.server_path(path)?, version.unwrap_or(-1), None)
     }
 
-    /// Deletes `path` (a server path) at `version`.
-    pub(crate) fn delete_server_path(&self, path: &str, version: i32) -> Result<()> {
+    /// Deletes `path` (a server path) at `version`; with `session`, only in
+    /// that session (see
+    /// [`Shared::call_in_session`](super::core::Shared::call_in_session)).
+    pub(crate) fn delete_server_path(
+        &self,
+        path: &str,
+        version: i32,
+        session: Option<u64>,
+    ) -> Result<()> {
         let request = DeleteRequest {
             path: path.to_owned(),
             version,
         };
-        self.shared().call(OpCode::Delete, &request, None).map(drop)
+        self.shared()
+            .call_in_session(session, OpCode::Delete, &request)
+            .map(drop)
     }
 
     /// Deletes `path` without waiting: the delete is retried after every

@@ -67,14 +67,20 @@ impl Client {
         Ok(())
     }
 
-    /// Deletes a lock node and waits for the answer. A release whose note
-    /// the server refuses (a node of that name exists) is deleted plainly.
-    pub(crate) fn release_now(&self, release: &Release) -> Result<()> {
+    /// Deletes a lock node of the session `session` (see
+    /// [`Session::generation`](crate::session::Session::generation)) and
+    /// waits for the answer: `SessionExpired`, unsent, once a new session
+    /// has replaced it. A release whose note the server refuses (a node of
+    /// that name exists) is deleted plainly.
+    pub(crate) fn release_now(&self, release: &Release, session: u64) -> Result<()> {
         if release.note.is_none() {
-            return self.delete_server_path(&release.path, -1);
+            return self.delete_server_path(&release.path, -1, Some(session));
         }
         let request = MultiRequest { ops: release.ops() };
-        let Response::Multi(reply) = self.shared().call(OpCode::Multi, &request, None)? else {
+        let reply = self
+            .shared()
+            .call_in_session(Some(session), OpCode::Multi, &request)?;
+        let Response::Multi(reply) = reply else {
             return Err(malformed("multi reply of another kind"));
         };
         match ReleaseOutcome::of(&reply.results) {
@@ -86,7 +92,7 @@ impl Client {
                     release.path,
                     Error::from_code(code)
                 );
-                self.delete_server_path(&release.path, -1)
+                self.delete_server_path(&release.path, -1, Some(session))
             }
         }
     }
@@ -94,15 +100,22 @@ impl Client {
     /// Starts `create`, joined in one transaction with the delete of a
     /// released node in `dir` (a server path) if one is still lingering.
     /// `kind` is the kind of lock node created (see [`Successor`](crate::session::Successor)).
+    /// `session`: the session the node is for (see
+    /// [`Session::generation`](crate::session::Session::generation)); once
+    /// a new one has replaced it, nothing is sent and the create fails with
+    /// `SessionExpired`, as a lock attempt must not create its node in a
+    /// session other than its own.
     pub(super) fn start_create_replacing(
         &self,
         create: CreateRequest,
         dir: &str,
         kind: &'static str,
+        session: u64,
     ) -> Result<StartedCreate> {
-        // One session lock for both: taking the delete back and sending the
-        // request that carries it.
+        // One session lock for all: the session's check, taking the delete
+        // back and sending the request that carries it.
         let mut core = self.shared().core();
+        core.session.check_generation(session)?;
         let Some(old) = core.session.withdraw_deferred_delete(dir) else {
             return Ok(StartedCreate {
                 slot: Shared::start_locked(&mut core, OpCode::Create2, &create)?,
@@ -118,14 +131,18 @@ impl Client {
         ops.push(MultiOp::Create2(create));
         let started = Shared::start_locked(&mut core, OpCode::Multi, &MultiRequest { ops });
         drop(core);
+        let replaced = Replaced {
+            path: old.path,
+            session,
+        };
         match started {
             Ok(slot) => Ok(StartedCreate {
                 slot,
-                replaced: Some(old.path),
+                replaced: Some(replaced),
                 successor,
             }),
             Err(e) => {
-                self.settle_release(&old.path, false);
+                self.settle_release(&replaced, false);
                 Err(e)
             }
         }
@@ -138,7 +155,7 @@ impl Client {
     pub(super) fn finish_create_replacing(
         &self,
         reply: Result<Response>,
-        replaced: Option<String>,
+        replaced: Option<Replaced>,
     ) -> Option<Result<Created>> {
         let Some(old) = replaced else {
             return Some(reply.and_then(|reply| match reply {
@@ -156,8 +173,11 @@ impl Client {
             // The delete goes again on its own after a back-off; the
             // create's caller learns of the refusal.
             Err(Error::ThrottledOp) => {
-                self.shared()
-                    .with_session(|s| s.retry_withdrawn_delete(Instant::now(), &old));
+                self.shared().with_session(|s| {
+                    if s.check_generation(old.session).is_ok() {
+                        s.retry_withdrawn_delete(Instant::now(), &old.path);
+                    }
+                });
                 return Some(Err(Error::ThrottledOp));
             }
             // Unknown outcome (connection lost, say): the delete stays a
@@ -194,18 +214,31 @@ impl Client {
         }
     }
 
-    fn settle_release(&self, path: &str, deleted: bool) {
-        self.shared()
-            .with_session(|s| s.settle_withdrawn_delete(Instant::now(), path, deleted));
+    /// Settles a withdrawn delete in the session it was withdrawn from. A
+    /// session replaced since took the node with it, and the new session
+    /// must not send the delete of a node it never had.
+    fn settle_release(&self, replaced: &Replaced, deleted: bool) {
+        self.shared().with_session(|s| {
+            if s.check_generation(replaced.session).is_ok() {
+                s.settle_withdrawn_delete(Instant::now(), &replaced.path, deleted);
+            }
+        });
     }
+}
+
+/// A released node (a server path) whose delete was withdrawn to join a
+/// create in one transaction, and the session it was withdrawn from.
+pub(super) struct Replaced {
+    path: String,
+    session: u64,
 }
 
 /// A create started by [`Client::start_create_replacing`].
 pub(super) struct StartedCreate {
     /// Where the reply to the create (or to its transaction) lands.
     pub(super) slot: Arc<ReplySlot>,
-    /// The released node (a server path) whose delete joined the create.
-    pub(super) replaced: Option<String>,
+    /// The released node whose delete joined the create.
+    pub(super) replaced: Option<Replaced>,
     /// The server path the new node gets if it is the released node's
     /// [`Successor`](crate::session::Successor), and so the lowest contender
     /// of its lock.

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 use super::core::{lock, NotifyFn, ReplyCallback, ReplyConsumer, ReplySlot, Shared, Watcher};
 use super::ops::Created;
 use super::path::last_segment;
+use super::release::Replaced;
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
@@ -27,6 +28,10 @@ pub(crate) struct NewLockNode<'a> {
     pub(crate) dir: &'a str,
     /// The kind of lock node (see [`Successor`](crate::session::Successor)).
     pub(crate) kind: &'static str,
+    /// The session the node is for (see
+    /// [`Session::generation`](crate::session::Session::generation)): once
+    /// replaced by a new one, the create fails with `SessionExpired` unsent.
+    pub(crate) session: u64,
 }
 
 /// The replies to a create and to the listing sent right behind it.
@@ -59,7 +64,7 @@ fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
 
 /// The callback of [`Client::start_create_then_list`], with the release the
 /// create replaces; taken by whoever finishes first.
-type OnDone<F> = Arc<Mutex<Option<(F, Option<String>)>>>;
+type OnDone<F> = Arc<Mutex<Option<(F, Option<Replaced>)>>>;
 
 impl Client {
     /// Creates an EPHEMERAL_SEQUENTIAL lock node (`create2`) and lists its
@@ -92,7 +97,8 @@ impl Client {
             },
             Err(e) => return on_done(CreatedListed::failed(e)),
         };
-        let started = match self.start_create_replacing(create, &list.path, node.kind) {
+        let started = match self.start_create_replacing(create, &list.path, node.kind, node.session)
+        {
             Ok(started) => started,
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.

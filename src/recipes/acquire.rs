@@ -386,13 +386,27 @@ impl Attempt<'_> {
     /// Acquires, waiting until `deadline` (`None`: forever; a past instant:
     /// one try). `Ok(None)` when the deadline passed. Whenever the attempt
     /// does not end holding the lock, its node is deleted.
+    ///
+    /// The attempt belongs to the session it began in (see
+    /// [`Session::generation`](crate::session::Session::generation)): once
+    /// a new session replaces it, it fails with `SessionExpired`, as it
+    /// would without a new session. Its create is never sent in another
+    /// session, and each later step checks the session first, and again
+    /// after its answer, which a new session could have given: a search
+    /// for a node whose create's reply was lost, made there, would find
+    /// nothing and create a second node, or a listing would grant a lock
+    /// whose node went with the old session.
     pub(crate) fn run(&self, deadline: Option<Instant>) -> Result<Option<HeldLock>> {
         let wakeup = self.waiters.register();
         let mut node = None;
-        let result = self.acquire(deadline, &wakeup, &mut node);
+        let session = self.spec.client.session_generation();
+        let result = self.acquire(deadline, &wakeup, &mut node, session);
         self.waiters.unregister(&wakeup);
         match (&result, node) {
             (Ok(Some(_)), _) | (_, None) => {}
+            // The node went, or goes, with the session it was created in:
+            // nothing of that session is sent in the one that replaced it.
+            (_, Some(_)) if self.spec.client.check_session(session).is_err() => {}
             (_, Some(name)) => {
                 let server_path = self.spec.client.server_path(&join(&self.spec.path, &name));
                 if let Ok(server_path) = server_path {
@@ -410,9 +424,10 @@ impl Attempt<'_> {
         deadline: Option<Instant>,
         wakeup: &Arc<Wakeup>,
         node: &mut Option<String>,
+        session: u64,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup)?;
+        let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup, session)?;
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
         let (mut own_watch, mut listed_early, mut waited) = match then {
@@ -424,6 +439,9 @@ impl Attempt<'_> {
             ),
         };
         loop {
+            // Whatever woke the attempt, or answered its last request, may
+            // have come after its session was replaced.
+            client.check_session(session)?;
             let (watch, acquired_on_delete, woken) = match waited.take() {
                 Some(waited) => waited,
                 None => {
@@ -434,16 +452,17 @@ impl Attempt<'_> {
                         Some(listed) => listed,
                         None => client.get_children(&self.spec.path),
                     };
+                    client.check_session(session)?;
                     let children = match listed {
                         Ok(children) => children,
-                        Err(Error::NoNode) => return Err(node_gone(client)),
+                        Err(Error::NoNode) => return Err(node_gone(client, session)),
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
                     };
                     let blocker = match decide_for(&self.rule, &children, &name) {
-                        None => return Err(node_gone(client)),
+                        None => return Err(node_gone(client, session)),
                         Some(Decision::Acquired) => {
-                            return Ok(Some(self.held(&name, token, own_watch)?))
+                            return Ok(Some(self.held(&name, token, own_watch, session)?))
                         }
                         Some(Decision::WouldDeadlock) => return Err(Error::WouldDeadlock),
                         Some(Decision::Wait(blocker)) => blocker,
@@ -471,7 +490,7 @@ impl Attempt<'_> {
             if own_watch.as_ref().is_some_and(NodeWatch::is_lost) {
                 // Our own node went while we waited: this attempt can never
                 // be granted.
-                return Err(node_gone(client));
+                return Err(node_gone(client, session));
             }
             // A grant on a deletion or a note alone relies on the watch on
             // our own node: if its request failed (lost with a connection,
@@ -484,10 +503,10 @@ impl Attempt<'_> {
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
                     if acquired_on_delete && own_watched =>
                 {
-                    return Ok(Some(self.held(&name, token, own_watch)?))
+                    return Ok(Some(self.held(&name, token, own_watch, session)?))
                 }
                 Some(Woken::Released) if own_watched => {
-                    return Ok(Some(self.held(&name, token, own_watch)?))
+                    return Ok(Some(self.held(&name, token, own_watch, session)?))
                 }
                 Some(Woken::Listed(listed)) => {
                     retry_budget.reset();
@@ -516,8 +535,18 @@ impl Attempt<'_> {
     /// Its plain release passes on a [`Successor`] instead: the next node
     /// of this kind created in the release's transaction may find itself
     /// the lowest without a listing.
-    fn held(&self, name: &str, token: Option<i64>, watch: Option<NodeWatch>) -> Result<HeldLock> {
+    ///
+    /// Granted only in the node's `session`: what granted it may have come
+    /// just before that session was replaced.
+    fn held(
+        &self,
+        name: &str,
+        token: Option<i64>,
+        watch: Option<NodeWatch>,
+        session: u64,
+    ) -> Result<HeldLock> {
         let client = &self.spec.client;
+        client.check_session(session)?;
         let node = client.server_path(&join(&self.spec.path, name))?;
         let exclusive = self.rule.is_exclusive();
         let announce = exclusive && watch.is_some();
@@ -529,10 +558,10 @@ impl Attempt<'_> {
                 sequence,
             });
         if watch.as_ref().is_some_and(NodeWatch::is_lost) {
-            return Err(node_gone(client));
+            return Err(node_gone(client, session));
         }
         Ok(HeldLock::new(
-            client, node, token, watch, announce, successor,
+            client, node, token, watch, announce, successor, session,
         ))
     }
 
@@ -547,6 +576,7 @@ impl Attempt<'_> {
         &self,
         deadline: Option<Instant>,
         wakeup: &Arc<Wakeup>,
+        session: u64,
     ) -> Result<(OurNode, Then)> {
         let client = &self.spec.client;
         let uuid = Rng::new().uuid();
@@ -561,8 +591,9 @@ impl Attempt<'_> {
                 acl: &self.spec.acl,
                 dir: &self.spec.path,
                 kind: self.marker,
+                session,
             };
-            client.start_create_then_list(node, self.queue_step(deadline, wakeup));
+            client.start_create_then_list(node, self.queue_step(deadline, wakeup, session));
             let listed = match wakeup.wait_step(deadline) {
                 FirstStep::Queued(node, waiting, woken) => {
                     return Ok((node, Then::Queued(waiting, woken)))
@@ -582,6 +613,7 @@ impl Attempt<'_> {
                 }
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
+                    client.check_session(session)?;
                     self.ensure_dir(&self.spec.path)?;
                     last_error = Error::NoNode;
                 }
@@ -591,7 +623,7 @@ impl Attempt<'_> {
                 Some(Err(e)) if outcome_unknown(&e) => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
-                    if let Some((name, token)) = self.find_own_node(&prefix)? {
+                    if let Some((name, token)) = self.find_own_node(&prefix, session)? {
                         let node = OurNode {
                             name,
                             token: Some(token),
@@ -613,6 +645,7 @@ impl Attempt<'_> {
         &self,
         deadline: Option<Instant>,
         wakeup: &Arc<Wakeup>,
+        session: u64,
     ) -> impl FnOnce(CreatedListed) + Send + 'static {
         let client = self.spec.client.downgrade();
         let dir = self.spec.path.clone();
@@ -620,8 +653,12 @@ impl Attempt<'_> {
         let wakeup = wakeup.clone();
         move |listed: CreatedListed| {
             let step = match client.upgrade() {
-                Some(client) => queue(&client, &dir, &rule, deadline, &wakeup, listed),
-                None => Step::Listed(listed),
+                Some(client) if client.check_session(session).is_ok() => {
+                    queue(&client, &dir, &rule, deadline, &wakeup, listed)
+                }
+                // Gone, or its session replaced: the calling thread finds
+                // out, and no watch is set in a new session.
+                _ => Step::Listed(listed),
             };
             wakeup.finish_step(step, deadline);
         }
@@ -633,10 +670,17 @@ impl Attempt<'_> {
     /// waits for a reconnect); only the end of the session, which takes the
     /// node with it, stops the search, or a server whose replies cannot be
     /// decoded more than [`MAX_UNDECODABLE_REPLIES`] times (a node left
-    /// behind then goes with the session).
-    fn find_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
+    /// behind then goes with the session). Each look is made, and its
+    /// answer taken, only in the create's `session`: one made in a new
+    /// session would find nothing (the node went with the old one), and
+    /// the create would be sent again.
+    fn find_own_node(&self, prefix: &str, session: u64) -> Result<Option<(String, i64)>> {
+        let client = &self.spec.client;
         ask_until_answered(&format_args!("lock node {prefix}*"), || {
-            self.look_for_own_node(prefix)
+            client.check_session(session)?;
+            let found = self.look_for_own_node(prefix)?;
+            client.check_session(session)?;
+            Ok(found)
         })
     }
 
@@ -765,12 +809,16 @@ pub(super) fn outcome_unknown(e: &Error) -> bool {
     e.is_retryable() || matches!(e, Error::Protocol(_))
 }
 
-/// Why our node is gone: the end of the session (`SessionExpired`, say)
-/// or its close (`Closed`: the close deletes it, and the deletion may reach
-/// the attempt before the close's reply), whichever of their effects the
+/// Why our node, created in `session`, is gone: the end of the session
+/// (`SessionExpired`, say, also when a new session has replaced it) or its
+/// close (`Closed`: the close deletes it, and the deletion may reach the
+/// attempt before the close's reply), whichever of their effects the
 /// attempt saw first; or else `LockLost` (an operator deleted it).
-fn node_gone(client: &Client) -> Error {
-    client.open_error().unwrap_or(Error::LockLost)
+fn node_gone(client: &Client, session: u64) -> Error {
+    match client.check_session(session) {
+        Err(replaced) => replaced,
+        Ok(()) => client.open_error().unwrap_or(Error::LockLost),
+    }
 }
 
 /// The decision for our node `name` among `children`; `None` if our node
@@ -857,6 +905,10 @@ fn watch_predecessor(
         }
         if event.event_type == EventType::NodeDeleted && acquired_on_delete {
             wake.notify(Woken::Event(EventType::NodeDeleted));
+        } else if event.event_type == EventType::None {
+            // The session ended: a listing now could only fail, or be
+            // answered by a new session that has nothing of this attempt.
+            wake.notify(Woken::Event(EventType::None));
         } else {
             let listed = wake.clone();
             lister.start(move |children| listed.notify(Woken::Listed(children)));

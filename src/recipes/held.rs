@@ -12,7 +12,7 @@ use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
 use crate::session::{Release, State, Successor};
-use crate::Client;
+use crate::{Client, Op, OpOutcome};
 
 use super::acquire::{ask_until_answered, outcome_unknown};
 use super::naming::release_note;
@@ -274,6 +274,13 @@ pub(crate) struct Tracker {
     asked: AtomicBool,
     /// The node's czxid, once known.
     token: OnceLock<i64>,
+    /// The session the node was created in (see
+    /// [`Session::generation`](crate::session::Session::generation)). Once
+    /// a new session has replaced it (see
+    /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry)),
+    /// the lock is lost for good, whatever the new session's state: the
+    /// node went with its session.
+    session: u64,
 }
 
 /// The watch on a held node.
@@ -286,9 +293,42 @@ enum Watching {
 }
 
 impl Tracker {
+    /// True once a new session has replaced the one the node was created
+    /// in.
+    fn session_replaced(&self) -> bool {
+        self.client.check_session(self.session).is_err()
+    }
+
+    /// Marks the lock lost if its session has been replaced, and says so.
+    /// Asked before anything the new session would answer, which knows
+    /// nothing of the old one: a check of the node there could pass while
+    /// the servers still hold the old session (the client declares an
+    /// expiry early, never late).
+    fn lost_with_its_session(&self) -> bool {
+        let replaced = self.session_replaced();
+        if replaced {
+            self.shared.set(LockState::Lost);
+        }
+        replaced
+    }
+
+    /// Applies the client's `state` to the lock: `Lost`, whatever the
+    /// state, once the node's session has been replaced.
+    fn follow(&self, state: State) {
+        let lock_state = if self.session_replaced() {
+            LockState::Lost
+        } else {
+            lock_state(state)
+        };
+        self.shared.set(lock_state);
+    }
+
     /// Sets the node watch if it is not set yet; with `take_reply`, returns
     /// the exists reply's slot if nobody took it yet.
     fn watch(self: &Arc<Self>, take_reply: bool) -> Option<Arc<ReplySlot>> {
+        if self.lost_with_its_session() {
+            return None;
+        }
         self.asked.store(true, Ordering::SeqCst);
         let mut watching = lock(&self.watch);
         // A watch whose request failed is set again.
@@ -320,7 +360,7 @@ impl Tracker {
     /// was wanted and is not set (asked for while disconnected, or its
     /// request lost with the connection, which took the server's watch).
     fn on_state(self: &Arc<Self>, state: State) {
-        self.shared.set(lock_state(state));
+        self.follow(state);
         if state == State::Connected && self.asked.load(Ordering::SeqCst) {
             self.watch(false);
         }
@@ -372,8 +412,24 @@ impl Tracker {
     /// if the server's answers cannot be had (more than
     /// [`MAX_UNDECODABLE_REPLIES`](super::acquire::MAX_UNDECODABLE_REPLIES)
     /// undecodable ones, or a refusal): a
-    /// later call asks again.
+    /// later call asks again. 0 too once a new session has replaced the
+    /// node's: a token of a lock lost with its session, handed to a
+    /// resource while the client is connected again, must not pass for a
+    /// holder's.
     pub(crate) fn fencing_token(self: &Arc<Self>) -> i64 {
+        let token = self.learn_token();
+        if self.lost_with_its_session() {
+            return 0;
+        }
+        token
+    }
+
+    /// The node's czxid (see [`Self::fencing_token`]), which a new session
+    /// may have answered for: the caller checks the session after.
+    fn learn_token(self: &Arc<Self>) -> i64 {
+        if self.lost_with_its_session() {
+            return 0;
+        }
         if let Some(token) = self.token.get() {
             return *token;
         }
@@ -381,6 +437,7 @@ impl Tracker {
             return token;
         }
         let asked = ask_until_answered(&format_args!("the fencing token of {}", self.node), || {
+            self.client.check_session(self.session)?;
             self.client.exists(&self.node)
         });
         match asked {
@@ -409,7 +466,62 @@ impl Tracker {
     pub(crate) fn node(&self) -> &str {
         &self.node
     }
+
+    /// An op that fails its transaction unless the node still exists.
+    pub(crate) fn check_op(&self) -> Op {
+        Op::check(self.node.clone(), ANY_VERSION)
+    }
+
+    /// `ops` in one transaction behind [`Self::check_op`]: applied only
+    /// while the node exists, which, for the node of a lock once held, is
+    /// while the lock is held, since a contender created later can never
+    /// come before it. The results and a failing op's index are those of
+    /// `ops`.
+    ///
+    /// Sent only in the node's session: once a new one has replaced it,
+    /// `LockLost` and nothing sent (the check could pass there while the
+    /// servers still hold the old session).
+    pub(crate) fn multi(&self, ops: &[Op]) -> Result<Vec<OpOutcome>> {
+        if self.shared.get() == LockState::Lost || self.lost_with_its_session() {
+            return Err(Error::LockLost);
+        }
+        let check = self.check_op();
+        let in_session = Some(self.session);
+        match self
+            .client
+            .multi_of(std::iter::once(&check).chain(ops), in_session)
+        {
+            Ok(mut outcomes) => {
+                if !outcomes.is_empty() {
+                    outcomes.remove(0);
+                }
+                Ok(outcomes)
+            }
+            Err(Error::MultiFailed { index: 0, error }) => match *error {
+                Error::NoNode => {
+                    self.shared.set(LockState::Lost);
+                    Err(Error::LockLost)
+                }
+                // Not about the hold (`NoAuth`: an ACL that denies the
+                // holder reading its own node), nor about any op of
+                // `ops`.
+                other => Err(other),
+            },
+            Err(Error::MultiFailed { index, error }) => Err(Error::MultiFailed {
+                index: index.saturating_sub(1),
+                error,
+            }),
+            Err(Error::SessionExpired) => {
+                self.shared.set(LockState::Lost);
+                Err(Error::LockLost)
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
+
+/// The version that a check op matches whatever the node's version.
+const ANY_VERSION: i32 = -1;
 
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
@@ -418,7 +530,9 @@ impl HeldLock {
     /// the release with a note, which only a hold of the lowest contender
     /// node (an exclusive lock) may do. `successor`: what the release
     /// passes on to the same kind of hold, if it is plain (not announced,
-    /// as a note's create counts too).
+    /// as a note's create counts too). `session`: the session the node was
+    /// created in (see
+    /// [`Session::generation`](crate::session::Session::generation)).
     pub(crate) fn new(
         client: &Client,
         node: String,
@@ -426,6 +540,7 @@ impl HeldLock {
         watch: Option<NodeWatch>,
         announce: bool,
         successor: Option<Successor>,
+        session: u64,
     ) -> HeldLock {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let waited = watch.is_some();
@@ -440,6 +555,7 @@ impl HeldLock {
             watch: Mutex::new(watching),
             asked: AtomicBool::new(waited),
             token: fencing_token.map(OnceLock::from).unwrap_or_default(),
+            session,
         });
         // Weak: the client keeps its callbacks, and the tracker the client.
         let on_state = Arc::downgrade(&tracker);
@@ -460,10 +576,14 @@ impl HeldLock {
         // The session's state may have changed between acquiring and
         // registering, and may change again while it is applied here, with
         // the callback setting it too: apply it until it was the latest
-        // (Lost is final, so an expiry is never undone).
+        // (Lost is final, so an expiry is never undone). A new session may
+        // even have replaced the node's, and be connected by now, with the
+        // expiry told to callbacks before this one was registered: `follow`
+        // asks which session is current after reading the state, and a new
+        // session is current before any of its states is published.
         for _ in 0..16 {
             let state = client.state();
-            held.tracker.shared.set(lock_state(state));
+            held.tracker.follow(state);
             if client.state() == state {
                 break;
             }
@@ -504,8 +624,20 @@ impl HeldLock {
         self.tracker.state_changes()
     }
 
-    /// The state as last heard, without asking the server.
+    /// See [`Tracker::multi`].
+    pub(crate) fn multi(&self, ops: &[Op]) -> Result<Vec<OpOutcome>> {
+        self.tracker.multi(ops)
+    }
+
+    /// See [`Tracker::check_op`].
+    pub(crate) fn check_op(&self) -> Op {
+        self.tracker.check_op()
+    }
+
+    /// The state as last heard, without asking the server (`Lost` once a
+    /// new session has replaced the node's).
     fn known_state(&self) -> LockState {
+        self.tracker.lost_with_its_session();
         self.tracker.shared.get()
     }
 
@@ -527,7 +659,7 @@ impl HeldLock {
         self.released = true;
         let lost = self.known_state() == LockState::Lost;
         let client = &self.tracker.client;
-        let result = match client.release_now(&self.release_of_node()) {
+        let result = match client.release_now(&self.release_of_node(), self.tracker.session) {
             // Already lost: whatever the delete says (NoNode, or the
             // session's own end: SessionExpired, Closed...), the lock was
             // not held up to this release.
@@ -537,7 +669,7 @@ impl HeldLock {
             Err(Error::NoNode | Error::SessionExpired) => Err(Error::LockLost),
             Err(e) => {
                 // Still guarantee the release if the session lives on.
-                if outcome_unknown(&e) {
+                if outcome_unknown(&e) && !self.tracker.session_replaced() {
                     let _ = client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use super::held::{LockState, Tracker};
 use crate::changes::StateChanges;
+use crate::error::Result;
+use crate::{Op, OpOutcome};
 
 /// A view of one held lock that any thread may keep: its node, fencing
 /// token and state, without the guard. Guards are not `Send` (a lock knows
@@ -68,6 +70,20 @@ impl LockMonitor {
     /// until it is dropped (see [`StateChanges`]).
     pub fn state_changes(&self) -> StateChanges<LockState> {
         self.tracker.state_changes()
+    }
+
+    /// Applies `ops` atomically, and only while the lock is held, as the
+    /// guard's [`multi`](crate::MutexGuard::multi) does: a worker thread
+    /// writes under the holder's lock. `LockLost` once the guard is
+    /// released.
+    pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpOutcome>> {
+        self.tracker.multi(ops)
+    }
+
+    /// An op that fails its transaction unless the lock is still held (see
+    /// [`MutexGuard::check_op`](crate::MutexGuard::check_op)).
+    pub fn check_op(&self) -> Op {
+        self.tracker.check_op()
     }
 
     /// How many `state_changes` receivers of this hold (the guard's and

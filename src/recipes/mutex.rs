@@ -181,7 +181,10 @@ macro_rules! guard_accessors {
         /// lock is lost before its token is known, or if the server's
         /// answers cannot be had (more than 3 undecodable replies, or a
         /// refusal): the lock is then not marked `Lost`, and a later call
-        /// asks again.
+        /// asks again. 0 too, and the lock `Lost` for good, once its
+        /// session has expired and a new one followed it (see
+        /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry)):
+        /// the client is connected again, but not as this lock's holder.
         pub fn fencing_token(&self) -> i64 {
             self.held().fencing_token()
         }
@@ -221,6 +224,38 @@ macro_rules! guard_accessors {
         /// guard itself is not `Send`.
         pub fn monitor(&self) -> crate::recipes::LockMonitor {
             crate::recipes::LockMonitor::new(self.held().tracker())
+        }
+
+        /// Applies `ops` atomically, all or none, and only while this lock
+        /// is held: one [`multi`](crate::Client::multi) transaction that
+        /// first checks that the lock node still exists. The server applies
+        /// a transaction at one point in its order of writes; a passed
+        /// check means that no other contender could hold the lock at that
+        /// point, whatever this guard's state said when the call was made
+        /// (an operator may have deleted the node since, say). See
+        /// [`check_op`](Self::check_op) for why.
+        ///
+        /// The outcomes, and the index in [`Error::MultiFailed`], are those
+        /// of `ops`; an empty `ops` asks the server whether the lock is
+        /// still held. Errors: `LockLost` if the lock node is gone or the
+        /// session expired (nothing applied; the guard's state turns
+        /// `Lost`); `NoAuth` if the lock node's ACL denies this session
+        /// reading it; otherwise as for [`multi`](crate::Client::multi),
+        /// where `ConnectionLoss` and `Timeout` leave the outcome unknown.
+        pub fn multi(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpOutcome>> {
+            self.held().multi(ops)
+        }
+
+        /// An op for your own [`multi`](crate::Client::multi) that fails
+        /// the transaction (with `NoNode`) unless this lock is still held,
+        /// to write under several locks at once, say. It checks that the
+        /// lock node exists: the node of a lock once held is the lowest
+        /// contender for as long as it exists, since nodes created later
+        /// always come after it, so a transaction that passes the check
+        /// was applied while the lock was held. Nodes are named by a
+        /// per-attempt uuid, so no other hold can have the same node.
+        pub fn check_op(&self) -> crate::Op {
+            self.held().check_op()
         }
     };
 }
@@ -458,6 +493,22 @@ impl ReentrantMutexGuard<'_> {
         self.current()
             .map(|t| t.state_changes())
             .unwrap_or_else(|| crate::StateChanges::ended(LockState::Lost))
+    }
+
+    /// Applies `ops` atomically, and only while this lock is held (see
+    /// [`MutexGuard::multi`]). `LockLost` at once if the mutex has been
+    /// acquired again since this hold's lock was lost.
+    pub fn multi(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpOutcome>> {
+        match self.current() {
+            Some(tracker) => tracker.multi(ops),
+            None => Err(Error::LockLost),
+        }
+    }
+
+    /// An op that fails its transaction unless this lock is still held
+    /// (see [`MutexGuard::check_op`]).
+    pub fn check_op(&self) -> crate::Op {
+        self.tracker.check_op()
     }
 
     /// Drops this hold; if it was the last, releases the lock and waits for

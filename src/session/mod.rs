@@ -13,6 +13,7 @@ mod close;
 mod hosts;
 mod receive;
 mod release;
+mod renew;
 mod reregister;
 mod watches;
 mod write_batch;
@@ -25,6 +26,8 @@ mod batch_tests;
 mod close_tests;
 #[cfg(test)]
 mod deadline_tests;
+#[cfg(test)]
+mod renew_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -79,6 +82,9 @@ pub struct SessionConfig {
     /// Whether setData calls submitted with [`Session::submit_write`] may
     /// share a `multi`.
     pub batch_writes: bool,
+    /// Whether an expiry of an established session is followed at once by
+    /// a new session (see [`Session::generation`]).
+    pub new_session_on_expiry: bool,
 }
 
 /// The state of the session, as user code sees it.
@@ -92,7 +98,11 @@ pub enum State {
     Connected,
     /// Connected to a read-only server: writes fail with `NotReadOnly`.
     ConnectedReadOnly,
-    /// The session expired. Terminal: make a new client.
+    /// The session expired: its ephemeral nodes, and so its locks, are
+    /// gone. Terminal for that session. Unless the client was built with
+    /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry),
+    /// also for the client: make a new one. With it, `Disconnected` and
+    /// then `Connected` follow, for a new session.
     Expired,
     /// Authentication failed. Terminal.
     AuthFailed,
@@ -106,7 +116,9 @@ impl State {
         matches!(self, State::Connected | State::ConnectedReadOnly)
     }
 
-    /// True for the states a session never leaves.
+    /// True for the states a session never leaves. A client built with
+    /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry)
+    /// leaves `Expired` for a new session, which starts `Disconnected`.
     pub fn is_terminal(self) -> bool {
         matches!(self, State::Expired | State::AuthFailed | State::Closed)
     }
@@ -238,6 +250,8 @@ pub struct Session<T, W> {
     /// How a `close` ended; see `close_outcome`.
     close_outcome: Option<Result<()>>,
 
+    /// Which session this is: see [`Session::generation`].
+    generation: u64,
     session_id: i64,
     passwd: Vec<u8>,
     last_zxid: i64,
@@ -285,6 +299,7 @@ impl<T, W: Clone> Session<T, W> {
             fatal: None,
             closing: None,
             close_outcome: None,
+            generation: 0,
             session_id: 0,
             passwd: vec![0; PASSWORD_LEN],
             last_zxid: 0,
@@ -319,7 +334,8 @@ impl<T, W: Clone> Session<T, W> {
         self.state
     }
 
-    /// The session id (0 before the first handshake).
+    /// The session id (0 before the first handshake, and before the
+    /// handshake of a new session after an expiry).
     pub fn session_id(&self) -> i64 {
         self.session_id
     }
@@ -956,8 +972,10 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
-    /// Ends the session for good. Reported once; every waiting and later
-    /// call fails with `error`, and every watcher gets a final state event.
+    /// Ends the session for good. Reported once; every waiting call fails
+    /// with `error`, every watcher gets a final state event, and so does
+    /// every later call, unless an expiry is followed by a new session (see
+    /// [`Session::generation`]), which later calls then wait for.
     fn terminate(&mut self, state: State, error: Error) {
         if self.fatal.is_some() {
             return;
@@ -994,6 +1012,9 @@ impl<T, W: Clone> Session<T, W> {
             });
         }
         self.request_disconnect(error);
+        if state == State::Expired && self.renews_after_expiry() {
+            self.start_new_session();
+        }
     }
 
     fn fail_auth(&mut self, waiter: AuthWaiter<T>, error: Error) {

@@ -24,6 +24,7 @@ pub(super) fn config() -> SessionConfig {
         request_timeout: None,
         batch_reads: true,
         batch_writes: true,
+        new_session_on_expiry: false,
     }
 }
 
@@ -41,6 +42,14 @@ pub(super) fn reply(xid: i32, zxid: i64, err: i32, body: &impl Record) -> Vec<u8
     let mut buf = (payload.len() as i32).to_be_bytes().to_vec();
     buf.extend(payload);
     buf
+}
+
+/// A handshake response that says the session is gone.
+pub(super) fn expired() -> Vec<u8> {
+    frame(&ConnectResponse {
+        passwd: vec![0; 16],
+        ..Default::default()
+    })
 }
 
 pub(super) fn accepted(session_id: i64, timeout_ms: i32) -> Vec<u8> {
@@ -376,13 +385,7 @@ fn expiry_is_reported_once_and_later_calls_fail_fast() {
         .unwrap();
     s.handle_connected(now);
     sent(&mut s);
-    s.handle_bytes(
-        now,
-        &frame(&ConnectResponse {
-            passwd: vec![0; 16],
-            ..Default::default()
-        }),
-    );
+    s.handle_bytes(now, &expired());
     let evs = events(&mut s);
     let states = states_of(&evs);
     assert_eq!(states, [State::Disconnected, State::Expired]);

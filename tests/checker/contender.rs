@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use crossbeam_channel::select;
 use zklock::{
-    Client, Error, LockState, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    StateChanges,
+    Client, Error, LockState, Mutex, MutexGuard, Op, OpOutcome, RwLock, RwLockReadGuard,
+    RwLockWriteGuard, State, StateChanges,
 };
 
 use crate::events::{now_ns, Event, EventLog, LoggedError, Outcome};
@@ -61,6 +61,9 @@ pub struct Settings {
     pub session: Duration,
     pub wait: Duration,
     pub seed: u64,
+    /// Whether this contender's clients may go on with a new session after
+    /// an expiry (`new_session_on_expiry`): each does with even odds.
+    pub renew: bool,
 }
 
 impl Settings {
@@ -76,6 +79,7 @@ impl Settings {
             ("--session-ms", self.session.as_millis().to_string()),
             ("--wait-ms", self.wait.as_millis().to_string()),
             ("--seed", self.seed.to_string()),
+            ("--renew", u8::from(self.renew).to_string()),
         ];
         pairs
             .into_iter()
@@ -107,6 +111,7 @@ impl Settings {
             session: Duration::from_millis(num("--session-ms")?),
             wait: Duration::from_millis(num("--wait-ms")?),
             seed: num("--seed")?,
+            renew: num("--renew")? != 0,
         })
     }
 }
@@ -165,10 +170,10 @@ impl Contender {
     fn run(mut self) {
         self.rng = Rng::new(self.settings.seed);
         while !self.stopping() {
-            let Some(client) = self.connect() else {
+            let Some((client, renewing)) = self.connect() else {
                 break;
             };
-            self.use_session(&client);
+            self.use_session(&client, renewing);
             // Closing may wait for the I/O thread; it ends the session, so
             // the server deletes any node of ours at once.
             let _ = client.close();
@@ -177,20 +182,26 @@ impl Contender {
         self.log.put(&Event::Exit { t: now_ns() });
     }
 
-    /// Connects, retrying until it works or the contender is told to stop.
-    fn connect(&mut self) -> Option<Client> {
+    /// Connects, retrying until it works or the contender is told to stop;
+    /// the client, and whether it goes on with a new session after an
+    /// expiry.
+    fn connect(&mut self) -> Option<(Client, bool)> {
         while !self.stopping() {
             let start = now_ns();
+            // Drawn only when asked for, so that runs without `--renew`
+            // replay as before.
+            let renewing = self.settings.renew && self.rng.chance(1, 2);
             let result = Client::builder()
                 .session_timeout(self.settings.session)
                 .connect_timeout(CONNECT_TIMEOUT)
+                .new_session_on_expiry(renewing)
                 .connect(&self.settings.connect);
             let t = now_ns();
             match result {
                 Ok(client) => {
                     let id = client.session_id();
                     self.log.put(&Event::Session { t, start, id });
-                    return Some(client);
+                    return Some((client, renewing));
                 }
                 Err(e) => {
                     let err = LoggedError::of(&e);
@@ -202,8 +213,10 @@ impl Contender {
         None
     }
 
-    /// Contends with one session until it is lost or the contender stops.
-    fn use_session(&mut self, client: &Client) {
+    /// Contends with one client until its session is lost (for good, when
+    /// `renewing`: a new session then follows an expiry) or the contender
+    /// stops.
+    fn use_session(&mut self, client: &Client, renewing: bool) {
         let data = format!(
             "contender={} pid={}",
             self.settings.name,
@@ -226,7 +239,16 @@ impl Contender {
                 return;
             }
         };
-        while !self.stopping() && !client.state().is_terminal() {
+        let mut logged_session = client.session_id();
+        while !self.stopping() && !session_over(client.state(), renewing) {
+            // A new session after an expiry: its attempts are its own (0
+            // until a server grants it, which ends the old one's too).
+            let id = client.session_id();
+            if id != logged_session {
+                let t = now_ns();
+                self.log.put(&Event::Session { t, start: t, id });
+                logged_session = id;
+            }
             self.attempts += 1;
             let n = self.attempts;
             let read = matches!(lock, Lock::Rw(_)) && self.rng.chance(1, 2);
@@ -412,6 +434,10 @@ impl Guard<'_> {
     fn unlock(self) -> Result<(), Error> {
         on_guard!(self, g => g.unlock())
     }
+
+    fn multi(&self, ops: &[Op]) -> Result<Vec<OpOutcome>, Error> {
+        on_guard!(self, g => g.multi(ops))
+    }
 }
 
 /// What a section does while holding: read, work, then write if still
@@ -460,7 +486,17 @@ fn body(
         value,
     });
     let data = format!("{value} {token} {}", settings.name);
-    let result = client.set_data(&settings.counter, data.as_bytes(), None);
+    // Half the writes go through the guard, behind its check that the lock
+    // node still exists.
+    let result = if rng.chance(1, 2) {
+        guard
+            .multi(&[Op::set_data(&settings.counter, data, None)])
+            .map(drop)
+    } else {
+        client
+            .set_data(&settings.counter, data.as_bytes(), None)
+            .map(drop)
+    };
     let (outcome, err) = match result {
         Ok(_) => (Outcome::Ok, None),
         Err(e) => (write_outcome(&e), Some(LoggedError::of(&e))),
@@ -472,6 +508,15 @@ fn body(
         err,
     });
     std::thread::sleep(rng.ms(0, 3));
+}
+
+/// True once a client's session is over for good: closed, refused its
+/// credentials, or expired with no new session to follow.
+fn session_over(state: State, renewing: bool) -> bool {
+    match state {
+        State::Expired => !renewing,
+        other => other.is_terminal(),
+    }
 }
 
 /// Reads the counter and logs what it read (or the error): its value.
@@ -519,7 +564,9 @@ fn write_outcome(e: &Error) -> Outcome {
         | Error::NoAuth
         | Error::BadVersion
         | Error::ThrottledOp
-        | Error::NotReadOnly => Outcome::Failed,
+        | Error::NotReadOnly
+        | Error::LockLost
+        | Error::MultiFailed { .. } => Outcome::Failed,
         _ => Outcome::Maybe,
     }
 }

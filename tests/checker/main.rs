@@ -21,7 +21,9 @@
 //! (default both), `--contenders K`, `--session-ms MS`
 //! (default 2000), `--wait-ms MS` (the `try_lock_for` bound, default 1500),
 //! `--without KIND,...` (leave fault kinds out, named as in `faults.rs`),
-//! `--keep` (keep the logs of clean runs too), `--self-test` (only run the
+//! `--keep` (keep the logs of clean runs too), `--renew` (each contender's
+//! client goes on with a new session after an expiry with even odds, see
+//! `new_session_on_expiry`), `--self-test` (only run the
 //! checks on made-up histories, which every run also does first). A test
 //! name filter that does not match `checker` skips it, as libtest would.
 //!
@@ -79,6 +81,7 @@ struct Options {
     run_secs: u64,
     keep: bool,
     faults: Vec<faults::FaultKind>,
+    renew: bool,
 }
 
 /// libtest flags that take a value, accepted and ignored so that
@@ -99,6 +102,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         run_secs: DEFAULT_RUN_SECS,
         keep: false,
         faults: faults::FaultKind::ALL.to_vec(),
+        renew: false,
     };
     let mut contenders = None;
     let mut filters = Vec::new();
@@ -145,6 +149,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 }
             }
             "--keep" => o.keep = true,
+            "--renew" => o.renew = true,
             "--without" => {
                 for name in value(flag)?.split(',') {
                     let kind = faults::FaultKind::parse(name)
@@ -252,6 +257,9 @@ fn main() -> ExitCode {
     if options.faults.len() < faults::FaultKind::ALL.len() {
         println!("checker: injecting only {:?}", options.faults);
     }
+    if options.renew {
+        println!("checker: each client goes on with a new session after an expiry with even odds");
+    }
     println!(
         "checker: {} run(s), seed {}, {} contenders, session timeout {} ms, try_lock_for {} ms",
         runs.len(),
@@ -275,6 +283,7 @@ fn main() -> ExitCode {
             dir: base.join(format!("run-{i}")),
             exe: exe.clone(),
             faults: options.faults.clone(),
+            renew: options.renew,
         };
         match run(&spec) {
             Ok(result) => {

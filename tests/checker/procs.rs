@@ -124,6 +124,8 @@ pub struct Spawner {
     pub counter: String,
     pub session: Duration,
     pub wait: Duration,
+    /// See [`Settings::renew`].
+    pub renew: bool,
 }
 
 /// Every contender of a run, current and past.
@@ -190,6 +192,7 @@ impl Contenders {
             session: s.session,
             wait: s.wait,
             seed,
+            renew: s.renew,
         };
         let output = s.dir.join(format!("{name}.out"));
         slot.current = Some(Proc::spawn(&s.exe, &settings, output)?);

@@ -39,6 +39,8 @@ pub struct RunSpec {
     pub exe: PathBuf,
     /// The fault kinds to inject.
     pub faults: Vec<FaultKind>,
+    /// Whether contenders may go on with a new session after an expiry.
+    pub renew: bool,
 }
 
 /// What a run found.
@@ -165,6 +167,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         counter: COUNTER.into(),
         session: spec.session,
         wait: spec.wait,
+        renew: spec.renew,
     };
     let mut contenders =
         Contenders::start(spawner, spec.contenders, &topology.addrs(), rng.fork())?;
