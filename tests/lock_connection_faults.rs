@@ -317,7 +317,8 @@ fn deleted_by_an_operator_once_watched(server: &TestServer, node: &str) {
 /// A hold granted at once watches its node only once asked about. Asked
 /// for its changes while cut off, it cannot set that watch then: it sets
 /// it as soon as it is connected again, on its own, so an operator's
-/// deletion of the node still reaches the channel as `Lost`.
+/// deletion of the node still reaches the channel as `Lost`. The hold is
+/// `Suspended` by the time the session's channel says `Disconnected`.
 #[test]
 fn changes_asked_for_while_cut_off_still_report_the_nodes_deletion() {
     const DIR: &str = "/blip/asked-while-cut-off";
@@ -331,7 +332,9 @@ fn changes_asked_for_while_cut_off_still_report_the_nodes_deletion() {
     proxy.refuse(true);
     proxy.cut();
     assert_eq!(states.recv_timeout(WAIT), Ok(zklock::State::Disconnected));
+    // The hold follows the session before the session's channel says so.
     let changes = guard.state_changes();
+    assert_eq!(guard.state(), LockState::Suspended);
     proxy.refuse(false);
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
     deleted_by_an_operator_once_watched(&server, guard.node());

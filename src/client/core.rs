@@ -532,9 +532,11 @@ impl Shared {
             }
             *current = state;
         }
-        self.state_changed.notify_all();
-        listeners.publish(state);
-        drop(listeners);
+        // The locks follow first: whoever learns of the change (a
+        // subscriber, a waiter, the event thread) then finds every hold's
+        // state matching it, `Suspended` as soon as `Disconnected` is seen.
+        // A callback may queue a request (under the session's lock) but
+        // never takes this lock, which nothing takes under the session's.
         let callbacks: Vec<StateCallback> = lock(&self.callbacks)
             .iter()
             .map(|(_, f)| f.clone())
@@ -542,6 +544,9 @@ impl Shared {
         for callback in callbacks {
             callback(state);
         }
+        self.state_changed.notify_all();
+        listeners.publish(state);
+        drop(listeners);
         if let Some(tx) = lock(&self.events).as_ref() {
             let _ = tx.send(state);
         }

@@ -260,7 +260,9 @@ impl Client {
     }
 
     /// A channel receiving every later state change, until it is dropped
-    /// (see [`StateChanges`]).
+    /// (see [`StateChanges`]). The client's locks follow a change before it
+    /// is sent here: once `Disconnected` arrives, every hold's state is
+    /// `Suspended` already.
     pub fn state_changes(&self) -> StateChanges<State> {
         self.inner.shared.subscribe()
     }
