@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{builder, open, wait_until, WAIT};
-use zklock::testing::{ServerMode, TestCluster};
+use zklock::testing::{ServerMode, TestCluster, TestServer};
 use zklock::{Client, CreateMode, Error, State};
 
 /// Long enough to outlive the quorum's absence and return.
@@ -22,9 +22,9 @@ fn client(connect_string: &str, connect_timeout: Duration) -> Client {
         .expect("connect to the first member")
 }
 
-#[test]
-fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
-    let zk = TestCluster::builder()
+/// An ensemble whose members turn read-only when cut off from its quorum.
+fn read_only_ensemble() -> TestCluster {
+    TestCluster::builder()
         .system_property("readonlymode.enabled", "true")
         // Without local sessions, a read-only member creates no session at
         // all: it answers the handshake with NOTREADONLY.
@@ -33,7 +33,21 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
         .config("localSessionsUpgradingEnabled", "true")
         .max_session_timeout(60_000)
         .start()
-        .expect("start an ensemble that allows read-only members");
+        .expect("start an ensemble that allows read-only members")
+}
+
+/// Stops the second and third members: the first is left read-only.
+fn leave_the_first_member_alone(zk: &TestCluster) {
+    zk.stop(1).expect("stop the second member");
+    zk.stop(2).expect("stop the third member");
+    wait_until("the first member to turn read-only", WAIT, || {
+        zk.mode(0) == Some(ServerMode::ReadOnly)
+    });
+}
+
+#[test]
+fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
+    let zk = read_only_ensemble();
     // On the first member alone, so that only a read-only server is left.
     let first = zk.member_connect_string(0).expect("first member");
     let given_up = client(&first, Duration::from_secs(2));
@@ -49,11 +63,7 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
         .expect("a node to read");
     let given_up_session = given_up.session_id();
 
-    zk.stop(1).expect("stop the second member");
-    zk.stop(2).expect("stop the third member");
-    wait_until("the first member to turn read-only", WAIT, || {
-        zk.mode(0) == Some(ServerMode::ReadOnly)
-    });
+    leave_the_first_member_alone(&zk);
 
     // A session it creates is read-only.
     let local = client(&first, WAIT);
@@ -111,4 +121,54 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
         .expect("exists")
         .expect("the unconfirmed close's node stays until its session times out");
     assert_eq!(left.ephemeral_owner, given_up_session);
+}
+
+/// A client on a read-only member asks the other hosts whether they are
+/// read-write, and moves to the first that is, while the member stays
+/// read-only (as on the far side of a partition; here the other host is a
+/// server of its own, started once the client is read-only). The session
+/// the read-only member created is not valid elsewhere: the client is given
+/// a new one there, and writes and locks work again.
+#[test]
+fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
+    let zk = read_only_ensemble();
+    let rw = TestServer::builder()
+        // It answers `isro` (with `rw`) only with read-only mode enabled.
+        .system_property("readonlymode.enabled", "true")
+        .start()
+        .expect("start the read-write server");
+    rw.stop().expect("stop it until the client is read-only");
+    leave_the_first_member_alone(&zk);
+    let first = zk.member_connect_string(0).expect("first member");
+    // The stopped server refuses connections: only the member takes one.
+    let client = client(&format!("{first},{}", rw.connect_string()), WAIT);
+    assert_eq!(client.state(), State::ConnectedReadOnly);
+    let read_only_session = client.session_id();
+    let states = client.state_changes();
+    assert_eq!(
+        client.create("/moved", b"", &open(), CreateMode::Persistent),
+        Err(Error::NotReadOnly)
+    );
+
+    rw.start().expect("start the read-write server");
+    assert_eq!(states.recv_timeout(WAIT), Ok(State::Disconnected));
+    assert_eq!(states.recv_timeout(WAIT), Ok(State::Connected));
+    assert_ne!(client.session_id(), read_only_session);
+    assert_eq!(zk.mode(0), Some(ServerMode::ReadOnly), "still read-only");
+    client
+        .create("/moved", b"x", &open(), CreateMode::Persistent)
+        .expect("a write once read-write");
+    let mutex = zklock::Mutex::new(&client, "/lock").unwrap();
+    let guard = mutex.try_lock_for(WAIT).expect("a lock attempt");
+    assert!(guard.is_some(), "the lock is free on the read-write server");
+    drop(guard);
+    let check = builder()
+        .connect(&rw.connect_string())
+        .expect("connect to the read-write server");
+    assert_eq!(check.get_data("/moved").expect("the write").0, b"x");
+    assert!(check
+        .get_children("/lock")
+        .expect("the lock directory")
+        .is_empty());
+    assert_eq!(client.close(), Ok(()));
 }

@@ -27,8 +27,8 @@ use zklock::proto::{
     DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
 };
 use zklock::session::{
-    BatchRead, Event as SessionEvent, Release, Session, SessionConfig, State, Successor, WatchKind,
-    WatchRequest,
+    BatchRead, Event as SessionEvent, Probe, Release, Session, SessionConfig, State, Successor,
+    WatchKind, WatchRequest,
 };
 use zklock::Error;
 
@@ -959,7 +959,13 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         batch_writes: true,
         new_session_on_expiry: flags & SESSION_NEW_ON_EXPIRY != 0,
     };
-    let mut session = Session::new(config, vec!["127.0.0.1:2181".to_owned()], now);
+    // Read-only, a second host is one to look for a read-write server at.
+    let hosts = if flags & SESSION_CAN_BE_READ_ONLY != 0 {
+        vec!["127.0.0.1:2181".to_owned(), "127.0.0.1:2182".to_owned()]
+    } else {
+        vec!["127.0.0.1:2181".to_owned()]
+    };
+    let mut session = Session::new(config, hosts, now);
     if flags & SESSION_RESUME != 0 {
         session.resume(0x1000_0a2b_3c4d_0000, (1..=16).collect());
     }
@@ -1351,6 +1357,25 @@ impl Xorshift {
 /// frames, and nothing but pings follows closeSession on its connection;
 /// and once the connection is gone and the session closed, every submitted
 /// request has been answered exactly once.
+/// What the client's prober does: asks when the session says a probe is
+/// due, with an answer from `answers`. A probe is only ever asked for, and
+/// a move only ever made, on a read-only connection that is staying.
+fn probe_read_write(session: &mut FuzzSession, answers: &mut Xorshift, now: Instant) {
+    let Probe::Ask(host) = session.poll_probe(now) else {
+        return;
+    };
+    assert_eq!(
+        session.state(),
+        State::ConnectedReadOnly,
+        "a probe of {host}"
+    );
+    let read_write = answers.next() & 1 == 0;
+    if session.handle_probe(&host, read_write) {
+        assert!(read_write, "moved to {host}, which said it is read-only");
+        assert_eq!(session.poll_probe(now), Probe::Stop, "moving on");
+    }
+}
+
 pub fn session(data: &[u8]) {
     let [flags, chunk_seed, time_seed, stream @ ..] = data else {
         return;
@@ -1373,6 +1398,7 @@ pub fn session(data: &[u8]) {
 
     let mut chunks = Xorshift(u32::from(*chunk_seed) | 0x100);
     let mut clock = Xorshift(u32::from(*time_seed) | 0x100);
+    let mut probe_answers = Xorshift(u32::from(*chunk_seed ^ *time_seed) | 0x200);
     let mut rest = stream;
     let mut closed = false;
     let mut batched = false;
@@ -1430,6 +1456,8 @@ pub fn session(data: &[u8]) {
         // The client's release timer.
         session.send_due_deletes(now);
         check.drain(&mut session, now);
+        // The client's prober.
+        probe_read_write(&mut session, &mut probe_answers, now);
 
         if flags & SESSION_CLOSE != 0 && !closed && session.state().is_connected() {
             closed = true;

@@ -112,7 +112,12 @@ impl Config {
     /// Whether read-only servers are acceptable (default false). A
     /// ZooKeeper 3.8 read-only member serves only sessions it creates
     /// itself, with `localSessionsEnabled`; it refuses to resume one of the
-    /// ensemble's.
+    /// ensemble's. While on a read-only server, the client asks the other
+    /// hosts in turn whether they are read-write (the `isro` four-letter
+    /// word, which servers with read-only mode enabled answer), first after
+    /// 100 ms, then at waits doubling up to a minute, and moves to the
+    /// first that is, with a new session: one a read-only member created is
+    /// not valid elsewhere.
     pub fn can_be_read_only(&self) -> bool {
         self.can_be_read_only
     }
@@ -274,7 +279,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Allows connecting to read-only servers (writes then fail with `NotReadOnly`).
+    /// Allows connecting to read-only servers (writes then fail with
+    /// `NotReadOnly`), and moving to a read-write one as soon as one is
+    /// found (see [`Config::can_be_read_only`]).
     pub fn can_be_read_only(mut self, allowed: bool) -> Self {
         self.config.can_be_read_only = allowed;
         self

@@ -157,7 +157,7 @@ impl Core {
     }
 
     /// True if `stream` is still the connection's socket.
-    fn is_current(&self, stream: &Arc<TcpStream>) -> bool {
+    pub(crate) fn is_current(&self, stream: &Arc<TcpStream>) -> bool {
         self.stream.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream))
     }
 

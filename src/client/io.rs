@@ -10,7 +10,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::core::{drain_events, lock, Shared};
+use super::probe;
 use crate::rand::Rng;
+use crate::session::State;
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
 const MAX_WAIT: Duration = Duration::from_secs(1);
@@ -84,7 +86,8 @@ fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
     }
 }
 
-fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
+/// A TCP connection to `host` (one of its addresses, at random).
+pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
     let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
     let addr = addrs.get(rng.below(addrs.len())).copied().ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
@@ -97,7 +100,13 @@ fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream
 }
 
 /// One connection's life: handshake, then reads until it is lost.
-fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], started: Instant) {
+fn serve(
+    shared: &Arc<Shared>,
+    host: &str,
+    stream: Arc<TcpStream>,
+    buf: &mut [u8],
+    started: Instant,
+) {
     {
         let mut core = shared.core();
         if core.session.fatal_error().is_some() {
@@ -111,6 +120,10 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
         core.session.handle_connected(started);
     }
     let mut socket_read_timeout = SocketTimeout::default();
+    // Looks for a read-write server while this connection is read-only,
+    // and stops when dropped, with the connection. Started once (`Some`),
+    // if a thread could be had (`Some(Some(_))`).
+    let mut prober: Option<Option<probe::Prober>> = None;
     shared.flush();
     let mut events = Vec::new();
     loop {
@@ -178,7 +191,11 @@ fn serve(shared: &Shared, host: &str, stream: Arc<TcpStream>, buf: &mut [u8], st
         // A lingering release left to the reply just handled, if it was the
         // last one due.
         let wake_timer = core.timer_needed();
+        let read_only = core.session.state() == State::ConnectedReadOnly;
         drop(core);
+        if read_only && prober.is_none() {
+            prober = Some(probe::spawn(shared.clone(), stream.clone()));
+        }
         if wake_timer {
             shared.release_timer.notify_one();
         }

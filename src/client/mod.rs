@@ -7,6 +7,7 @@ mod io;
 mod multi;
 mod ops;
 pub(crate) mod path;
+mod probe;
 mod release;
 mod watch_ops;
 

@@ -31,6 +31,10 @@ pub(crate) struct HostList {
     established: Option<Instant>,
     /// Connections lost right after their handshake, in a row.
     short_lives: u32,
+    /// The host [`Self::next`] gave last: the one connected to, if any.
+    current: Option<usize>,
+    /// Where [`Self::next_probe`] goes on from.
+    probe_next: usize,
 }
 
 impl HostList {
@@ -43,6 +47,8 @@ impl HostList {
             not_before: None,
             established: None,
             short_lives: 0,
+            current: None,
+            probe_next: 0,
         }
     }
 
@@ -52,9 +58,33 @@ impl HostList {
 
     /// The host to try next, and the earliest time to try it.
     pub(crate) fn next(&mut self, now: Instant) -> Option<(String, Instant)> {
-        let host = self.hosts.get(self.next % self.hosts.len().max(1))?.clone();
-        self.next = (self.next + 1) % self.hosts.len();
+        let at = self.next % self.hosts.len().max(1);
+        let host = self.hosts.get(at)?.clone();
+        self.current = Some(at);
+        self.next = (at + 1) % self.hosts.len();
         Some((host, self.not_before.unwrap_or(now).max(now)))
+    }
+
+    /// The next host to ask whether it is read-write, round-robin over all
+    /// but the one [`Self::next`] gave last; `None` with no other host.
+    pub(crate) fn next_probe(&mut self) -> Option<String> {
+        if self.hosts.len() < 2 {
+            return None;
+        }
+        let others = (0..self.hosts.len())
+            .map(|step| (self.probe_next + step) % self.hosts.len())
+            .find(|at| Some(*at) != self.current)?;
+        self.probe_next = (others + 1) % self.hosts.len();
+        self.hosts.get(others).cloned()
+    }
+
+    /// Makes `host` (one of ours) the next to connect to, at once: a probe
+    /// found it read-write.
+    pub(crate) fn prefer(&mut self, host: &str) {
+        if let Some(at) = self.hosts.iter().position(|h| h == host) {
+            self.next = at;
+            self.not_before = None;
+        }
     }
 
     /// A connection attempt (or handshake) failed.
@@ -122,5 +152,31 @@ mod tests {
         assert_eq!(at, now + CYCLE_BACKOFF);
         hosts.connected(now);
         assert_eq!(hosts.next(now).unwrap().1, now);
+    }
+
+    #[test]
+    fn probes_go_round_the_other_hosts_and_a_preferred_one_is_next() {
+        let now = Instant::now();
+        let names = ["a:1", "b:2", "c:3"].map(String::from);
+        let mut hosts = HostList::new(names.to_vec(), &mut Rng::seeded(5));
+        let (connected, _) = hosts.next(now).unwrap();
+        hosts.failed(now);
+        hosts.failed(now);
+        hosts.failed(now);
+        let probed: Vec<String> = (0..4).map(|_| hosts.next_probe().unwrap()).collect();
+        assert!(!probed.contains(&connected), "{probed:?}");
+        assert_ne!(probed[0], probed[1]);
+        assert_eq!(probed[0], probed[2]);
+        assert_eq!(probed[1], probed[3]);
+        hosts.prefer(&probed[1]);
+        assert_eq!(hosts.next(now).unwrap(), (probed[1].clone(), now));
+    }
+
+    #[test]
+    fn a_single_host_has_nothing_to_probe() {
+        let mut hosts = HostList::new(vec!["a:1".into()], &mut Rng::seeded(1));
+        assert_eq!(hosts.next_probe(), None);
+        hosts.next(Instant::now()).unwrap();
+        assert_eq!(hosts.next_probe(), None);
     }
 }

@@ -11,6 +11,7 @@
 mod batch;
 mod close;
 mod hosts;
+mod probe;
 mod receive;
 mod release;
 mod renew;
@@ -26,6 +27,8 @@ mod batch_tests;
 mod close_tests;
 #[cfg(test)]
 mod deadline_tests;
+#[cfg(test)]
+mod probe_tests;
 #[cfg(test)]
 mod renew_tests;
 #[cfg(test)]
@@ -48,6 +51,7 @@ use crate::rand::Rng;
 
 pub use batch::{BatchRead, MAX_BATCHED_READS};
 pub(crate) use hosts::HostList;
+pub use probe::{Probe, FIRST_PROBE_INTERVAL, MAX_PROBE_INTERVAL};
 pub(crate) use receive::{strip_chroot, within_chroot};
 pub(crate) use release::ReleaseOutcome;
 pub use release::{Release, Successor};
@@ -286,6 +290,8 @@ pub struct Session<T, W> {
 
     events: VecDeque<Event<T, W>>,
     disconnect: Option<Error>,
+    /// While read-only: when to look for a read-write server.
+    probe: Option<probe::ProbeSchedule>,
 }
 
 impl<T, W: Clone> Session<T, W> {
@@ -324,6 +330,7 @@ impl<T, W: Clone> Session<T, W> {
             watches: WatchRegistry::new(),
             events: VecDeque::new(),
             disconnect: None,
+            probe: None,
         }
     }
 
@@ -434,6 +441,7 @@ impl<T, W: Clone> Session<T, W> {
             return;
         }
         self.conn = Conn::Handshaking { since: started };
+        self.probe = None;
         self.inbox.clear();
         self.outbox.clear();
         self.close_batch();

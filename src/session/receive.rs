@@ -62,11 +62,12 @@ impl<T, W: Clone> Session<T, W> {
         self.seen_rw_server |= !response.read_only;
         self.conn = Conn::Established;
         self.hosts.connected(now);
-        self.set_state(if response.read_only {
-            State::ConnectedReadOnly
+        if response.read_only {
+            self.set_state(State::ConnectedReadOnly);
+            self.start_probing(now);
         } else {
-            State::Connected
-        });
+            self.set_state(State::Connected);
+        }
         self.prime(now);
         Ok(())
     }

@@ -1,0 +1,98 @@
+//! Looking for a read-write server while connected to a read-only one.
+//!
+//! A read-only server is a member cut off from its quorum: it serves reads
+//! only, no lock can be had through it, and it may stay cut off for as long
+//! as the partition lasts while the rest of the ensemble serves writes. So
+//! while read-only, the session asks the other hosts in turn, each with the
+//! `isro` four-letter word, whether they are read-write, at intervals that
+//! start short and double up to a minute. The first to answer `rw` is where
+//! it goes next: the read-only connection is dropped and that host is
+//! connected to at once. A session the read-only server created (one that
+//! never saw a read-write server) is not valid elsewhere, so that
+//! handshake asks for a new session, as every such reconnect does.
+//!
+//! The asking itself is I/O, which the client does on a thread of its own:
+//! [`Session::poll_probe`] says whom to ask and when, and
+//! [`Session::handle_probe`] takes the answer.
+
+use std::time::{Duration, Instant};
+
+use super::{Conn, Error, Session, State};
+
+/// The wait before the first probe after a read-only handshake.
+pub const FIRST_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The longest wait between probes.
+pub const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// When the next probe is due, and the wait that led to it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ProbeSchedule {
+    due: Instant,
+    wait: Duration,
+}
+
+/// What to do about probing now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// Ask this host (one of the connect string's) whether it is
+    /// read-write, then report with [`Session::handle_probe`].
+    Ask(String),
+    /// Nothing is due before this moment.
+    WaitUntil(Instant),
+    /// Not read-only (or nobody else to ask): nothing to probe.
+    Stop,
+}
+
+impl<T, W: Clone> Session<T, W> {
+    /// Starts probing after a read-only handshake, unless there is no other
+    /// host to ask.
+    pub(super) fn start_probing(&mut self, now: Instant) {
+        self.probe = (self.hosts.len() > 1).then_some(ProbeSchedule {
+            due: now + FIRST_PROBE_INTERVAL,
+            wait: FIRST_PROBE_INTERVAL,
+        });
+    }
+
+    /// Whom to ask now whether they are read-write, or until when to wait;
+    /// `Stop` unless connected to a read-only server that is staying.
+    pub fn poll_probe(&mut self, now: Instant) -> Probe {
+        let Some(schedule) = self.probe.filter(|_| self.staying_read_only()) else {
+            return Probe::Stop;
+        };
+        if now < schedule.due {
+            return Probe::WaitUntil(schedule.due);
+        }
+        let Some(host) = self.hosts.next_probe() else {
+            return Probe::Stop;
+        };
+        let wait = schedule.wait.saturating_mul(2).min(MAX_PROBE_INTERVAL);
+        self.probe = Some(ProbeSchedule {
+            due: now + wait,
+            wait,
+        });
+        Probe::Ask(host)
+    }
+
+    /// The answer of `host` to a probe: `read_write` if it said `rw`. A
+    /// read-write host, while still connected read-only, is connected to
+    /// next, at once: the current connection is to be dropped (see
+    /// [`Session::poll_disconnect`]), and this returns true.
+    pub fn handle_probe(&mut self, host: &str, read_write: bool) -> bool {
+        if !read_write || self.probe.is_none() || !self.staying_read_only() {
+            return false;
+        }
+        log::info!("{host} is read-write: leaving the read-only server");
+        self.probe = None;
+        self.hosts.prefer(host);
+        self.request_disconnect(Error::ConnectionLoss);
+        true
+    }
+
+    /// Connected to a read-only server, with no reason to leave it yet.
+    fn staying_read_only(&self) -> bool {
+        self.state == State::ConnectedReadOnly
+            && self.conn == Conn::Established
+            && self.disconnect.is_none()
+    }
+}

@@ -1,0 +1,167 @@
+//! Looking for a read-write server while read-only, driven by hand: whom
+//! the session asks and when, and what an answer does.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{events, sent, states_of, TestSession};
+use super::*;
+use crate::proto::ConnectResponse;
+
+const HOSTS: [&str; 3] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"];
+
+fn read_only_config() -> SessionConfig {
+    SessionConfig {
+        can_be_read_only: true,
+        ..super::tests::config()
+    }
+}
+
+/// The handshake's ConnectRequest, the only frame sent.
+fn handshake(s: &mut TestSession) -> ConnectRequest {
+    let frames = sent(s);
+    assert_eq!(frames.len(), 1);
+    ConnectRequest::from_bytes(&frames[0]).unwrap()
+}
+
+fn answer(s: &mut TestSession, now: Instant, session_id: i64, read_only: bool) {
+    s.handle_bytes(
+        now,
+        &super::tests::frame(&ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: 3000,
+            session_id,
+            passwd: vec![7; 16],
+            read_only,
+        }),
+    );
+}
+
+/// A session connected to a read-only server: the host it is on.
+fn on_read_only_server(hosts: &[&str], now: Instant) -> (TestSession, String) {
+    let hosts = hosts.iter().map(|h| h.to_string()).collect();
+    let mut s = Session::new(read_only_config(), hosts, now);
+    let (host, _) = s.next_host(now).unwrap();
+    s.handle_connected(now);
+    handshake(&mut s);
+    answer(&mut s, now, 0x51, true);
+    assert_eq!(states_of(&events(&mut s)), [State::ConnectedReadOnly]);
+    (s, host)
+}
+
+#[test]
+fn a_read_only_session_asks_the_other_hosts_in_turn_at_doubling_waits() {
+    let start = Instant::now();
+    let (mut s, connected) = on_read_only_server(&HOSTS, start);
+    let mut at = start;
+    let mut asked = Vec::new();
+    let mut wait = FIRST_PROBE_INTERVAL;
+    for _ in 0..12 {
+        assert_eq!(s.poll_probe(at), Probe::WaitUntil(at + wait));
+        at += wait;
+        match s.poll_probe(at) {
+            Probe::Ask(host) => asked.push(host),
+            other => panic!("{other:?} at a probe's due time"),
+        }
+        wait = (wait * 2).min(MAX_PROBE_INTERVAL);
+        assert!(
+            sent(&mut s).is_empty(),
+            "a probe sends nothing on the session"
+        );
+    }
+    assert_eq!(
+        wait, MAX_PROBE_INTERVAL,
+        "the waits stop doubling at the cap"
+    );
+    assert_eq!(s.poll_probe(at), Probe::WaitUntil(at + MAX_PROBE_INTERVAL));
+    assert!(!asked.contains(&connected), "{asked:?}");
+    assert_ne!(asked[0], asked[1]);
+    for (i, host) in asked.iter().enumerate().skip(2) {
+        assert_eq!(host, &asked[i % 2], "round-robin over the other two");
+    }
+    assert_eq!(s.poll_disconnect(), None);
+    assert_eq!(s.state(), State::ConnectedReadOnly);
+}
+
+#[test]
+fn a_read_write_answer_moves_the_session_there_as_a_new_one() {
+    let now = Instant::now();
+    let (mut s, _) = on_read_only_server(&HOSTS, now);
+    let later = now + FIRST_PROBE_INTERVAL;
+    let Probe::Ask(host) = s.poll_probe(later) else {
+        panic!("a probe is due");
+    };
+    assert!(s.handle_probe(&host, true));
+    assert_eq!(s.poll_disconnect(), Some(Error::ConnectionLoss));
+    assert_eq!(s.poll_probe(later), Probe::Stop);
+    s.handle_disconnected(later);
+    assert_eq!(states_of(&events(&mut s)), [State::Disconnected]);
+    assert_eq!(s.next_host(later), Some((host, later)), "at once, there");
+    s.handle_connected(later);
+    let request = handshake(&mut s);
+    assert_eq!(
+        request.session_id, 0,
+        "a read-only server's session is not valid elsewhere"
+    );
+    assert_eq!(request.passwd, [0; 16]);
+    answer(&mut s, later, 0x77, false);
+    assert_eq!(states_of(&events(&mut s)), [State::Connected]);
+    assert_eq!(s.session_id(), 0x77);
+    assert_eq!(s.poll_probe(later + MAX_PROBE_INTERVAL), Probe::Stop);
+}
+
+#[test]
+fn a_read_only_answer_leaves_the_session_where_it_is() {
+    let now = Instant::now();
+    let (mut s, _) = on_read_only_server(&HOSTS, now);
+    let later = now + FIRST_PROBE_INTERVAL;
+    let Probe::Ask(host) = s.poll_probe(later) else {
+        panic!("a probe is due");
+    };
+    assert!(!s.handle_probe(&host, false));
+    assert_eq!(s.poll_disconnect(), None);
+    assert_eq!(
+        s.poll_probe(later),
+        Probe::WaitUntil(later + FIRST_PROBE_INTERVAL * 2)
+    );
+}
+
+#[test]
+fn an_answer_that_lands_while_not_connected_read_only_is_ignored() {
+    let now = Instant::now();
+    let (mut s, _) = on_read_only_server(&HOSTS, now);
+    let later = now + FIRST_PROBE_INTERVAL;
+    let Probe::Ask(host) = s.poll_probe(later) else {
+        panic!("a probe is due");
+    };
+    s.handle_disconnected(later);
+    assert!(!s.handle_probe(&host, true));
+    s.next_host(later).unwrap();
+    s.handle_connected(later);
+    handshake(&mut s);
+    assert!(!s.handle_probe(&host, true));
+    assert_eq!(s.poll_disconnect(), None, "the handshake goes on");
+    answer(&mut s, later, 0x52, true);
+    assert_eq!(
+        s.poll_probe(later),
+        Probe::WaitUntil(later + FIRST_PROBE_INTERVAL),
+        "a new read-only connection probes from the start"
+    );
+}
+
+#[test]
+fn nothing_is_probed_when_read_write_or_with_no_other_host() {
+    let now = Instant::now();
+    let (mut alone, _) = on_read_only_server(&HOSTS[..1], now);
+    assert_eq!(
+        alone.poll_probe(now + Duration::from_secs(600)),
+        Probe::Stop
+    );
+    let hosts = HOSTS.iter().map(|h| h.to_string()).collect();
+    let mut s: TestSession = Session::new(read_only_config(), hosts, now);
+    assert_eq!(s.poll_probe(now), Probe::Stop, "not connected");
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    handshake(&mut s);
+    answer(&mut s, now, 0x53, false);
+    assert_eq!(s.poll_probe(now + Duration::from_secs(600)), Probe::Stop);
+}
