@@ -115,3 +115,77 @@ fn ask_isro(host: &str, rng: &mut Rng) -> io::Result<[u8; 2]> {
     }
     Ok(answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::thread::JoinHandle;
+
+    use super::*;
+
+    /// A peer on loopback that takes one connection, checks that it asks
+    /// `isro`, and then writes each of `replies` after its pause.
+    fn peer(replies: Vec<(Duration, &'static [u8])>) -> (String, JoinHandle<Vec<u8>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let handle = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut asked = [0u8; 4];
+            conn.read_exact(&mut asked).unwrap();
+            for (pause, reply) in replies {
+                std::thread::sleep(pause);
+                // The client may have given up and closed already.
+                if conn.write_all(reply).is_err() {
+                    break;
+                }
+            }
+            asked.to_vec()
+        });
+        (host, handle)
+    }
+
+    #[test]
+    fn a_read_write_server_is_told_by_its_answer() {
+        let (host, peer) = peer(vec![(Duration::ZERO, b"rw")]);
+        assert_eq!(ask_isro(&host, &mut Rng::new()).unwrap(), *READ_WRITE);
+        assert_eq!(peer.join().unwrap(), b"isro");
+    }
+
+    #[test]
+    fn other_answers_are_not_read_write() {
+        let refusal = b"isro is not executed because it is not in the whitelist.";
+        for reply in [&b"ro"[..], &refusal[..], &b"r"[..], &b""[..]] {
+            let (host, peer) = peer(vec![(Duration::ZERO, reply)]);
+            let answer = ask_isro(&host, &mut Rng::new()).unwrap();
+            assert_ne!(answer, *READ_WRITE, "{reply:?}");
+            peer.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_silent_or_trickling_host_is_given_up_on_at_the_probe_timeout() {
+        let silent = vec![(PROBE_TIMEOUT * 2, &b"rw"[..])];
+        let trickling = vec![(PROBE_TIMEOUT / 4, &b"r"[..]), (PROBE_TIMEOUT, &b"w"[..])];
+        for replies in [silent, trickling] {
+            let (host, peer) = peer(replies);
+            let error = ask_isro(&host, &mut Rng::new()).unwrap_err();
+            assert!(
+                matches!(
+                    error.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ),
+                "{error}"
+            );
+            peer.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_closed_port_is_an_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        assert!(ask_isro(&host, &mut Rng::new()).is_err());
+    }
+}
