@@ -90,9 +90,12 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// Connected to a read-only server, with no reason to leave it yet.
+    /// Not while closing: the read-only server closes a session it created
+    /// itself, and refuses the ensemble's, which sends the close on anyway.
     fn staying_read_only(&self) -> bool {
         self.state == State::ConnectedReadOnly
             && self.conn == Conn::Established
             && self.disconnect.is_none()
+            && self.closing.is_none()
     }
 }

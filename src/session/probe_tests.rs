@@ -165,3 +165,17 @@ fn nothing_is_probed_when_read_write_or_with_no_other_host() {
     answer(&mut s, now, 0x53, false);
     assert_eq!(s.poll_probe(now + Duration::from_secs(600)), Probe::Stop);
 }
+
+#[test]
+fn a_closing_session_stays_to_close_where_it_is() {
+    let now = Instant::now();
+    let (mut s, _) = on_read_only_server(&HOSTS, now);
+    let later = now + FIRST_PROBE_INTERVAL;
+    let Probe::Ask(host) = s.poll_probe(later) else {
+        panic!("a probe is due");
+    };
+    s.close(later);
+    assert!(!s.handle_probe(&host, true), "the answer comes too late");
+    assert_eq!(s.poll_disconnect(), None);
+    assert_eq!(s.poll_probe(later + MAX_PROBE_INTERVAL), Probe::Stop);
+}
