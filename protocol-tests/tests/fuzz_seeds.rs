@@ -1255,6 +1255,17 @@ fn session_seeds() -> Vec<Seed> {
     d.answer_all(ok);
     d.notify(EventType::NodeDataChanged, "/a");
     seeds.push(seed(t, "read-only-then-reconnect", d.input(0, 0), true));
+    // A new session on a read-only server, with a clock that runs: the
+    // prober asks the other host at its due times, and moves there on a
+    // read-write answer (the rest of the stream then goes to the next
+    // connection).
+    let mut d = Driver::new(SESSION_CAN_BE_READ_ONLY);
+    d.send(&connect(true).to_bytes());
+    d.answer_all(ok);
+    for _ in 0..4 {
+        d.send(&header(PING_XID, ZXID, 0));
+    }
+    seeds.push(seed(t, "read-only-probing-clock", d.input(0, 2), true));
 
     // Expired at the handshake; auth failure; close.
     let mut d = Driver::new(0);
