@@ -48,6 +48,16 @@ fn on_read_only_server(hosts: &[&str], now: Instant) -> (TestSession, String) {
     (s, host)
 }
 
+/// The first probe of a session that became read-only at `now`: when it
+/// is due, and the host it asks.
+fn first_probe(s: &mut TestSession, now: Instant) -> (Instant, String) {
+    let due = now + FIRST_PROBE_INTERVAL;
+    match s.poll_probe(due) {
+        Probe::Ask(host) => (due, host),
+        other => panic!("{other:?} when the first probe is due"),
+    }
+}
+
 #[test]
 fn a_read_only_session_asks_the_other_hosts_in_turn_at_doubling_waits() {
     let start = Instant::now();
@@ -86,10 +96,7 @@ fn a_read_only_session_asks_the_other_hosts_in_turn_at_doubling_waits() {
 fn a_read_write_answer_moves_the_session_there_as_a_new_one() {
     let now = Instant::now();
     let (mut s, _) = on_read_only_server(&HOSTS, now);
-    let later = now + FIRST_PROBE_INTERVAL;
-    let Probe::Ask(host) = s.poll_probe(later) else {
-        panic!("a probe is due");
-    };
+    let (later, host) = first_probe(&mut s, now);
     assert!(s.handle_probe(&host, true));
     assert_eq!(s.poll_disconnect(), Some(Error::ConnectionLoss));
     assert_eq!(s.poll_probe(later), Probe::Stop);
@@ -113,10 +120,7 @@ fn a_read_write_answer_moves_the_session_there_as_a_new_one() {
 fn a_read_only_answer_leaves_the_session_where_it_is() {
     let now = Instant::now();
     let (mut s, _) = on_read_only_server(&HOSTS, now);
-    let later = now + FIRST_PROBE_INTERVAL;
-    let Probe::Ask(host) = s.poll_probe(later) else {
-        panic!("a probe is due");
-    };
+    let (later, host) = first_probe(&mut s, now);
     assert!(!s.handle_probe(&host, false));
     assert_eq!(s.poll_disconnect(), None);
     assert_eq!(
@@ -129,10 +133,7 @@ fn a_read_only_answer_leaves_the_session_where_it_is() {
 fn an_answer_that_lands_while_not_connected_read_only_is_ignored() {
     let now = Instant::now();
     let (mut s, _) = on_read_only_server(&HOSTS, now);
-    let later = now + FIRST_PROBE_INTERVAL;
-    let Probe::Ask(host) = s.poll_probe(later) else {
-        panic!("a probe is due");
-    };
+    let (later, host) = first_probe(&mut s, now);
     s.handle_disconnected(later);
     assert!(!s.handle_probe(&host, true));
     s.next_host(later).unwrap();
@@ -170,10 +171,7 @@ fn nothing_is_probed_when_read_write_or_with_no_other_host() {
 fn a_closing_session_stays_to_close_where_it_is() {
     let now = Instant::now();
     let (mut s, _) = on_read_only_server(&HOSTS, now);
-    let later = now + FIRST_PROBE_INTERVAL;
-    let Probe::Ask(host) = s.poll_probe(later) else {
-        panic!("a probe is due");
-    };
+    let (later, host) = first_probe(&mut s, now);
     s.close(later);
     assert!(!s.handle_probe(&host, true), "the answer comes too late");
     assert_eq!(s.poll_disconnect(), None);
