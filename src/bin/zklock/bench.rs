@@ -39,7 +39,7 @@ struct Options {
 
 fn parse(args: &mut Args) -> Result<Options, Usage> {
     let mut o = Options {
-        common: Common::new(),
+        common: Common::from_env()?,
         mode: String::new(),
         clients: 1,
         ops: 1000,

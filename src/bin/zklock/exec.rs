@@ -39,7 +39,7 @@ struct Options {
 
 fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
     let mut o = Options {
-        common: Common::new(),
+        common: Common::from_env()?,
         wait: None,
         side: Side::Exclusive,
         grace: Duration::ZERO,

@@ -8,7 +8,10 @@ use crate::args::{Args, Usage};
 use crate::{print, Common, Outcome};
 
 pub fn run(mut args: Args) -> Outcome {
-    let mut common = Common::new();
+    let mut common = match Common::from_env() {
+        Ok(common) => common,
+        Err(e) => return e.into(),
+    };
     let mut json = false;
     let parsed = args.options(|name, value| {
         if common.option(name, value)? {

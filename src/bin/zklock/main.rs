@@ -55,7 +55,9 @@ const USAGE: &str = "usage:
 
 Every command takes --connect and --session-timeout. --connect defaults to
 $ZK_CONNECT, then 127.0.0.1:2181; --session-timeout defaults to 10000 ms (at
-most 2147483647). zklock COMMAND --help shows this text.
+most 2147483647). With $ZK_DIGEST set to USER:PASSWORD, the session
+authenticates with those digest credentials (kept out of the process list),
+for lock paths whose ACL asks for them. zklock COMMAND --help shows this text.
 
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
@@ -93,17 +95,23 @@ const MAX_SESSION_TIMEOUT_MS: u64 = i32::MAX as u64;
 pub struct Common {
     pub connect: String,
     pub session_timeout: Duration,
+    /// Digest credentials from `ZK_DIGEST` (`USER:PASSWORD`): an
+    /// environment variable, not an option, so that the password stays out
+    /// of the process list.
+    digest: Option<(String, String)>,
 }
 
 impl Common {
-    fn new() -> Common {
-        Common {
+    /// The defaults, with `ZK_CONNECT` and `ZK_DIGEST` from the environment.
+    fn from_env() -> Result<Common, Usage> {
+        Ok(Common {
             connect: std::env::var("ZK_CONNECT")
                 .ok()
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "127.0.0.1:2181".into()),
             session_timeout: Duration::from_secs(10),
-        }
+            digest: digest_from_env()?,
+        })
     }
 
     /// Handles `--connect` and `--session-timeout`; false for other options.
@@ -129,10 +137,34 @@ impl Common {
     }
 
     fn client(&self) -> Result<zklock::Client, zklock::Error> {
-        zklock::Client::builder()
+        let mut builder = zklock::Client::builder()
             .session_timeout(self.session_timeout)
-            .connect_timeout(Duration::from_secs(5))
-            .connect(&self.connect)
+            .connect_timeout(Duration::from_secs(5));
+        if let Some((user, password)) = &self.digest {
+            builder = builder.digest(user.as_str(), password.as_str());
+        }
+        builder.connect(&self.connect)
+    }
+}
+
+/// `ZK_DIGEST`, split at its first `:`; `None` if unset or empty. The
+/// errors never show the value, which holds a password.
+fn digest_from_env() -> Result<Option<(String, String)>, Usage> {
+    let value = match std::env::var("ZK_DIGEST") {
+        Ok(value) if value.is_empty() => return Ok(None),
+        Ok(value) => value,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(Usage("ZK_DIGEST is not valid UTF-8".into()))
+        }
+    };
+    match value.split_once(':') {
+        Some((user, password)) if !user.is_empty() => {
+            Ok(Some((user.to_owned(), password.to_owned())))
+        }
+        _ => Err(Usage(
+            "ZK_DIGEST must be USER:PASSWORD, with a user name before the first ':'".into(),
+        )),
     }
 }
 
@@ -151,7 +183,15 @@ impl From<Usage> for Outcome {
 
 impl From<zklock::Error> for Outcome {
     fn from(e: zklock::Error) -> Outcome {
-        Outcome::Error(e.to_string())
+        match e {
+            // The likeliest fix, named where the user looks.
+            zklock::Error::NoAuth => Outcome::Error(
+                "not authorized by the lock path's ACL (ZK_DIGEST=USER:PASSWORD sets digest \
+                 credentials)"
+                    .into(),
+            ),
+            e => Outcome::Error(e.to_string()),
+        }
     }
 }
 

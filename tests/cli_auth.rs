@@ -1,0 +1,131 @@
+//! `zklock` on lock paths whose ACL asks for digest credentials, which it
+//! takes from `ZK_DIGEST` (`USER:PASSWORD`), never from its arguments.
+//!
+//! Built only with the `cli` feature, since it needs the binary.
+
+#![cfg(feature = "cli")]
+
+mod child;
+
+use std::process::Command;
+use std::time::Duration;
+
+use child::{Output, Run, TempDir};
+use zklock::testing::TestServer;
+use zklock::{Acl, Client, CreateMode};
+
+const ZKLOCK: &str = env!("CARGO_BIN_EXE_zklock");
+
+/// The longest anything that should happen is waited for.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// What `zklock` says when the lock path's ACL refuses its session.
+const NOT_AUTHORIZED: &str = "zklock: not authorized by the lock path's ACL \
+                              (ZK_DIGEST=USER:PASSWORD sets digest credentials)";
+
+/// The lock directory, which only `alice` may use.
+const LOCKED: &str = "/cli-auth/locked";
+
+/// A server with `LOCKED` created by `alice` (password `secret`), readable
+/// and writable by her alone.
+fn server_with_a_locked_path() -> TestServer {
+    let server = TestServer::new().expect("start a ZooKeeper server");
+    let alice = Client::builder()
+        .digest("alice", "secret")
+        .connect(&server.connect_string())
+        .expect("connect as alice");
+    alice
+        .create(
+            "/cli-auth",
+            b"",
+            &Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .expect("create the parent");
+    alice
+        .create(LOCKED, b"", &Acl::creator_all(), CreateMode::Persistent)
+        .expect("create the lock directory, alice's alone");
+    alice.close().expect("close alice's session");
+    server
+}
+
+/// `zklock ARGS...` against `server`, with `ZK_DIGEST` set to `digest`
+/// (unset if `None`), run to its end.
+fn zklock(server: &TestServer, digest: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new(ZKLOCK);
+    command
+        .args(args)
+        .env("ZK_CONNECT", server.connect_string())
+        .env_remove("ZK_DIGEST");
+    if let Some(digest) = digest {
+        command.env("ZK_DIGEST", digest);
+    }
+    Run::spawn(&mut command).finish(WAIT)
+}
+
+/// Runs `zklock exec LOCKED -- touch <file>`; whether the command ran.
+fn exec_touching(server: &TestServer, digest: Option<&str>) -> (Output, bool) {
+    let dir = TempDir::new("cli-auth");
+    let mark = dir.join("ran");
+    let mark_arg = mark.display().to_string();
+    let out = zklock(
+        server,
+        digest,
+        &["exec", "--no-wait", LOCKED, "--", "touch", &mark_arg],
+    );
+    (out, mark.exists())
+}
+
+/// Asserts that stderr is exactly one line and returns it.
+fn one_line(out: &Output) -> &str {
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr is not one line:\n{}", out.stderr);
+    lines[0]
+}
+
+#[test]
+fn exec_and_holders_use_the_digest_the_lock_path_asks_for() {
+    let server = server_with_a_locked_path();
+    for digest in [None, Some("mallory:secret"), Some("alice:wrong")] {
+        let (out, ran) = exec_touching(&server, digest);
+        assert_eq!(out.status.code(), Some(1), "{digest:?}: {}", out.stderr);
+        assert!(!ran, "{digest:?}: the command ran");
+        assert_eq!(one_line(&out), NOT_AUTHORIZED, "{digest:?}");
+        let out = zklock(&server, digest, &["holders", LOCKED]);
+        assert_eq!(out.status.code(), Some(1), "{digest:?}: {}", out.stderr);
+    }
+
+    let (out, ran) = exec_touching(&server, Some("alice:secret"));
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert!(ran, "the command did not run");
+    let out = zklock(
+        &server,
+        Some("alice:secret"),
+        &["holders", "--json", LOCKED],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        r#"{"path":"/cli-auth/locked","queue":[]}"#,
+        "no node left"
+    );
+}
+
+#[test]
+fn a_malformed_digest_is_bad_usage_and_never_shown() {
+    let server = server_with_a_locked_path();
+    for digest in ["alice", ":secret", "\u{1b}x"] {
+        let (out, ran) = exec_touching(&server, Some(digest));
+        assert_eq!(out.status.code(), Some(2), "{digest:?}: {}", out.stderr);
+        assert!(!ran);
+        assert_eq!(
+            one_line(&out),
+            "zklock: ZK_DIGEST must be USER:PASSWORD, with a user name before the \
+             first ':' (zklock --help shows the usage)",
+            "{digest:?}"
+        );
+    }
+    // An empty one is no credentials at all.
+    let (out, _) = exec_touching(&server, Some(""));
+    assert_eq!(one_line(&out), NOT_AUTHORIZED);
+}
