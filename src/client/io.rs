@@ -191,9 +191,11 @@ fn serve(
         // A lingering release left to the reply just handled, if it was the
         // last one due.
         let wake_timer = core.timer_needed();
-        let read_only = core.session.state() == State::ConnectedReadOnly;
+        // Read-only, with another host to ask whether it is read-write.
+        let probe_wanted =
+            core.session.state() == State::ConnectedReadOnly && core.session.host_count() > 1;
         drop(core);
-        if read_only && prober.is_none() {
+        if probe_wanted && prober.is_none() {
             prober = Some(probe::spawn(shared.clone(), stream.clone()));
         }
         if wake_timer {
