@@ -1334,29 +1334,6 @@ impl Xorshift {
     }
 }
 
-/// The sans-I/O session (`zklock::session::Session`) fed a hostile server.
-///
-/// Input: `[flags, chunk_seed, time_seed, stream...]`. The session first
-/// submits a batch of requests (see [`session_new`]) and connects; the stream
-/// is what the server sends. Once connected, it also submits three reads
-/// that go out as one `multiRead`, setData calls batched in a `multi`, and
-/// the calls of [`submit_extras`] (credentials, removeWatches, releases
-/// with notes, a release taken back into a transaction and settled by its
-/// reply, a lingering one). After each delivery the clock may advance
-/// (`time_seed` non-zero) and timers run, the client's release timer too; a
-/// connection the session drops is replaced by a new one, which the rest of
-/// the stream then answers.
-///
-/// Checks: every reply is for a submitted token, at most once, and of the
-/// record type of its op; watch events only name registered watchers; state
-/// events never repeat and stop after a terminal state (but for the new
-/// session that follows an expiry with `SESSION_NEW_ON_EXPIRY`, whose
-/// handshake asks for id 0 with a zero password and nothing seen);
-/// `last_zxid` never goes back within a session; everything the session
-/// transmits is whole, well-formed
-/// frames, and nothing but pings follows closeSession on its connection;
-/// and once the connection is gone and the session closed, every submitted
-/// request has been answered exactly once.
 /// What the client's prober does: asks when the session says a probe is
 /// due, with an answer from `answers`. A probe is only ever asked for, and
 /// a move only ever made, on a read-only connection that is staying.
@@ -1376,6 +1353,31 @@ fn probe_read_write(session: &mut FuzzSession, answers: &mut Xorshift, now: Inst
     }
 }
 
+/// The sans-I/O session (`zklock::session::Session`) fed a hostile server.
+///
+/// Input: `[flags, chunk_seed, time_seed, stream...]`. The session first
+/// submits a batch of requests (see [`session_new`]) and connects; the stream
+/// is what the server sends. Once connected, it also submits three reads
+/// that go out as one `multiRead`, setData calls batched in a `multi`, and
+/// the calls of [`submit_extras`] (credentials, removeWatches, releases
+/// with notes, a release taken back into a transaction and settled by its
+/// reply, a lingering one). After each delivery the clock may advance
+/// (`time_seed` non-zero) and timers run, the client's release timer and,
+/// with `SESSION_CAN_BE_READ_ONLY`, its prober too; a connection the
+/// session drops is replaced by a new one, which the rest of the stream then
+/// answers.
+///
+/// Checks: every reply is for a submitted token, at most once, and of the
+/// record type of its op; watch events only name registered watchers; state
+/// events never repeat and stop after a terminal state (but for the new
+/// session that follows an expiry with `SESSION_NEW_ON_EXPIRY`, whose
+/// handshake asks for id 0 with a zero password and nothing seen);
+/// probes and moves happen only on a read-only connection that is staying
+/// (see `probe_read_write`); `last_zxid` never goes back within a
+/// session; everything the session transmits is whole, well-formed frames,
+/// and nothing but pings follows closeSession on its connection; and once
+/// the connection is gone and the session closed, every submitted request
+/// has been answered exactly once.
 pub fn session(data: &[u8]) {
     let [flags, chunk_seed, time_seed, stream @ ..] = data else {
         return;
