@@ -12,7 +12,6 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::core::{drain_events, lock, Shared};
 use super::probe;
 use crate::rand::Rng;
-use crate::session::State;
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
 const MAX_WAIT: Duration = Duration::from_secs(1);
@@ -191,9 +190,7 @@ fn serve(
         // A lingering release left to the reply just handled, if it was the
         // last one due.
         let wake_timer = core.timer_needed();
-        // Read-only, with another host to ask whether it is read-write.
-        let probe_wanted =
-            core.session.state() == State::ConnectedReadOnly && core.session.host_count() > 1;
+        let probe_wanted = core.session.is_probing();
         drop(core);
         if probe_wanted && prober.is_none() {
             prober = Some(probe::spawn(shared.clone(), stream.clone()));

@@ -57,7 +57,7 @@ impl<T, W: Clone> Session<T, W> {
     /// Whom to ask now whether they are read-write, or until when to wait;
     /// `Stop` unless connected to a read-only server that is staying.
     pub fn poll_probe(&mut self, now: Instant) -> Probe {
-        let Some(schedule) = self.probe.filter(|_| self.staying_read_only()) else {
+        let Some(schedule) = self.probe.filter(|_| self.is_probing()) else {
             return Probe::Stop;
         };
         if now < schedule.due {
@@ -79,7 +79,7 @@ impl<T, W: Clone> Session<T, W> {
     /// next, at once: the current connection is to be dropped (see
     /// [`Session::poll_disconnect`]), and this returns true.
     pub fn handle_probe(&mut self, host: &str, read_write: bool) -> bool {
-        if !read_write || self.probe.is_none() || !self.staying_read_only() {
+        if !read_write || !self.is_probing() {
             return false;
         }
         log::info!("{host} is read-write: leaving the read-only server");
@@ -89,11 +89,14 @@ impl<T, W: Clone> Session<T, W> {
         true
     }
 
-    /// Connected to a read-only server, with no reason to leave it yet.
-    /// Not while closing: the read-only server closes a session it created
-    /// itself, and refuses the ensemble's, which sends the close on anyway.
-    fn staying_read_only(&self) -> bool {
-        self.state == State::ConnectedReadOnly
+    /// True while a read-write server is being looked for: connected to a
+    /// read-only server, with another host to ask and no reason to leave
+    /// yet. Not while closing: the read-only server closes a session it
+    /// created itself, and refuses the ensemble's, which sends the close on
+    /// anyway.
+    pub fn is_probing(&self) -> bool {
+        self.probe.is_some()
+            && self.state == State::ConnectedReadOnly
             && self.conn == Conn::Established
             && self.disconnect.is_none()
             && self.closing.is_none()

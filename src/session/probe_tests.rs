@@ -38,6 +38,7 @@ fn answer(s: &mut TestSession, now: Instant, session_id: i64, read_only: bool) {
 
 /// A session connected to a read-only server: the host it is on.
 fn on_read_only_server(hosts: &[&str], now: Instant) -> (TestSession, String) {
+    let hosts_len = hosts.len();
     let hosts = hosts.iter().map(|h| h.to_string()).collect();
     let mut s = Session::new(read_only_config(), hosts, now);
     let (host, _) = s.next_host(now).unwrap();
@@ -45,6 +46,7 @@ fn on_read_only_server(hosts: &[&str], now: Instant) -> (TestSession, String) {
     handshake(&mut s);
     answer(&mut s, now, 0x51, true);
     assert_eq!(states_of(&events(&mut s)), [State::ConnectedReadOnly]);
+    assert_eq!(s.is_probing(), hosts_len > 1);
     (s, host)
 }
 
@@ -165,6 +167,7 @@ fn nothing_is_probed_when_read_write_or_with_no_other_host() {
     handshake(&mut s);
     answer(&mut s, now, 0x53, false);
     assert_eq!(s.poll_probe(now + Duration::from_secs(600)), Probe::Stop);
+    assert!(!s.is_probing());
 }
 
 #[test]
@@ -173,6 +176,7 @@ fn a_closing_session_stays_to_close_where_it_is() {
     let (mut s, _) = on_read_only_server(&HOSTS, now);
     let (later, host) = first_probe(&mut s, now);
     s.close(later);
+    assert!(!s.is_probing());
     assert!(!s.handle_probe(&host, true), "the answer comes too late");
     assert_eq!(s.poll_disconnect(), None);
     assert_eq!(s.poll_probe(later + MAX_PROBE_INTERVAL), Probe::Stop);
