@@ -49,8 +49,8 @@ pub use client::{
 pub use error::{Error, Result};
 pub use proto::{Acl, AddWatchMode, CreateMode, EventType, Id, KeeperState, Stat, WatcherType};
 pub use recipes::{
-    LockMonitor, LockState, Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard, RwLock,
-    RwLockReadGuard, RwLockWriteGuard,
+    AnyGuard, LockMonitor, LockState, Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard,
+    RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 pub use session::{State, WatchedEvent};
 

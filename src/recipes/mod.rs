@@ -7,6 +7,7 @@
 //! holder's node disappears with its session.
 
 mod acquire;
+mod any_guard;
 mod held;
 mod monitor;
 mod mutex;
@@ -15,6 +16,7 @@ mod queue;
 mod rwlock;
 
 pub use acquire::host_name;
+pub use any_guard::AnyGuard;
 pub use held::LockState;
 pub use monitor::LockMonitor;
 pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};

@@ -16,10 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::select;
-use zklock::{
-    Client, Error, LockState, Mutex, MutexGuard, Op, OpOutcome, RwLock, RwLockReadGuard,
-    RwLockWriteGuard, State, StateChanges,
-};
+use zklock::{AnyGuard, Client, Error, LockState, Mutex, Op, RwLock, State};
 
 use crate::events::{now_ns, Event, EventLog, LoggedError, Outcome};
 use crate::rng::Rng;
@@ -304,7 +301,7 @@ impl Contender {
 
     /// The critical section: read the counter, write it plus one if the
     /// guard is still Held (or read it again, holding a read lock), release.
-    fn section(&mut self, client: &Client, guard: Guard<'_>, n: u64) {
+    fn section(&mut self, client: &Client, guard: AnyGuard<'_>, n: u64) {
         let token = guard.fencing_token();
         let node = guard.node().to_owned();
         self.log.put(&Event::Acq {
@@ -387,56 +384,12 @@ enum Lock {
 impl Lock {
     /// `try_lock_for`, or on a read-write lock `try_read_for` if `read`
     /// and `try_write_for` if not.
-    fn try_acquire_for(&self, read: bool, wait: Duration) -> Result<Option<Guard<'_>>, Error> {
+    fn try_acquire_for(&self, read: bool, wait: Duration) -> Result<Option<AnyGuard<'_>>, Error> {
         Ok(match self {
-            Lock::Mutex(m) => m.try_lock_for(wait)?.map(Guard::Mutex),
-            Lock::Rw(l) if read => l.try_read_for(wait)?.map(Guard::Read),
-            Lock::Rw(l) => l.try_write_for(wait)?.map(Guard::Write),
+            Lock::Mutex(m) => m.try_lock_for(wait)?.map(AnyGuard::from),
+            Lock::Rw(l) if read => l.try_read_for(wait)?.map(AnyGuard::from),
+            Lock::Rw(l) => l.try_write_for(wait)?.map(AnyGuard::from),
         })
-    }
-}
-
-/// A held lock of any kind.
-enum Guard<'a> {
-    Mutex(MutexGuard<'a>),
-    Read(RwLockReadGuard<'a>),
-    Write(RwLockWriteGuard<'a>),
-}
-
-/// `$body`, with `$g` bound to the guard inside whichever kind `$guard` is.
-macro_rules! on_guard {
-    ($guard:expr, $g:ident => $body:expr) => {
-        match $guard {
-            Guard::Mutex($g) => $body,
-            Guard::Read($g) => $body,
-            Guard::Write($g) => $body,
-        }
-    };
-}
-
-impl Guard<'_> {
-    fn fencing_token(&self) -> i64 {
-        on_guard!(self, g => g.fencing_token())
-    }
-
-    fn node(&self) -> &str {
-        on_guard!(self, g => g.node())
-    }
-
-    fn state(&self) -> LockState {
-        on_guard!(self, g => g.state())
-    }
-
-    fn state_changes(&self) -> StateChanges<LockState> {
-        on_guard!(self, g => g.state_changes())
-    }
-
-    fn unlock(self) -> Result<(), Error> {
-        on_guard!(self, g => g.unlock())
-    }
-
-    fn multi(&self, ops: &[Op]) -> Result<Vec<OpOutcome>, Error> {
-        on_guard!(self, g => g.multi(ops))
     }
 }
 
@@ -447,7 +400,7 @@ fn body(
     rng: &mut Rng,
     settings: &Settings,
     client: &Client,
-    guard: &Guard<'_>,
+    guard: &AnyGuard<'_>,
     (n, token): (u64, i64),
     left_held: &AtomicBool,
 ) {
@@ -463,7 +416,7 @@ fn body(
         rng.ms(1, 5)
     };
     std::thread::sleep(work);
-    if matches!(guard, Guard::Read(_)) {
+    if matches!(guard, AnyGuard::Read(_)) {
         // No write may land between the two reads while this holds.
         read_counter(log, settings, client, n);
         std::thread::sleep(rng.ms(0, 3));

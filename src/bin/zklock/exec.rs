@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
-use zklock::{Client, LockMonitor, LockState, Mutex, RwLock, StateChanges};
+use zklock::{AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, StateChanges};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
@@ -112,23 +112,6 @@ fn check_grace(grace: Duration, timeout: Duration, which: &str) -> Result<(), Us
     Ok(())
 }
 
-/// Any of the three guards.
-enum Guard<'a> {
-    Mutex(zklock::MutexGuard<'a>),
-    Read(zklock::RwLockReadGuard<'a>),
-    Write(zklock::RwLockWriteGuard<'a>),
-}
-
-macro_rules! each {
-    ($guard:expr, $g:ident => $body:expr) => {
-        match $guard {
-            Guard::Mutex($g) => $body,
-            Guard::Read($g) => $body,
-            Guard::Write($g) => $body,
-        }
-    };
-}
-
 enum Lock {
     Mutex(Mutex),
     Rw(RwLock),
@@ -142,14 +125,14 @@ impl Lock {
         })
     }
 
-    fn acquire(&self, side: Side, wait: Option<Duration>) -> zklock::Result<Option<Guard<'_>>> {
+    fn acquire(&self, side: Side, wait: Option<Duration>) -> zklock::Result<Option<AnyGuard<'_>>> {
         Ok(match (self, side, wait) {
-            (Lock::Mutex(m), _, None) => Some(Guard::Mutex(m.lock()?)),
-            (Lock::Mutex(m), _, Some(w)) => m.try_lock_for(w)?.map(Guard::Mutex),
-            (Lock::Rw(l), Side::Read, None) => Some(Guard::Read(l.read()?)),
-            (Lock::Rw(l), Side::Read, Some(w)) => l.try_read_for(w)?.map(Guard::Read),
-            (Lock::Rw(l), _, None) => Some(Guard::Write(l.write()?)),
-            (Lock::Rw(l), _, Some(w)) => l.try_write_for(w)?.map(Guard::Write),
+            (Lock::Mutex(m), _, None) => Some(m.lock()?.into()),
+            (Lock::Mutex(m), _, Some(w)) => m.try_lock_for(w)?.map(AnyGuard::from),
+            (Lock::Rw(l), Side::Read, None) => Some(l.read()?.into()),
+            (Lock::Rw(l), Side::Read, Some(w)) => l.try_read_for(w)?.map(AnyGuard::from),
+            (Lock::Rw(l), _, None) => Some(l.write()?.into()),
+            (Lock::Rw(l), _, Some(w)) => l.try_write_for(w)?.map(AnyGuard::from),
         })
     }
 
@@ -193,8 +176,8 @@ pub fn run(mut args: Args) -> Outcome {
     };
     // Subscribed before the state is read in `prepare`: no later change
     // goes unseen.
-    let states = each!(&guard, g => g.state_changes());
-    let token = match prepare(each!(&guard, g => g.monitor()), &states, &signals) {
+    let states = guard.state_changes();
+    let token = match prepare(guard.monitor(), &states, &signals) {
         Ready::Held(token) => token,
         Ready::NotHeld(why) => {
             return not_acquired(&options, &format!("{why} before the command could start"))
@@ -203,7 +186,7 @@ pub fn run(mut args: Args) -> Outcome {
             return not_acquired(&options, "interrupted before the command could start")
         }
     };
-    let node = each!(&guard, g => g.node().to_owned());
+    let node = guard.node().to_owned();
     let token = token.to_string();
     let envs = [
         ("ZKLOCK_FENCING_TOKEN", OsStr::new(&token)),
@@ -229,7 +212,7 @@ fn acquire<'a>(
     path: &str,
     options: &Options,
     signals: &Receiver<Signal>,
-) -> Result<Guard<'a>, Outcome> {
+) -> Result<AnyGuard<'a>, Outcome> {
     let (done_tx, done_rx) = bounded::<()>(0);
     let (acquired, interrupted) = std::thread::scope(|scope| {
         let watcher = scope.spawn(|| {
