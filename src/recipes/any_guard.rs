@@ -32,6 +32,15 @@ use crate::error::Result;
 /// guard.unlock()?;
 /// # Ok(()) }
 /// ```
+///
+/// ```compile_fail
+/// fn hand_over<T: Send>(_: T) {}
+/// # fn main() -> zklock::Result<()> {
+/// let client = zklock::Client::connect("127.0.0.1:2181")?;
+/// let lock = client.mutex("/locks/job")?;
+/// hand_over(zklock::AnyGuard::from(lock.lock()?));
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub enum AnyGuard<'a> {
