@@ -12,7 +12,8 @@ use common::{
     builder, connect, create_bobs_node, expect_silence, expect_spent, fails_fast, next_event, open,
     proxy, server, states_until, wait_until, WAIT,
 };
-use zklock::testing::{FaultProxy, ProxyMode, TestServer};
+use zklock::proto::OpCode;
+use zklock::testing::{FaultProxy, Pause, PausePoint, ProxyMode, TestServer};
 use zklock::{
     Client, ClientBuilder, CreateMode, Error, EventType, KeeperState, LockState, Op,
     ReentrantMutex, RwLock, State, StateChanges,
@@ -384,4 +385,61 @@ fn a_waiter_across_the_expiry_fails_with_session_expired_and_leaves_no_node() {
         .expect("the lock is free");
     assert_eq!(owner(&holder, guard.node()), Some(w.session_id()));
     guard.unlock().expect("unlock");
+}
+
+/// A session replaced between a lock's grant and the making of its guard,
+/// a moment no fault at the socket can hit (the calling thread is stopped
+/// there by a pause point): the attempt fails with `SessionExpired`, as a
+/// waiter across the expiry does, instead of handing out a guard of a lock
+/// that went with the old session; nothing of the attempt is sent in the
+/// new session, and the lock acquires there afterwards.
+#[test]
+fn a_lock_granted_as_its_session_is_replaced_fails_with_session_expired() {
+    const LOCK: &str = "/locks/granted";
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = renewing().connect(&gate.connect_string()).expect("connect");
+    let observer = connect(&zk.connect_string());
+    let states = c.state_changes();
+    let mutex = c.mutex(LOCK).expect("mutex");
+    let (paused_tx, paused) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let attempt = scope.spawn(|| {
+            let _ = paused_tx.send(Pause::arm(PausePoint::LockGranted));
+            mutex.lock().map(|guard| guard.node().to_owned())
+        });
+        let pause = paused.recv_timeout(WAIT).expect("the pause armed");
+        assert!(pause.wait_reached(WAIT), "the attempt reached its grant");
+        let granted = children(&observer, LOCK);
+        assert_eq!(granted.len(), 1);
+        assert_eq!(
+            owner(&observer, &format!("{LOCK}/{}", granted[0])),
+            Some(c.session_id())
+        );
+
+        expire_by_takeover(&zk, &gate, &c, &states);
+        let writes = || {
+            let seen = |op: OpCode| gate.requests_seen(op.code());
+            (seen(OpCode::Delete), seen(OpCode::Multi))
+        };
+        let before = writes();
+        pause.release();
+        assert_eq!(
+            attempt.join().expect("the attempt's thread"),
+            Err(Error::SessionExpired)
+        );
+        assert!(!mutex.is_held_by_current_thread());
+        // A round trip: anything the attempt sent has arrived by its reply.
+        c.exists("/").expect("exists");
+        assert_eq!(
+            writes(),
+            before,
+            "no delete or multi sent in the new session"
+        );
+    });
+    assert_eq!(children(&observer, LOCK), Vec::<String>::new());
+    let again = mutex.lock().expect("lock in the new session");
+    assert_eq!(owner(&observer, again.node()), Some(c.session_id()));
+    assert_eq!(again.state(), LockState::Held);
+    again.unlock().expect("unlock");
 }

@@ -546,7 +546,6 @@ impl Attempt<'_> {
         session: u64,
     ) -> Result<HeldLock> {
         let client = &self.spec.client;
-        client.check_session(session)?;
         let node = client.server_path(&join(&self.spec.path, name))?;
         let exclusive = self.rule.is_exclusive();
         let announce = exclusive && watch.is_some();
@@ -560,9 +559,15 @@ impl Attempt<'_> {
         if watch.as_ref().is_some_and(NodeWatch::is_lost) {
             return Err(node_gone(client, session));
         }
-        Ok(HeldLock::new(
-            client, node, token, watch, announce, successor, session,
-        ))
+        #[cfg(feature = "testing")]
+        crate::testing::pause::reached(crate::testing::PausePoint::LockGranted);
+        let held = HeldLock::new(client, node, token, watch, announce, successor, session);
+        // Asked once the hold follows the session's changes, which
+        // leaves no gap: a new session that replaced the node's before
+        // this fails the attempt (the lost hold sends nothing when
+        // dropped), and one that replaces it later turns the guard `Lost`.
+        client.check_session(session)?;
+        Ok(held)
     }
 
     /// Creates our EPHEMERAL_SEQUENTIAL node, named with a fresh uuid so that

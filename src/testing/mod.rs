@@ -9,6 +9,8 @@
 //! - [`FaultProxy`] is a TCP proxy that sits between a client and a server
 //!   and can stall, delay, cut or refuse connections, or cut a connection
 //!   right after a chosen request reached the server.
+//! - [`Pause`] stops a thread of the test at a [`PausePoint`] inside a
+//!   library call, for races no fault at a socket can time.
 //!
 //! # Requirements
 //!
@@ -56,6 +58,7 @@
 //! (an abort, or a SIGKILL from a test runner).
 
 mod cluster;
+pub(crate) mod pause;
 mod process;
 mod proxy;
 mod pump;
@@ -66,6 +69,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use cluster::{TestCluster, TestClusterBuilder};
+pub use pause::{Pause, PausePoint};
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{TestServer, TestServerBuilder};
 pub use util::{four_letter_word, loopback_listener, ServerMode};

@@ -1,0 +1,115 @@
+//! Pause points: a test stops a thread of its own at a named point inside
+//! a library call, acts while the thread waits there, then lets it go on.
+//! For races that no fault at a socket can time, such as a session
+//! replaced between two steps of one call.
+//!
+//! A point is armed on one thread, the one about to make the call, so tests
+//! running in parallel never stop each other's threads.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The longest a thread stays stopped: a test that never releases it fails
+/// instead of hanging.
+const MAX_PAUSE: Duration = Duration::from_secs(60);
+
+/// Where the library can stop a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PausePoint {
+    /// A lock attempt found its node the holder, in the session it was
+    /// created in, and is about to make the guard that follows the
+    /// session's state changes.
+    LockGranted,
+}
+
+/// One armed point. Cloned to hand it to the thread that releases it.
+#[derive(Clone, Debug)]
+pub struct Pause {
+    point: PausePoint,
+    gate: Arc<Gate>,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    reached: bool,
+    released: bool,
+}
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `done` holds or `timeout` passes; says whether it holds.
+    fn wait(&self, timeout: Duration, done: impl Fn(&GateState) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state();
+        while !done(&state) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = match self.changed.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        true
+    }
+}
+
+thread_local! {
+    static ARMED: RefCell<Vec<Pause>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Pause {
+    /// Arms `point` on the calling thread, once: the next time this thread
+    /// reaches it, it stops there until [`Pause::release`].
+    pub fn arm(point: PausePoint) -> Pause {
+        let pause = Pause {
+            point,
+            gate: Arc::default(),
+        };
+        ARMED.with(|armed| armed.borrow_mut().push(pause.clone()));
+        pause
+    }
+
+    /// Waits until the armed thread has stopped at the point; false if
+    /// `timeout` passed first.
+    pub fn wait_reached(&self, timeout: Duration) -> bool {
+        self.gate.wait(timeout, |state| state.reached)
+    }
+
+    /// Lets the stopped thread go on; a thread that has not reached the
+    /// point yet will pass it without stopping.
+    pub fn release(&self) {
+        self.gate.state().released = true;
+        self.gate.changed.notify_all();
+    }
+}
+
+/// Called by the library at `point`: stops the calling thread there if a
+/// test armed the point on it, until released (or for at most a minute).
+pub(crate) fn reached(point: PausePoint) {
+    let armed = ARMED.with(|armed| {
+        let mut armed = armed.borrow_mut();
+        let index = armed.iter().position(|pause| pause.point == point)?;
+        Some(armed.remove(index))
+    });
+    let Some(pause) = armed else {
+        return;
+    };
+    pause.gate.state().reached = true;
+    pause.gate.changed.notify_all();
+    if !pause.gate.wait(MAX_PAUSE, |state| state.released) {
+        log::warn!("{point:?}: not released within {MAX_PAUSE:?}, going on");
+    }
+}
