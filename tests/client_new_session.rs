@@ -406,10 +406,11 @@ fn a_lock_granted_as_its_session_is_replaced_fails_with_session_expired() {
     std::thread::scope(|scope| {
         let attempt = scope.spawn(|| {
             let _ = paused_tx.send(Pause::arm(PausePoint::LockGranted));
-            mutex.lock().map(|guard| guard.node().to_owned())
+            let outcome = mutex.lock().map(|guard| guard.node().to_owned());
+            (outcome, mutex.is_held_by_current_thread())
         });
-        let pause = paused.recv_timeout(WAIT).expect("the pause armed");
-        assert!(pause.wait_reached(WAIT), "the attempt reached its grant");
+        let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("the pause armed"));
+        assert!(pause.0.wait_reached(WAIT), "the attempt reached its grant");
         let granted = children(&observer, LOCK);
         assert_eq!(granted.len(), 1);
         assert_eq!(
@@ -423,12 +424,11 @@ fn a_lock_granted_as_its_session_is_replaced_fails_with_session_expired() {
             (seen(OpCode::Delete), seen(OpCode::Multi))
         };
         let before = writes();
-        pause.release();
+        drop(pause);
         assert_eq!(
             attempt.join().expect("the attempt's thread"),
-            Err(Error::SessionExpired)
+            (Err(Error::SessionExpired), false)
         );
-        assert!(!mutex.is_held_by_current_thread());
         // A round trip: anything the attempt sent has arrived by its reply.
         c.exists("/").expect("exists");
         assert_eq!(
@@ -442,4 +442,14 @@ fn a_lock_granted_as_its_session_is_replaced_fails_with_session_expired() {
     assert_eq!(owner(&observer, again.node()), Some(c.session_id()));
     assert_eq!(again.state(), LockState::Held);
     again.unlock().expect("unlock");
+}
+
+/// Releases a paused thread when dropped, a failed assertion included, so
+/// that the scope joining it does not wait out the pause.
+struct ReleasedOnDrop(Pause);
+
+impl Drop for ReleasedOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
 }
