@@ -113,3 +113,40 @@ pub(crate) fn reached(point: PausePoint) {
         log::warn!("{point:?}: not released within {MAX_PAUSE:?}, going on");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn an_armed_thread_stops_at_its_point_until_released() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let pause = Pause::arm(PausePoint::LockGranted);
+            tx.send(pause).unwrap();
+            reached(PausePoint::LockGranted);
+            // Armed once: the next pass does not stop.
+            reached(PausePoint::LockGranted);
+        });
+        let pause = rx.recv_timeout(WAIT).unwrap();
+        assert!(pause.wait_reached(WAIT));
+        assert!(!worker.is_finished(), "stopped until released");
+        pause.release();
+        worker.join().unwrap();
+    }
+
+    #[test]
+    fn a_point_armed_on_one_thread_never_stops_another() {
+        let pause = Pause::arm(PausePoint::LockGranted);
+        std::thread::spawn(|| reached(PausePoint::LockGranted))
+            .join()
+            .unwrap();
+        assert!(!pause.wait_reached(Duration::from_millis(50)));
+        // Released before it is reached: the armed thread passes.
+        pause.release();
+        reached(PausePoint::LockGranted);
+        assert!(pause.wait_reached(WAIT));
+    }
+}
