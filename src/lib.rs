@@ -26,10 +26,12 @@
 //!   with [`ClientBuilder::new_session_on_expiry`], starts a new session.
 //! - [`Mutex`], [`ReentrantMutex`], [`RwLock`]: locks whose guards report
 //!   [`LockState`] (`Held`, `Suspended`, `Lost`), carry a fencing token, and
-//!   write to ZooKeeper only while the lock is held (`guard.multi`).
+//!   write to ZooKeeper only while the lock is held (`guard.multi`);
+//!   [`AnyGuard`] holds a guard of any of them.
 //! - [`proto`]: the jute codec, with no I/O. [`session`]: the protocol state
 //!   machine, with no I/O.
-//! - `testing` (feature): real ZooKeeper servers and a TCP fault proxy for tests.
+//! - `testing` (feature): real ZooKeeper servers, a TCP fault proxy and pause
+//!   points for tests.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
