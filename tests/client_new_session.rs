@@ -444,6 +444,73 @@ fn a_lock_granted_as_its_session_is_replaced_fails_with_session_expired() {
     again.unlock().expect("unlock");
 }
 
+/// A waiter whose session is replaced just as it sets its watches again
+/// (its predecessor changed, and the calling thread is stopped by a pause
+/// point before it watches the node it waits for): the attempt fails with
+/// `SessionExpired`, and none of its watches is set in the new session,
+/// where it would outlive the attempt.
+#[test]
+fn a_waiter_replaced_as_it_watches_again_sets_no_watch_in_the_new_session() {
+    const LOCK: &str = "/locks/rewatched";
+    let zk = server();
+    let gate = proxy(&zk);
+    let holder = connect(&zk.connect_string());
+    let holder_mutex = holder.mutex(LOCK).expect("mutex");
+    let held = holder_mutex.lock().expect("the holder locks");
+    let w = renewing().connect(&gate.connect_string()).expect("connect");
+    let states = w.state_changes();
+    let mutex = w.mutex(LOCK).expect("mutex");
+    let (paused_tx, paused) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let attempt = scope.spawn(|| {
+            let _ = paused_tx.send(Pause::arm(PausePoint::LockWatching));
+            mutex.lock().map(|guard| guard.node().to_owned())
+        });
+        let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("the pause armed"));
+        wait_until("the waiter to queue", WAIT, || {
+            children(&holder, LOCK).len() == 2
+        });
+        // Once the server has set the waiter's watch on the holder's node
+        // (its getData went through the proxy, and a later request of the
+        // session is answered), a write to that node fires it: the waiter
+        // lists again and is about to watch the node again.
+        wait_until("the waiter's watch on the holder", WAIT, || {
+            gate.requests_seen(OpCode::GetData.code()) == 1
+        });
+        w.exists("/").expect("a round trip behind the watch");
+        holder
+            .set_data(held.node(), b"revoke?", None)
+            .expect("write the holder's node");
+        assert!(pause.0.wait_reached(WAIT), "the waiter watches again");
+
+        expire_by_takeover(&zk, &gate, &w, &states);
+        let sent = || {
+            let seen = |op: OpCode| gate.requests_seen(op.code());
+            (
+                seen(OpCode::GetData),
+                seen(OpCode::Exists),
+                seen(OpCode::GetChildren),
+            )
+        };
+        let before = sent();
+        drop(pause);
+        assert_eq!(
+            attempt.join().expect("the attempt's thread"),
+            Err(Error::SessionExpired)
+        );
+        // A round trip: anything the attempt sent has arrived by its reply.
+        w.sync("/").expect("sync");
+        assert_eq!(
+            sent(),
+            before,
+            "no watch or listing sent in the new session"
+        );
+    });
+    assert_eq!(children(&holder, LOCK).len(), 1, "the waiter left no node");
+    assert_eq!(held.state(), LockState::Held);
+    held.unlock().expect("the holder unlocks");
+}
+
 /// Releases a paused thread when dropped, a failed assertion included, so
 /// that the scope joining it does not wait out the pause.
 struct ReleasedOnDrop(Pause);

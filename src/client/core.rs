@@ -331,13 +331,17 @@ impl Shared {
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
     ) -> Result<Arc<ReplySlot>> {
-        self.start_slot(op, body, watch, ReplySlot::default())
+        self.start_slot(None, op, body, watch, ReplySlot::default())
     }
 
     /// Like `start`, with `on_reply` run (on the I/O thread) when the reply
     /// arrives: for requests nobody waits for but whose outcome matters.
+    /// Sent only in the session `generation` if given (see
+    /// [`Self::call_in_session`]): a watch an old session's lock set in the
+    /// new one would outlive it there.
     pub(crate) fn start_with_callback(
         &self,
+        generation: Option<u64>,
         op: OpCode,
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
@@ -347,13 +351,15 @@ impl Shared {
             on_reply: Some(on_reply),
             ..ReplySlot::default()
         };
-        self.start_slot(op, body, watch, slot)
+        self.start_slot(generation, op, body, watch, slot)
     }
 
     /// Starts a request whose reply only `consume` takes, on the I/O
-    /// thread: nothing can wait for it.
+    /// thread: nothing can wait for it. Sent only in the session
+    /// `generation` if given.
     pub(crate) fn start_consumed(
         &self,
+        generation: Option<u64>,
         op: OpCode,
         body: &impl Record,
         consume: ReplyConsumer,
@@ -362,19 +368,24 @@ impl Shared {
             consume: Some(consume),
             ..ReplySlot::default()
         };
-        self.start_slot(op, body, None, slot).map(drop)
+        self.start_slot(generation, op, body, None, slot).map(drop)
     }
 
     fn start_slot(
         &self,
+        generation: Option<u64>,
         op: OpCode,
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
         slot: ReplySlot,
     ) -> Result<Arc<ReplySlot>> {
         let slot = Arc::new(slot);
-        self.core()
-            .session
+        // One lock for both: no new session can start in between.
+        let mut core = self.core();
+        if let Some(generation) = generation {
+            core.session.check_generation(generation)?;
+        }
+        core.session
             .submit(Instant::now(), op, body, slot.clone(), watch)?;
         Ok(slot)
     }

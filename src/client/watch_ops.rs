@@ -135,7 +135,8 @@ impl Client {
             let listed = Some(children_of(reply));
             on_done(CreatedListed { created, listed });
         });
-        let listing = shared.start_consumed(OpCode::GetChildren, &list, on_reply);
+        let listing =
+            shared.start_consumed(Some(node.session), OpCode::GetChildren, &list, on_reply);
         shared.flush();
         if let Err(e) = listing {
             // The create went out alone: its reply still settles it.
@@ -152,9 +153,13 @@ impl Client {
     /// Queues an exists watch on `path`, sent with the next write; the reply
     /// lands in the returned slot, after `on_reply` (on the I/O thread) has
     /// seen it. A reply that the node does not exist leaves the watch
-    /// waiting for a creation.
+    /// waiting for a creation. Like every watch a lock sets, it is set only
+    /// in the lock's `session` (see
+    /// [`Session::generation`](crate::session::Session::generation)), and
+    /// fails with `SessionExpired` once a new one has replaced it.
     pub(crate) fn start_watch_exists(
         &self,
+        session: u64,
         path: &str,
         watcher: Watcher,
         on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
@@ -169,8 +174,13 @@ impl Client {
             path,
             watcher,
         };
-        self.shared()
-            .start_with_callback(OpCode::Exists, &request, Some(watch), Box::new(on_reply))
+        self.shared().start_with_callback(
+            Some(session),
+            OpCode::Exists,
+            &request,
+            Some(watch),
+            Box::new(on_reply),
+        )
     }
 
     /// Sends a getData with a data watch on `path` (a user path) and queued
@@ -178,6 +188,7 @@ impl Client {
     /// with the reply. The server sets the watch only if the node exists.
     pub(crate) fn start_watch_data(
         &self,
+        session: u64,
         path: &str,
         on_event: NotifyFn,
         on_reply: ReplyCallback,
@@ -187,7 +198,8 @@ impl Client {
             path: path.clone(),
             watch: true,
         };
-        let watch = self.start_forgettable(OpCode::GetData, &request, path, on_event, on_reply)?;
+        let watch =
+            self.start_forgettable(session, OpCode::GetData, &request, path, on_event, on_reply)?;
         self.shared().flush();
         Ok(watch)
     }
@@ -195,19 +207,32 @@ impl Client {
     /// Queues an exists watch on `path` (a user path), which is expected
     /// not to exist: `on_event` runs when it is created. Sent with the
     /// next write.
-    pub(crate) fn start_watch_creation(&self, path: &str, on_event: NotifyFn) -> Result<DataWatch> {
+    pub(crate) fn start_watch_creation(
+        &self,
+        session: u64,
+        path: &str,
+        on_event: NotifyFn,
+    ) -> Result<DataWatch> {
         let path = self.server_path(path)?;
         let request = ExistsRequest {
             path: path.clone(),
             watch: true,
         };
-        self.start_forgettable(OpCode::Exists, &request, path, on_event, Box::new(|_| {}))
+        self.start_forgettable(
+            session,
+            OpCode::Exists,
+            &request,
+            path,
+            on_event,
+            Box::new(|_| {}),
+        )
     }
 
     /// Queues a watching request (getData or exists) on `path` (a server
     /// path) whose watcher can be forgotten before its reply is in.
     fn start_forgettable(
         &self,
+        session: u64,
         op: OpCode,
         request: &impl Record,
         path: String,
@@ -226,6 +251,7 @@ impl Client {
         let outcome = Arc::new(Mutex::new(WatchOutcome::default()));
         let forget = Forget {
             shared: Arc::downgrade(&self.inner.shared),
+            session,
             path,
             on_event,
         };
@@ -244,14 +270,16 @@ impl Client {
             }
         });
         self.shared()
-            .start_with_callback(op, request, Some(watch), on_reply)?;
+            .start_with_callback(Some(session), op, request, Some(watch), on_reply)?;
         Ok(DataWatch { outcome, forget })
     }
 
-    /// A way to list `dir` (a user path) from a watch callback.
-    pub(crate) fn lister(&self, dir: &str) -> Result<Lister> {
+    /// A way to list `dir` (a user path) from a watch callback, in the
+    /// lock's `session` only.
+    pub(crate) fn lister(&self, session: u64, dir: &str) -> Result<Lister> {
         Ok(Lister {
             shared: Arc::downgrade(&self.inner.shared),
+            session,
             request: GetChildrenRequest {
                 path: self.server_path(dir)?,
                 watch: false,
@@ -332,8 +360,14 @@ impl DataWatch {
         };
         // NoWatcher (it fired meanwhile) or a lost connection (which takes
         // the server's watches with it) leave nothing to do.
-        let sent =
-            shared.start_with_callback(OpCode::RemoveWatches, &request, None, Box::new(|_| {}));
+        // A new session has no such watch to remove.
+        let sent = shared.start_with_callback(
+            Some(self.forget.session),
+            OpCode::RemoveWatches,
+            &request,
+            None,
+            Box::new(|_| {}),
+        );
         if sent.is_ok() {
             shared.flush();
         }
@@ -344,6 +378,8 @@ impl DataWatch {
 #[derive(Clone)]
 struct Forget {
     shared: Weak<Shared>,
+    /// The session the watch was set in.
+    session: u64,
     /// The watched server path.
     path: String,
     on_event: NotifyFn,
@@ -369,6 +405,8 @@ impl Forget {
 #[derive(Debug)]
 pub(crate) struct Lister {
     shared: Weak<Shared>,
+    /// The session the listing belongs to.
+    session: u64,
     request: GetChildrenRequest,
 }
 
@@ -383,7 +421,12 @@ impl Lister {
         let on_reply_listed = on_listed.clone();
         let on_reply: ReplyConsumer =
             Box::new(move |reply: Result<Response>| on_reply_listed(children_of(reply)));
-        match shared.start_consumed(OpCode::GetChildren, &self.request, on_reply) {
+        match shared.start_consumed(
+            Some(self.session),
+            OpCode::GetChildren,
+            &self.request,
+            on_reply,
+        ) {
             Ok(_) => shared.flush(),
             Err(e) => on_listed(Err(e)),
         }

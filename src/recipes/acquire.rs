@@ -473,9 +473,19 @@ impl Attempt<'_> {
                     if own_watch.as_ref().map_or(true, NodeWatch::is_unset) {
                         // Queued now, so it shares the predecessor watch's
                         // write; set again if its request failed.
-                        own_watch = Some(watch_own_node(client, &self.spec.path, &name, wakeup));
+                        own_watch = Some(watch_own_node(
+                            client,
+                            session,
+                            &self.spec.path,
+                            &name,
+                            wakeup,
+                        ));
                     }
-                    let watch = match watch_predecessor(client, &self.spec.path, &blocker, wakeup) {
+                    #[cfg(feature = "testing")]
+                    crate::testing::pause::reached(crate::testing::PausePoint::LockWatching);
+                    let watched =
+                        watch_predecessor(client, session, &self.spec.path, &blocker, wakeup);
+                    let watch = match watched {
                         Ok(watch) => watch,
                         Err(e) if e.is_retryable() && retry_budget.allows() => continue,
                         Err(e) => return Err(e),
@@ -659,7 +669,7 @@ impl Attempt<'_> {
         move |listed: CreatedListed| {
             let step = match client.upgrade() {
                 Some(client) if client.check_session(session).is_ok() => {
-                    queue(&client, &dir, &rule, deadline, &wakeup, listed)
+                    queue(&client, session, &dir, &rule, deadline, &wakeup, listed)
                 }
                 // Gone, or its session replaced: the calling thread finds
                 // out, and no watch is set in a new session.
@@ -742,6 +752,7 @@ impl Attempt<'_> {
 /// the calling thread as they are.
 fn queue(
     client: &Client,
+    session: u64,
     dir: &str,
     rule: &Rule,
     deadline: Option<Instant>,
@@ -758,8 +769,8 @@ fn queue(
     if wakeup.is_cancelled() || time_left(deadline).is_none() {
         return Step::Listed(listed);
     }
-    let own_watch = watch_own_node(client, dir, name, wakeup);
-    let watch = match watch_predecessor(client, dir, &blocker, wakeup) {
+    let own_watch = watch_own_node(client, session, dir, name, wakeup);
+    let watch = match watch_predecessor(client, session, dir, &blocker, wakeup) {
         Ok(watch) => Some(watch),
         Err(e) => {
             wakeup.notify(Woken::WatchFailed(e));
@@ -836,9 +847,15 @@ fn decide_for(rule: &Rule, children: &[String], name: &str) -> Option<Decision> 
 
 /// Watches our own node while it waits (and then holds): its deletion
 /// wakes the attempt.
-fn watch_own_node(client: &Client, dir: &str, name: &str, wakeup: &Arc<Wakeup>) -> NodeWatch {
+fn watch_own_node(
+    client: &Client,
+    session: u64,
+    dir: &str,
+    name: &str,
+    wakeup: &Arc<Wakeup>,
+) -> NodeWatch {
     let wake = wakeup.clone();
-    NodeWatch::start(client, &join(dir, name), move || {
+    NodeWatch::start(client, session, &join(dir, name), move || {
         wake.notify(Woken::Event(EventType::None))
     })
 }
@@ -881,6 +898,7 @@ impl PredecessorWatch {
 /// the attempt wakes once.
 fn watch_predecessor(
     client: &Client,
+    session: u64,
     dir: &str,
     blocker: &Blocker,
     wakeup: &Arc<Wakeup>,
@@ -898,11 +916,11 @@ fn watch_predecessor(
                 wake.notify(Woken::Released);
             }
         });
-        Some(client.start_watch_creation(&release_note(&path), on_note)?)
+        Some(client.start_watch_creation(session, &release_note(&path), on_note)?)
     } else {
         None
     };
-    let lister = client.lister(dir)?;
+    let lister = client.lister(session, dir)?;
     let wake = wakeup.clone();
     let on_event: NotifyFn = Arc::new(move |event: &WatchedEvent| {
         if released.load(Ordering::Acquire) {
@@ -919,7 +937,7 @@ fn watch_predecessor(
             lister.start(move |children| listed.notify(Woken::Listed(children)));
         }
     });
-    let node = match client.start_watch_data(&path, on_event, on_reply(wakeup)) {
+    let node = match client.start_watch_data(session, &path, on_event, on_reply(wakeup)) {
         Ok(node) => node,
         Err(e) => {
             if let Some(note) = &note {

@@ -165,6 +165,7 @@ fn lock_state(state: State) -> LockState {
 /// cannot be queued (and `shared` lost if the session is over).
 fn start_node_watch(
     client: &Client,
+    session: u64,
     node: &str,
     shared: &Arc<Shared>,
     on_lost: Arc<dyn Fn() + Send + Sync>,
@@ -184,7 +185,8 @@ fn start_node_watch(
                 on_event.rewatching.store(true, Ordering::SeqCst);
                 // The event's path is the node's, as the user sees it.
                 let path = &event.path;
-                if start_node_watch(&client, path, &on_event, lost_event.clone()).is_none() {
+                let again = start_node_watch(&client, session, path, &on_event, lost_event.clone());
+                if again.is_none() {
                     on_event.rewatching.store(false, Ordering::SeqCst);
                 }
                 client.shared().flush();
@@ -193,7 +195,7 @@ fn start_node_watch(
         _ => {}
     }));
     let on_reply = shared.clone();
-    let queued = client.start_watch_exists(node, watcher, move |reply| {
+    let queued = client.start_watch_exists(session, node, watcher, move |reply| {
         match reply {
             Err(Error::NoNode) => {
                 on_reply.set(LockState::Lost);
@@ -225,11 +227,12 @@ impl NodeWatch {
     /// thread) when the node turns out gone, e.g. to wake a waiting attempt.
     pub(crate) fn start(
         client: &Client,
+        session: u64,
         node: &str,
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
         let shared = Arc::new(Shared::new());
-        let reply = start_node_watch(client, node, &shared, Arc::new(on_lost));
+        let reply = start_node_watch(client, session, node, &shared, Arc::new(on_lost));
         NodeWatch { shared, reply }
     }
 
@@ -349,7 +352,13 @@ impl Tracker {
         if !self.client.state().is_connected() {
             return None;
         }
-        let slot = start_node_watch(&self.client, &self.node, &self.shared, Arc::new(|| {}))?;
+        let slot = start_node_watch(
+            &self.client,
+            self.session,
+            &self.node,
+            &self.shared,
+            Arc::new(|| {}),
+        )?;
         *watching = Watching::Set((!take_reply).then(|| slot.clone()));
         drop(watching);
         self.client.shared().flush();

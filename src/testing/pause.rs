@@ -22,6 +22,10 @@ pub enum PausePoint {
     /// created in, and is about to make the guard that follows the
     /// session's state changes.
     LockGranted,
+    /// A waiting lock attempt has listed its directory again (its
+    /// predecessor changed) and is about to watch the node it now waits
+    /// for.
+    LockWatching,
 }
 
 /// One armed point. Cloned to hand it to the thread that releases it.
