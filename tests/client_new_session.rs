@@ -402,14 +402,8 @@ fn a_lock_granted_as_its_session_is_replaced_fails_with_session_expired() {
     let observer = connect(&zk.connect_string());
     let states = c.state_changes();
     let mutex = c.mutex(LOCK).expect("mutex");
-    let (paused_tx, paused) = mpsc::channel();
     std::thread::scope(|scope| {
-        let attempt = scope.spawn(|| {
-            let _ = paused_tx.send(Pause::arm(PausePoint::LockGranted));
-            let outcome = mutex.lock().map(|guard| guard.node().to_owned());
-            (outcome, mutex.is_held_by_current_thread())
-        });
-        let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("the pause armed"));
+        let (attempt, pause) = lock_stopping_at(scope, &mutex, PausePoint::LockGranted);
         assert!(pause.0.wait_reached(WAIT), "the attempt reached its grant");
         let granted = children(&observer, LOCK);
         assert_eq!(granted.len(), 1);
@@ -460,13 +454,8 @@ fn a_waiter_replaced_as_it_watches_again_sets_no_watch_in_the_new_session() {
     let w = renewing().connect(&gate.connect_string()).expect("connect");
     let states = w.state_changes();
     let mutex = w.mutex(LOCK).expect("mutex");
-    let (paused_tx, paused) = mpsc::channel();
     std::thread::scope(|scope| {
-        let attempt = scope.spawn(|| {
-            let _ = paused_tx.send(Pause::arm(PausePoint::LockWatching));
-            mutex.lock().map(|guard| guard.node().to_owned())
-        });
-        let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("the pause armed"));
+        let (attempt, pause) = lock_stopping_at(scope, &mutex, PausePoint::LockWatching);
         wait_until("the waiter to queue", WAIT, || {
             children(&holder, LOCK).len() == 2
         });
@@ -496,7 +485,7 @@ fn a_waiter_replaced_as_it_watches_again_sets_no_watch_in_the_new_session() {
         drop(pause);
         assert_eq!(
             attempt.join().expect("the attempt's thread"),
-            Err(Error::SessionExpired)
+            (Err(Error::SessionExpired), false)
         );
         // A round trip: anything the attempt sent has arrived by its reply.
         w.sync("/").expect("sync");
@@ -509,6 +498,27 @@ fn a_waiter_replaced_as_it_watches_again_sets_no_watch_in_the_new_session() {
     assert_eq!(children(&holder, LOCK).len(), 1, "the waiter left no node");
     assert_eq!(held.state(), LockState::Held);
     held.unlock().expect("the holder unlocks");
+}
+
+/// What a stopped lock attempt's thread gives: the lock's node (or error),
+/// and whether the thread holds the mutex afterwards.
+type Attempt<'scope> = std::thread::ScopedJoinHandle<'scope, (Result<String, Error>, bool)>;
+
+/// Runs `mutex.lock()` on a thread of `scope` that stops at `point`. The
+/// pause lets it go on when dropped.
+fn lock_stopping_at<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    mutex: &'scope zklock::Mutex,
+    point: PausePoint,
+) -> (Attempt<'scope>, ReleasedOnDrop) {
+    let (paused_tx, paused) = mpsc::channel();
+    let attempt = scope.spawn(move || {
+        let _ = paused_tx.send(Pause::arm(point));
+        let outcome = mutex.lock().map(|guard| guard.node().to_owned());
+        (outcome, mutex.is_held_by_current_thread())
+    });
+    let pause = paused.recv_timeout(WAIT).expect("the pause armed");
+    (attempt, ReleasedOnDrop(pause))
 }
 
 /// Releases a paused thread when dropped, a failed assertion included, so
