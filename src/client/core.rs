@@ -302,14 +302,7 @@ impl Shared {
         op: OpCode,
         body: &impl Record,
     ) -> Result<Response> {
-        let slot = {
-            // One lock for both: no new session can start in between.
-            let mut core = self.core();
-            if let Some(generation) = generation {
-                core.session.check_generation(generation)?;
-            }
-            Shared::start_locked(&mut core, op, body)?
-        };
+        let slot = self.start_slot(generation, op, body, None, ReplySlot::default())?;
         self.flush();
         self.wait(&slot)
     }
