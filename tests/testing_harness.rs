@@ -190,6 +190,11 @@ fn cluster_elects_a_new_leader() {
         .count();
     assert_eq!((leaders, followers), (1, 2), "modes: {modes:?}");
     let leader = cluster.leader().expect("a leader");
+    // Members reach each other directly unless built partitionable.
+    assert!(matches!(
+        cluster.isolate(0),
+        Err(zklock::testing::Error::InvalidConfig(_))
+    ));
 
     // Every member hands out sessions.
     for i in 0..3 {

@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::process::{JvmProcess, Launch};
+use super::proxy::{FaultProxy, ProxyMode};
 use super::server::{option_setters, Options, START_ATTEMPTS, STOP_GRACE};
 use super::util::{
     create_dir_all, free_ports, is_port_clash, log_tail, ms, poll_pause, remaining, remove_all_but,
@@ -27,6 +28,7 @@ pub struct TestClusterBuilder {
     size: usize,
     init_limit: u32,
     sync_limit: u32,
+    partitionable: bool,
 }
 
 impl Default for TestClusterBuilder {
@@ -36,6 +38,7 @@ impl Default for TestClusterBuilder {
             size: DEFAULT_SIZE,
             init_limit: 25,
             sync_limit: 10,
+            partitionable: false,
         }
     }
 }
@@ -60,6 +63,16 @@ impl TestClusterBuilder {
     /// silent leader or follower is given up on (default 10 ticks, 2 s).
     pub fn sync_limit(mut self, ticks: u32) -> Self {
         self.sync_limit = ticks;
+        self
+    }
+
+    /// Routes every connection between two members, to a quorum port or an
+    /// election port, through a [`FaultProxy`] of its own (one per pair of
+    /// members, direction and port), so that
+    /// [`TestCluster::isolate`] can cut a member off from the others while
+    /// its clients still reach it (default off).
+    pub fn partitionable(mut self, enabled: bool) -> Self {
+        self.partitionable = enabled;
         self
     }
 
@@ -96,6 +109,9 @@ impl TestClusterBuilder {
             root,
             options: self.options,
             members,
+            partitionable: self.partitionable,
+            links: Vec::new(),
+            isolated: Mutex::new(vec![false; self.size]),
             keep_logs: false,
         };
         for member in &cluster.members {
@@ -106,20 +122,41 @@ impl TestClusterBuilder {
         }
         for attempt in 1..=START_ATTEMPTS {
             let ports = free_ports(3 * self.size)?;
-            let mut servers = String::new();
-            for (i, pair) in ports.chunks(3).enumerate() {
-                if let [_, peer, election] = pair {
-                    let _ = writeln!(servers, "server.{}=127.0.0.1:{peer}:{election}", i + 1);
-                }
-            }
-            for (member, pair) in cluster.members.iter_mut().zip(ports.chunks(3)) {
-                member.client_port = pair.first().copied().unwrap_or(0);
+            // Each member's quorum and election ports.
+            let peer_ports: Vec<(u16, u16)> = ports
+                .chunks(3)
+                .filter_map(|c| match c {
+                    [_, peer, election] => Some((*peer, *election)),
+                    _ => None,
+                })
+                .collect();
+            cluster.links.clear();
+            for (i, (member, client)) in cluster
+                .members
+                .iter_mut()
+                .zip(ports.chunks(3).map(|c| c.first().copied()))
+                .enumerate()
+            {
+                member.client_port = client.unwrap_or(0);
                 let mut cfg = cluster
                     .options
                     .config_lines(&member.data_dir, member.client_port);
                 let _ = writeln!(cfg, "initLimit={}", self.init_limit);
                 let _ = writeln!(cfg, "syncLimit={}", self.sync_limit);
-                cfg.push_str(&servers);
+                for (n, &(peer, election)) in peer_ports.iter().enumerate() {
+                    // A member binds its own ports; it reaches the others
+                    // through its own links to them, if partitionable.
+                    let (peer, election) = if self.partitionable && n != i {
+                        let peer = PeerLink::start(i, n, peer)?;
+                        let election = PeerLink::start(i, n, election)?;
+                        let ports = (peer.port(), election.port());
+                        cluster.links.extend([peer, election]);
+                        ports
+                    } else {
+                        (peer, election)
+                    };
+                    let _ = writeln!(cfg, "server.{}=127.0.0.1:{peer}:{election}", n + 1);
+                }
                 write_file(&member.config_path, &cfg)?;
             }
             let result = (0..cluster.size())
@@ -183,8 +220,34 @@ pub struct TestCluster {
     root: PathBuf,
     options: Options,
     members: Vec<Member>,
+    /// Whether members reach each other through `links`.
+    partitionable: bool,
+    /// Every member-to-member connection path, if partitionable.
+    links: Vec<PeerLink>,
+    /// Which members [`isolate`](Self::isolate) cut off.
+    isolated: Mutex<Vec<bool>>,
     /// Keep the logs when dropped: the start failed, and the error names them.
     keep_logs: bool,
+}
+
+/// The path from one member to one port (quorum or election) of another,
+/// through a proxy of its own.
+#[derive(Debug)]
+struct PeerLink {
+    from: usize,
+    to: usize,
+    proxy: FaultProxy,
+}
+
+impl PeerLink {
+    fn start(from: usize, to: usize, port: u16) -> Result<PeerLink, Error> {
+        let proxy = FaultProxy::start(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
+        Ok(PeerLink { from, to, proxy })
+    }
+
+    fn port(&self) -> u16 {
+        self.proxy.addr().port()
+    }
 }
 
 impl TestCluster {
@@ -283,6 +346,51 @@ impl TestCluster {
             .as_mut()
             .ok_or(Error::NotRunning)?
             .resume()
+    }
+
+    /// Cuts member `i` off from every other member, as a network partition
+    /// would: its connections to them and theirs to it stay open but carry
+    /// nothing ([`ProxyMode::Blackhole`]), and new ones get no answer, while
+    /// its clients still reach it. So it goes on serving them until it
+    /// gives up on the quorum (a follower after `syncLimit` ticks without
+    /// hearing from its leader). Needs a cluster built
+    /// [`partitionable`](TestClusterBuilder::partitionable).
+    pub fn isolate(&self, i: usize) -> Result<(), Error> {
+        self.set_isolated(i, true)
+    }
+
+    /// Ends [`isolate`](Self::isolate) for member `i`: the connections held
+    /// through the partition are closed (as TCP would give them up), and new
+    /// ones go through, except to or from a member still isolated.
+    pub fn heal(&self, i: usize) -> Result<(), Error> {
+        self.set_isolated(i, false)
+    }
+
+    fn set_isolated(&self, i: usize, cut_off: bool) -> Result<(), Error> {
+        self.member(i)?;
+        if !self.partitionable {
+            return Err(Error::InvalidConfig(
+                "isolate and heal need a cluster built partitionable".into(),
+            ));
+        }
+        let mut isolated = self.isolated.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(flag) = isolated.get_mut(i) {
+            *flag = cut_off;
+        }
+        for link in &self.links {
+            let blocked = [link.from, link.to]
+                .iter()
+                .any(|&m| isolated.get(m).copied().unwrap_or(false));
+            match (blocked, link.proxy.mode()) {
+                (true, _) => link.proxy.set_mode(ProxyMode::Blackhole),
+                (false, ProxyMode::Blackhole) => {
+                    link.proxy.cut();
+                    link.proxy.set_mode(ProxyMode::Pass);
+                }
+                (false, _) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Sends a four-letter word to member `i` (1 s timeout).

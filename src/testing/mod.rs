@@ -5,7 +5,10 @@
 //! - [`TestServer`] runs a standalone ZooKeeper (`ZooKeeperServerMain`) in a
 //!   child JVM, on a free loopback port with a temporary data directory.
 //! - [`TestCluster`] runs an ensemble of `N` members (`QuorumPeerMain`), all
-//!   on loopback.
+//!   on loopback. Built
+//!   [`partitionable`](TestClusterBuilder::partitionable), it can cut a
+//!   member off from the others while its clients still reach it
+//!   ([`TestCluster::isolate`]).
 //! - [`FaultProxy`] is a TCP proxy that sits between a client and a server
 //!   and can stall, delay, cut or refuse connections, or cut a connection
 //!   right after a chosen request reached the server.
