@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use lock_common::*;
 use zklock::testing::{FaultProxy, ServerMode, TestCluster};
-use zklock::{Client, LockState, Mutex, State};
+use zklock::{Client, Error, LockState, Mutex, Op, State};
 
 /// The harness's `tickTime`.
 const TICK: Duration = Duration::from_millis(200);
@@ -110,7 +110,8 @@ fn a_holder_on_a_member_cut_off_from_the_quorum_is_suspended_before_its_session_
 /// acquires, while the holder's member, cut off but not yet giving up,
 /// still answers its pings: the guard says `Held` with another holder in
 /// place. The waiter's fencing token is the higher, so storage that checks
-/// tokens refuses the old holder. Once the member gives up, the guard goes
+/// tokens refuses the old holder, and a guarded write (`guard.multi`) of the
+/// old holder is never applied. Once the member gives up, the guard goes
 /// `Suspended`, then `Lost` when no server has been heard for 4/3 of the
 /// session timeout.
 #[test]
@@ -139,6 +140,13 @@ fn a_holder_on_a_member_cut_off_from_the_quorum_reads_held_after_its_session_exp
     assert_eq!(guard.state(), LockState::Held, "the caveat");
     assert!(guard_states.try_recv().is_err());
     assert!(token_of(&observer, &waiter_node) > token);
+    // A guarded write goes through the leader, which the cut-off member
+    // cannot reach: it waits until the member gives up and drops the
+    // connection, and is never applied.
+    let write = guard.multi(&[Op::set_data(LOCK, b"old holder".to_vec(), None)]);
+    assert!(matches!(write, Err(Error::ConnectionLoss)), "{write:?}");
+    observer.sync("/").unwrap();
+    assert_eq!(observer.get_data(LOCK).unwrap().0, b"");
 
     assert_eq!(
         recv_lock_states(&guard_states),
