@@ -147,18 +147,6 @@ fn recv_state(rx: &crossbeam_channel::Receiver<State>, what: &str) -> Vec<State>
     panic!("{what}: saw only {seen:?} within {WAIT:?}");
 }
 
-/// Lock states received until `Held` or `Lost`, within `WAIT`.
-fn recv_lock_states(rx: &crossbeam_channel::Receiver<LockState>) -> Vec<LockState> {
-    let mut seen = Vec::new();
-    while let Ok(state) = rx.recv_timeout(WAIT) {
-        seen.push(state);
-        if state != LockState::Suspended {
-            return seen;
-        }
-    }
-    panic!("the guard's states: saw only {seen:?} within {WAIT:?}");
-}
-
 /// A waiter is cut off from its member, the holder releases meanwhile, and
 /// the waiter comes back on another member: the watch on its predecessor,
 /// set again there (setWatches), reports the deletion it missed, and the

@@ -32,18 +32,6 @@ fn cluster(sync_limit_ticks: u32) -> (TestCluster, usize) {
     (zk, (leader + 1) % 3)
 }
 
-/// Lock states received until `Held` or `Lost`, within `WAIT`.
-fn recv_lock_states(rx: &crossbeam_channel::Receiver<LockState>) -> Vec<LockState> {
-    let mut seen = Vec::new();
-    while let Ok(state) = rx.recv_timeout(WAIT) {
-        seen.push(state);
-        if state != LockState::Suspended {
-            return seen;
-        }
-    }
-    panic!("the guard's states: saw only {seen:?} within {WAIT:?}");
-}
-
 /// The czxid of `node`, which must exist.
 fn token_of(client: &Client, node: &str) -> i64 {
     client.exists(node).unwrap().expect("the node").czxid

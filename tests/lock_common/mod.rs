@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use zklock::testing::TestServer;
-use zklock::{Client, Error};
+use zklock::{Client, Error, LockState};
 
 /// The session timeout of most clients: short enough for quick expiry
 /// tests, long enough for a loaded two-core machine.
@@ -232,4 +232,16 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Lock states received until `Held` or `Lost`, within `WAIT`.
+pub fn recv_lock_states(rx: &crossbeam_channel::Receiver<LockState>) -> Vec<LockState> {
+    let mut seen = Vec::new();
+    while let Ok(state) = rx.recv_timeout(WAIT) {
+        seen.push(state);
+        if state != LockState::Suspended {
+            return seen;
+        }
+    }
+    panic!("the guard's states: saw only {seen:?} within {WAIT:?}");
 }
