@@ -341,6 +341,9 @@ fn contenders_keep_their_places_across_a_leader_killed_under_a_create() {
     zk.kill(leader).expect("kill the frozen leader");
     let new_leader = zk.wait_leader(WAIT).expect("a new leader");
     assert_ne!(new_leader, leader);
+    // The follower may still be syncing with the new leader, and refusing
+    // clients, once that one says it leads.
+    zk.wait_serving(WAIT).expect("the two members to serve");
 
     let observer = connect_with(&zk.member_connect_string(follower).unwrap(), LONG);
     let mut queue = Vec::new();
