@@ -39,13 +39,29 @@ pub fn connect(connect_string: &str) -> Client {
     connect_with(connect_string, SESSION_TIMEOUT)
 }
 
-/// A connected client asking for `session_timeout`.
+/// How many times [`connect_with`] tries to establish its session.
+const CONNECT_ATTEMPTS: usize = 3;
+
+/// A connected client asking for `session_timeout`. The short connect
+/// timeout is for the reconnects under test: a first handshake that a
+/// loaded machine (an ensemble member forwarding the new session to its
+/// leader, say) does not answer within it is tried again, a few times.
 pub fn connect_with(connect_string: &str, session_timeout: Duration) -> Client {
-    Client::builder()
-        .session_timeout(session_timeout)
-        .connect_timeout(CONNECT_TIMEOUT)
-        .connect(connect_string)
-        .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match Client::builder()
+            .session_timeout(session_timeout)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .connect(connect_string)
+        {
+            Ok(client) => return client,
+            Err(e @ Error::ConnectFailed { .. }) if attempts < CONNECT_ATTEMPTS => {
+                eprintln!("connect to {connect_string}, attempt {attempts}: {e}; trying again");
+            }
+            Err(e) => panic!("connect to {connect_string}: {e}"),
+        }
+    }
 }
 
 /// The last segment of a node path: a lock node's name.
