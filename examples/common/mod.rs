@@ -61,12 +61,7 @@ impl Zk {
             created: false,
         };
         let client = zk.client()?;
-        for path in [ROOT, zk.prefix.as_str()] {
-            match client.create(path, &[], &Acl::open_unsafe(), CreateMode::Persistent) {
-                Ok(_) | Err(zklock::Error::NodeExists) => {}
-                Err(e) => return Err(format!("create {path}: {e}").into()),
-            }
-        }
+        create_prefix(&client, &zk.prefix)?;
         zk.created = true;
         client.close()?;
         println!("working under {}", zk.prefix);
@@ -121,6 +116,29 @@ impl Drop for Zk {
             println!("stopped the local ZooKeeper");
         }
     }
+}
+
+/// How many times [`create_prefix`] tries again when another example
+/// deletes `/zklock-examples` in between.
+const PREFIX_ATTEMPTS: usize = 5;
+
+/// Creates `/zklock-examples`, then `prefix` under it. Another example
+/// finishing meanwhile deletes `/zklock-examples` if it is empty, so a
+/// missing parent means creating it again.
+fn create_prefix(client: &Client, prefix: &str) -> Result<(), Box<dyn Error>> {
+    let open = Acl::open_unsafe();
+    for _ in 0..PREFIX_ATTEMPTS {
+        match client.create(ROOT, &[], &open, CreateMode::Persistent) {
+            Ok(_) | Err(zklock::Error::NodeExists) => {}
+            Err(e) => return Err(format!("create {ROOT}: {e}").into()),
+        }
+        match client.create(prefix, &[], &open, CreateMode::Persistent) {
+            Ok(_) | Err(zklock::Error::NodeExists) => return Ok(()),
+            Err(zklock::Error::NoNode) => continue,
+            Err(e) => return Err(format!("create {prefix}: {e}").into()),
+        }
+    }
+    Err(format!("create {prefix}: {ROOT} deleted under it {PREFIX_ATTEMPTS} times").into())
 }
 
 /// Deletes `path` and everything below it.
