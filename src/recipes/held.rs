@@ -400,13 +400,19 @@ impl Tracker {
 
     /// A channel that receives every later state change, until dropped.
     pub(crate) fn state_changes(self: &Arc<Self>) -> StateChanges<LockState> {
+        // Subscribed before the watch is asked for: a connection lost
+        // right after that request changes the state before this returns,
+        // and the change must reach the channel.
+        let changes = {
+            // Under the state's lock: a change is either seen here or sent.
+            let tracked = lock(&self.shared.state);
+            if tracked.state == LockState::Lost {
+                return StateChanges::ended(LockState::Lost);
+            }
+            self.shared.listeners.lock().subscribe()
+        };
         self.watch(false);
-        // Under the state's lock: a change is either seen here or sent.
-        let tracked = lock(&self.shared.state);
-        if tracked.state == LockState::Lost {
-            return StateChanges::ended(LockState::Lost);
-        }
-        self.shared.listeners.lock().subscribe()
+        changes
     }
 
     #[cfg(feature = "testing")]
