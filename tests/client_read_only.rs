@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{builder, open, wait_until, WAIT};
-use zklock::testing::{ServerMode, TestCluster, TestServer};
+use zklock::testing::{FaultProxy, ServerMode, TestCluster};
 use zklock::{Client, CreateMode, Error, State};
 
 /// Long enough to outlive the quorum's absence and return.
@@ -22,9 +22,11 @@ fn client(connect_string: &str, connect_timeout: Duration) -> Client {
         .expect("connect to the first member")
 }
 
-/// An ensemble whose members turn read-only when cut off from its quorum.
-fn read_only_ensemble() -> TestCluster {
+/// An ensemble whose members turn read-only when cut off from its quorum;
+/// `partitionable` for [`TestCluster::isolate`].
+fn read_only_ensemble(partitionable: bool) -> TestCluster {
     TestCluster::builder()
+        .partitionable(partitionable)
         .system_property("readonlymode.enabled", "true")
         // Without local sessions, a read-only member creates no session at
         // all: it answers the handshake with NOTREADONLY.
@@ -47,7 +49,7 @@ fn leave_the_first_member_alone(zk: &TestCluster) {
 
 #[test]
 fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
-    let zk = read_only_ensemble();
+    let zk = read_only_ensemble(false);
     // On the first member alone, so that only a read-only server is left.
     let first = zk.member_connect_string(0).expect("first member");
     let given_up = client(&first, Duration::from_secs(2));
@@ -125,23 +127,27 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
 
 /// A client on a read-only member asks the other hosts whether they are
 /// read-write, and moves to the first that is, while the member stays
-/// read-only (as on the far side of a partition; here the other host is a
-/// server of its own, started once the client is read-only). The session
-/// the read-only member created is not valid elsewhere: the client is given
-/// a new one there, and writes and locks work again.
+/// read-only, as on the far side of a partition. Here the first member is
+/// left alone and read-only, then cut off (`TestCluster::isolate`), and the
+/// other two restart as a quorum of their own; the client reaches one of
+/// them through a proxy that refuses connections until the client is
+/// read-only. The session the read-only member created is not valid
+/// elsewhere: the client is given a new one there, and writes and locks
+/// work again.
+///
+/// The read-write host is a member of the same ensemble, as in a real
+/// partition: a server of its own could be behind the zxid the client has
+/// seen, and would rightly refuse it.
 #[test]
 fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
-    let zk = read_only_ensemble();
-    let rw = TestServer::builder()
-        // It answers `isro` (with `rw`) only with read-only mode enabled.
-        .system_property("readonlymode.enabled", "true")
-        .start()
-        .expect("start the read-write server");
-    rw.stop().expect("stop it until the client is read-only");
+    let zk = read_only_ensemble(true);
     leave_the_first_member_alone(&zk);
+    zk.isolate(0).expect("cut the first member off");
     let first = zk.member_connect_string(0).expect("first member");
-    // The stopped server refuses connections: only the member takes one.
-    let client = client(&format!("{first},{}", rw.connect_string()), WAIT);
+    let gate = FaultProxy::start(zk.member_addr(1).unwrap()).unwrap();
+    gate.refuse(true);
+    // The gate refuses connections: only the first member takes one.
+    let client = client(&format!("{first},{}", gate.connect_string()), WAIT);
     assert_eq!(client.state(), State::ConnectedReadOnly);
     let read_only_session = client.session_id();
     let states = client.state_changes();
@@ -150,7 +156,17 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
         Err(Error::NotReadOnly)
     );
 
-    rw.start().expect("start the read-write server");
+    // Each start waits for a quorum, which takes both.
+    std::thread::scope(|s| {
+        let second = s.spawn(|| zk.start(1));
+        zk.start(2).expect("restart the third member");
+        second
+            .join()
+            .expect("the starting thread")
+            .expect("restart the second member");
+    });
+    assert_eq!(zk.mode(0), Some(ServerMode::ReadOnly), "still apart");
+    gate.refuse(false);
     assert_eq!(states.recv_timeout(WAIT), Ok(State::Disconnected));
     assert_eq!(states.recv_timeout(WAIT), Ok(State::Connected));
     assert_ne!(client.session_id(), read_only_session);
@@ -160,11 +176,11 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
         .expect("a write once read-write");
     let mutex = zklock::Mutex::new(&client, "/lock").unwrap();
     let guard = mutex.try_lock_for(WAIT).expect("a lock attempt");
-    assert!(guard.is_some(), "the lock is free on the read-write server");
+    assert!(guard.is_some(), "the lock is free on the read-write side");
     drop(guard);
     let check = builder()
-        .connect(&rw.connect_string())
-        .expect("connect to the read-write server");
+        .connect(&zk.member_connect_string(2).unwrap())
+        .expect("connect to the other read-write member");
     assert_eq!(check.get_data("/moved").expect("the write").0, b"x");
     assert!(check
         .get_children("/lock")

@@ -300,7 +300,8 @@ impl TestCluster {
     }
 
     /// Starts member `i` again after a stop or kill (same ports and data) and
-    /// waits until the ensemble serves. Does nothing to a running member.
+    /// waits until the ensemble serves (see [`wait_serving`](Self::wait_serving)).
+    /// Does nothing to a running member.
     pub fn start(&self, i: usize) -> Result<(), Error> {
         self.spawn(i)?;
         self.wait_serving(self.options.startup_timeout)
@@ -355,6 +356,15 @@ impl TestCluster {
     /// gives up on the quorum (a follower after `syncLimit` ticks without
     /// hearing from its leader). Needs a cluster built
     /// [`partitionable`](TestClusterBuilder::partitionable).
+    ///
+    /// Election connections made before the cut may still carry votes: a
+    /// member answers an election connection from a lower `myid` by
+    /// connecting back to the address that member advertises, its own port
+    /// rather than a proxy. So a member isolated while the others run keeps
+    /// rejoining the leader it cannot sync with, and never stays looking
+    /// long enough to turn read-only. To keep a member apart for good,
+    /// isolate it while the others are stopped: no connection is made
+    /// through the cut, so none is made back around it.
     pub fn isolate(&self, i: usize) -> Result<(), Error> {
         self.set_isolated(i, true)
     }
@@ -445,20 +455,26 @@ impl TestCluster {
     }
 
     /// Waits until the ensemble serves, for at most `timeout`: every running,
-    /// unpaused member serves as leader, follower or observer, exactly one of
-    /// them leads, and they are a majority of the ensemble (a one-member
-    /// ensemble runs standalone). Fails at once if a member exited on its own.
+    /// unpaused member not [isolated](Self::isolate) serves as leader,
+    /// follower or observer, exactly one of them leads, and they are a
+    /// majority of the ensemble (a one-member ensemble runs standalone).
+    /// Fails at once if a member exited on its own.
     pub fn wait_serving(&self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
         loop {
             let mut serving = 0;
             let mut leaders = 0;
             let mut all_live_serve = true;
-            for member in &self.members {
+            let isolated = self
+                .isolated
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            for (member, isolated) in self.members.iter().zip(isolated) {
                 if let Some(err) = member.lock().as_mut().and_then(JvmProcess::exited_error) {
                     return Err(err);
                 }
-                if !member.is_live() {
+                if !member.is_live() || isolated {
                     continue;
                 }
                 match server_mode(member.addr(), remaining(deadline).min(QUERY_TIMEOUT)) {
