@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{builder, open, wait_until, WAIT};
-use zklock::testing::{FaultProxy, ServerMode, TestCluster};
+use zklock::testing::{FaultProxy, ServerMode, TestCluster, TestServer};
 use zklock::{Client, CreateMode, Error, State};
 
 /// Long enough to outlive the quorum's absence and return.
@@ -136,11 +136,16 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
 /// work again.
 ///
 /// The read-write host is a member of the same ensemble, as in a real
-/// partition: a server of its own could be behind the zxid the client has
-/// seen, and would rightly refuse it.
+/// partition, and has applied a write of the new quorum's: a server behind
+/// the zxid the client has seen would rightly refuse it.
 #[test]
 fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
     let zk = read_only_ensemble(true);
+    // Rejoining, the first member syncs from the running leader and takes
+    // its epoch's zxid, which a follower synced at the start by diff lacks:
+    // the case where the write on the majority side below is needed.
+    zk.stop(0).expect("stop the first member");
+    zk.start(0).expect("restart the first member");
     leave_the_first_member_alone(&zk);
     zk.isolate(0).expect("cut the first member off");
     let first = zk.member_connect_string(0).expect("first member");
@@ -149,6 +154,7 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
     // The gate refuses connections: only the first member takes one.
     let client = client(&format!("{first},{}", gate.connect_string()), WAIT);
     assert_eq!(client.state(), State::ConnectedReadOnly);
+    let read_only_since = Instant::now();
     let read_only_session = client.session_id();
     let states = client.state_changes();
     assert_eq!(
@@ -166,8 +172,27 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
             .expect("restart the second member");
     });
     assert_eq!(zk.mode(0), Some(ServerMode::ReadOnly), "still apart");
+    // The majority side is written to, as it would be in a partition. Until
+    // then a follower's last zxid can be below the one the client saw on the
+    // read-only member (a follower synced by diff keeps the zxid it loaded
+    // from disk until its first transaction of the new epoch), and it would
+    // rightly refuse the client. Written through the gated member itself, so
+    // that it has applied the write.
+    let majority = builder()
+        .connect(&zk.member_connect_string(1).unwrap())
+        .expect("connect to the gated member directly");
+    majority
+        .create("/majority", b"", &open(), CreateMode::Persistent)
+        .expect("a write on the majority side");
+    assert_eq!(majority.close(), Ok(()));
     gate.refuse(false);
-    assert_eq!(states.recv_timeout(WAIT), Ok(State::Disconnected));
+    // Probes back off by doubling, so the next is due within the time spent
+    // read-only so far.
+    let next_probe_within = read_only_since.elapsed() + WAIT;
+    assert_eq!(
+        states.recv_timeout(next_probe_within),
+        Ok(State::Disconnected)
+    );
     assert_eq!(states.recv_timeout(WAIT), Ok(State::Connected));
     assert_ne!(client.session_id(), read_only_session);
     assert_eq!(zk.mode(0), Some(ServerMode::ReadOnly), "still read-only");
@@ -186,5 +211,63 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
         .get_children("/lock")
         .expect("the lock directory")
         .is_empty());
+    assert_eq!(client.close(), Ok(()));
+}
+
+/// A server that answers `rw` but is behind the zxid the client has seen
+/// refuses its handshake, as ZooKeeper refuses any client that has seen more
+/// than it has. The client goes back to the read-only member, still reads
+/// there, and asks again. Here the read-write host is a standalone server,
+/// which no write of the ensemble's reaches: it stays behind, and the
+/// client keeps returning to read-only until it closes.
+#[test]
+fn a_read_write_server_behind_the_clients_zxid_is_left_for_the_read_only_member() {
+    let zk = read_only_ensemble(false);
+    let writer = builder()
+        .connect(&zk.connect_string())
+        .expect("connect to the ensemble");
+    writer
+        .create("/data", b"x", &open(), CreateMode::Persistent)
+        .expect("a write of the ensemble's");
+    assert_eq!(writer.close(), Ok(()));
+    leave_the_first_member_alone(&zk);
+    let behind = TestServer::builder()
+        // It answers `isro` (with `rw`) only with read-only mode enabled.
+        .system_property("readonlymode.enabled", "true")
+        .start()
+        .expect("start a read-write server of its own");
+    let gate = FaultProxy::start(behind.addr()).unwrap();
+    gate.refuse(true);
+    let first = zk.member_connect_string(0).expect("first member");
+    let client = client(&format!("{first},{}", gate.connect_string()), WAIT);
+    assert_eq!(client.state(), State::ConnectedReadOnly);
+    // The reply carries the member's zxid, which the standalone server,
+    // having written nothing, is behind.
+    assert_eq!(client.get_data("/data").expect("a read").0, b"x");
+    let states = client.state_changes();
+
+    gate.refuse(false);
+    for round in 1..=2 {
+        assert_eq!(
+            states.recv_timeout(WAIT),
+            Ok(State::Disconnected),
+            "move {round}"
+        );
+        assert_eq!(
+            states.recv_timeout(WAIT),
+            Ok(State::ConnectedReadOnly),
+            "back on the read-only member after refusal {round}"
+        );
+    }
+    let log = std::fs::read_to_string(behind.log_path()).expect("the server's log");
+    assert!(
+        log.contains("Refusing session request"),
+        "the server refused the handshakes"
+    );
+    assert_eq!(client.get_data("/data").expect("a read").0, b"x");
+    assert_eq!(
+        client.create("/w", b"", &open(), CreateMode::Persistent),
+        Err(Error::NotReadOnly)
+    );
     assert_eq!(client.close(), Ok(()));
 }
