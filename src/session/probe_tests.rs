@@ -181,3 +181,43 @@ fn a_closing_session_stays_to_close_where_it_is() {
     assert_eq!(s.poll_disconnect(), None);
     assert_eq!(s.poll_probe(later + MAX_PROBE_INTERVAL), Probe::Stop);
 }
+
+/// A read-write host behind the zxid the client has seen closes the
+/// connection on its handshake. The session goes back to the read-only
+/// member at once, and asks again; from the second move in a row on, the
+/// move waits, the pause doubling up to two seconds, so the two servers are
+/// not hammered in a loop.
+#[test]
+fn a_read_write_host_that_refuses_the_handshake_is_moved_to_at_growing_pauses() {
+    let start = Instant::now();
+    let (mut s, read_only) = on_read_only_server(&HOSTS[..2], start);
+    let mut handshake_at = start;
+    let mut pauses = Vec::new();
+    for round in 0..6 {
+        let (due, read_write) = first_probe(&mut s, handshake_at);
+        assert!(s.handle_probe(&read_write, true), "move {round}");
+        assert_eq!(s.poll_disconnect(), Some(Error::ConnectionLoss));
+        s.handle_disconnected(due);
+        let (host, at) = s.next_host(due).expect("a host");
+        assert_eq!(host, read_write);
+        pauses.push((at - due).as_millis());
+        s.handle_connected(at);
+        assert_eq!(handshake(&mut s).session_id, 0, "a new session asked");
+        // Refused: closed with no answer.
+        s.handle_disconnected(at);
+        assert_eq!(
+            s.next_host(at),
+            Some((read_only.clone(), at)),
+            "back to the read-only member at once"
+        );
+        s.handle_connected(at);
+        assert_eq!(handshake(&mut s).session_id, 0);
+        answer(&mut s, at, 0x60 + round, true);
+        assert_eq!(
+            states_of(&events(&mut s)),
+            [State::Disconnected, State::ConnectedReadOnly]
+        );
+        handshake_at = at;
+    }
+    assert_eq!(pauses, [0, 250, 500, 1000, 2000, 2000]);
+}
