@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{builder, open, wait_until, WAIT};
+use common::{builder, connect, mk, open, wait_until, WAIT};
 use zklock::testing::{FaultProxy, ServerMode, TestCluster, TestServer};
 use zklock::{Client, CreateMode, Error, State};
 
@@ -178,12 +178,8 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
     // from disk until its first transaction of the new epoch), and it would
     // rightly refuse the client. Written through the gated member itself, so
     // that it has applied the write.
-    let majority = builder()
-        .connect(&zk.member_connect_string(1).unwrap())
-        .expect("connect to the gated member directly");
-    majority
-        .create("/majority", b"", &open(), CreateMode::Persistent)
-        .expect("a write on the majority side");
+    let majority = connect(&zk.member_connect_string(1).unwrap());
+    mk(&majority, "/majority", b"");
     assert_eq!(majority.close(), Ok(()));
     gate.refuse(false);
     // Probes back off by doubling, so the next is due within the time spent
@@ -223,12 +219,8 @@ fn a_read_only_client_moves_to_a_read_write_server_once_one_answers() {
 #[test]
 fn a_read_write_server_behind_the_clients_zxid_is_left_for_the_read_only_member() {
     let zk = read_only_ensemble(false);
-    let writer = builder()
-        .connect(&zk.connect_string())
-        .expect("connect to the ensemble");
-    writer
-        .create("/data", b"x", &open(), CreateMode::Persistent)
-        .expect("a write of the ensemble's");
+    let writer = connect(&zk.connect_string());
+    mk(&writer, "/data", b"x");
     assert_eq!(writer.close(), Ok(()));
     leave_the_first_member_alone(&zk);
     let behind = TestServer::builder()
