@@ -101,9 +101,9 @@ impl<T, W: Clone> Session<T, W> {
         let purpose = Purpose::User { token, watch: None };
         let batchable =
             self.config.batch_reads && !self.batch_refused && self.conn == Conn::Established;
-        // Deferred deletes go first, so that a batch starts at the tail.
-        if batchable && !self.deferred.is_empty() {
-            self.send_deferred_deletes(now);
+        // Held-back deletes go first, so that a batch starts at the tail.
+        if batchable {
+            self.send_held_back_deletes(now);
         }
         let start = self.outbox.len();
         match &read {
@@ -126,8 +126,8 @@ impl<T, W: Clone> Session<T, W> {
 
     /// True if a request that adds at most `extra` bytes may join the open
     /// batch of kind `kind`: the batch's frame is still the last thing in
-    /// the outbox and its request the last one sent, no deferred delete must
-    /// go first, and the frame stays within `max_request`. (The caller
+    /// the outbox and its request the last one sent, no deferred or
+    /// throttled delete must go first, and the frame stays within `max_request`. (The caller
     /// checks the batch's count.)
     pub(super) fn can_join_batch(&self, kind: OpCode, extra: usize) -> bool {
         let Some(batch) = &self.open_batch else {
@@ -135,6 +135,7 @@ impl<T, W: Clone> Session<T, W> {
         };
         batch.kind == Some(kind)
             && self.deferred.is_empty()
+            && self.throttled.is_empty()
             && batch.end == self.outbox.len()
             && self.pending.back().is_some_and(|p| p.xid == batch.xid)
             && (batch.end - batch.start).saturating_add(extra) <= self.config.max_request

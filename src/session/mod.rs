@@ -612,6 +612,9 @@ impl<T, W: Clone> Session<T, W> {
         watch: Option<WatchRequest<W>>,
     ) -> Result<()> {
         self.check_open()?;
+        if let Some(watch) = &watch {
+            reregister::check_fits(&watch.path, self.config.max_request)?;
+        }
         self.enqueue(now, op, body, Purpose::User { token, watch })
     }
 
@@ -931,14 +934,7 @@ impl<T, W: Clone> Session<T, W> {
         body: &impl Record,
         purpose: Purpose<T, W>,
     ) -> Result<()> {
-        if !self.deferred.is_empty() {
-            // Deferred deletes keep their place ahead of later requests.
-            self.send_deferred_deletes(now);
-        }
-        if !self.throttled.is_empty() {
-            // And so do throttled ones, their back-off cut short.
-            self.resend_throttled_deletes(now);
-        }
+        self.send_held_back_deletes(now);
         let start = self.outbox.len();
         let xid = self.next_xid();
         let len = write_request(&mut self.outbox, xid, op, body);
@@ -954,6 +950,18 @@ impl<T, W: Clone> Session<T, W> {
         });
         self.last_send = now;
         Ok(())
+    }
+
+    /// Sends the deletes held back (deferred, or throttled and backing
+    /// off), which keep their place ahead of any later request.
+    fn send_held_back_deletes(&mut self, now: Instant) {
+        if !self.deferred.is_empty() {
+            self.send_deferred_deletes(now);
+        }
+        if !self.throttled.is_empty() {
+            // Their back-off cut short.
+            self.resend_throttled_deletes(now);
+        }
     }
 
     fn check_frame_len(&self, len: usize) -> Result<()> {

@@ -12,6 +12,22 @@ pub(crate) const MAX_PATH_BYTES_PER_RECORD: usize = 128 * 1024;
 /// bytes), the relative zxid (8) and five vector lengths (4 each).
 const RECORD_OVERHEAD: usize = 8 + 8 + 5 * 4;
 
+/// Refuses a watch on `path` that no re-registration record could carry
+/// within `max_request` bytes: set, it would be lost at the first
+/// reconnect, its watcher never told.
+pub(crate) fn check_fits(path: &str, max_request: usize) -> crate::Result<()> {
+    let frame = RECORD_OVERHEAD + 4 + path.len();
+    if frame > max_request {
+        return Err(crate::Error::InvalidArgument(format!(
+            "a watch on a path of {} bytes could not be set again after a reconnect: \
+             its record would take {frame} bytes, over the server's {max_request}-byte \
+             limit (jute.maxbuffer)",
+            path.len()
+        )));
+    }
+    Ok(())
+}
+
 /// One re-registration record: `setWatches` when it holds only one-shot
 /// watches (understood by 3.5 servers too), `setWatches2` otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]

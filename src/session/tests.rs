@@ -1125,3 +1125,61 @@ fn watches_are_reregistered_in_records_that_fit_max_request() {
     );
     assert_eq!(reregistered, paths);
 }
+
+/// A watch on a path too long for any re-registration record is refused
+/// when asked for, with nothing sent: set, it would have been lost, its
+/// watcher never told, at the first reconnect. The longest path that fits
+/// is taken, and its watch goes again after a reconnect.
+#[test]
+fn a_watch_that_could_not_be_set_again_after_a_reconnect_is_refused() {
+    let now = Instant::now();
+    let mut s = connected_with(
+        SessionConfig {
+            max_request: 1024,
+            ..config()
+        },
+        now,
+    );
+    let watch_on = |path: &str| {
+        let path = path.to_owned();
+        let request = get_data(&path);
+        let watch = WatchRequest {
+            kind: WatchKind::Data,
+            path,
+            watcher: 5,
+        };
+        (request, watch)
+    };
+    // The record: header 8, zxid 8, five vector lengths 20, the path's 4.
+    let longest = format!("/{}", "x".repeat(1024 - 40 - 1));
+    let too_long = format!("{longest}y");
+    let (request, watch) = watch_on(&too_long);
+    let refused = s.submit(now, OpCode::GetData, &request, 1, Some(watch));
+    let Err(Error::InvalidArgument(why)) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    assert!(
+        why.contains("1025 bytes") && why.contains("after a reconnect"),
+        "{why}"
+    );
+    assert!(sent(&mut s).is_empty());
+
+    let (request, watch) = watch_on(&longest);
+    s.submit(now, OpCode::GetData, &request, 2, Some(watch))
+        .unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    let body = GetDataResponse {
+        data: None,
+        stat: Stat::default(),
+    };
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 1, 0, &body));
+    assert_eq!(replies(&mut s).len(), 1);
+    s.handle_disconnected(now);
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).op, OpCode::SetWatches.code());
+    // A setWatches (three lists) is 8 bytes shorter than the setWatches2
+    // (five) the check allows for.
+    assert_eq!(frames[0].len(), 1024 - 8);
+}

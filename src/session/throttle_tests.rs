@@ -164,3 +164,92 @@ fn a_delete_throttled_after_closesession_was_sent_is_left_to_the_close() {
     s.handle_timeout(now + Duration::from_millis(100));
     assert!(sent(&mut s).is_empty());
 }
+
+fn set_data(path: &str) -> crate::proto::SetDataRequest {
+    crate::proto::SetDataRequest {
+        path: path.into(),
+        data: Some(b"v".to_vec()),
+        version: -1,
+    }
+}
+
+/// The opcodes and xids of the frames sent, and the delete's path.
+fn sent_ops_and_xids(s: &mut TestSession) -> (Vec<(i32, i32)>, Option<String>) {
+    let frames = sent(s);
+    let deleted = frames
+        .iter()
+        .find(|f| header(f).op == OpCode::Delete.code())
+        .map(|f| deleted_path(f));
+    let ops = frames
+        .iter()
+        .map(|f| (header(f).op, header(f).xid))
+        .collect();
+    (ops, deleted)
+}
+
+/// A throttled delete sent ahead of a read is not cut out of the outbox
+/// when a second read joins the first: both requests go, in order, and
+/// every request in flight has its frame.
+#[test]
+fn a_throttled_delete_stays_ahead_of_reads_that_share_a_request() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    answer_delete(&mut s, now, throttled());
+    s.submit_read(now, BatchRead::Data(get_data("/app/a")), 1)
+        .unwrap();
+    s.submit_read(now, BatchRead::Data(get_data("/app/b")), 2)
+        .unwrap();
+    let (ops, deleted) = sent_ops_and_xids(&mut s);
+    assert_eq!(
+        ops,
+        [(OpCode::Delete.code(), 2), (OpCode::MultiRead.code(), 3)]
+    );
+    assert_eq!(deleted.as_deref(), Some("/app/lock/n1"));
+    assert_eq!(s.in_flight(), 2);
+}
+
+/// The same for setData calls that share a `multi`.
+#[test]
+fn a_throttled_delete_stays_ahead_of_writes_that_share_a_request() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    answer_delete(&mut s, now, throttled());
+    s.submit_write(now, set_data("/app/a"), 1).unwrap();
+    s.submit_write(now, set_data("/app/b"), 2).unwrap();
+    let (ops, deleted) = sent_ops_and_xids(&mut s);
+    assert_eq!(ops, [(OpCode::Delete.code(), 2), (OpCode::Multi.code(), 3)]);
+    assert_eq!(deleted.as_deref(), Some("/app/lock/n1"));
+    assert_eq!(s.in_flight(), 2);
+}
+
+/// A read made after a delete was throttled does not join a batch sent
+/// before it: it goes behind the delete, as any later request does.
+#[test]
+fn a_read_after_a_throttled_delete_does_not_join_a_batch_ahead_of_it() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    let delete = sent(&mut s);
+    assert_eq!(delete.len(), 1);
+    // A read goes out behind the delete, and stays open to company.
+    s.submit_read(now, BatchRead::Data(get_data("/app/a")), 1)
+        .unwrap();
+    s.handle_bytes(now, &reply(header(&delete[0]).xid, 0, throttled(), &()));
+    s.submit_read(now, BatchRead::Data(get_data("/app/b")), 2)
+        .unwrap();
+    let (ops, deleted) = sent_ops_and_xids(&mut s);
+    assert_eq!(
+        ops,
+        [
+            (OpCode::GetData.code(), 2),
+            (OpCode::Delete.code(), 3),
+            (OpCode::GetData.code(), 4)
+        ]
+    );
+    assert_eq!(deleted.as_deref(), Some("/app/lock/n1"));
+}

@@ -44,10 +44,8 @@ impl<T, W: Clone> Session<T, W> {
         let Some((write, token)) = self.join_write_batch(now, write, token) else {
             return Ok(());
         };
-        // Deferred deletes go first, so that a batch starts at the tail.
-        if !self.deferred.is_empty() {
-            self.send_deferred_deletes(now);
-        }
+        // Held-back deletes go first, so that a batch starts at the tail.
+        self.send_held_back_deletes(now);
         let start = self.outbox.len();
         let purpose = Purpose::Writes {
             tokens: vec![token],
