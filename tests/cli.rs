@@ -741,6 +741,72 @@ fn sigtstp_stops_the_command_with_zklock_and_sigcont_continues_both() {
     assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
 }
 
+/// A Ctrl-Z that outlasts the session: the server frees the lock, another
+/// contender takes it, and when zklock is continued, its command is not.
+/// zklock finds the lock lost and kills the still-stopped command, which
+/// never runs again (its SIGTERM trap, which would log, does not run), and
+/// exits 76 while the other contender still holds the lock.
+#[test]
+fn a_stop_that_outlasts_the_session_kills_the_command_without_continuing_it() {
+    const PATH: &str = "/cli/long-stop";
+    let dir = TempDir::new("long-stop");
+    let options = ["--session-timeout", "2000"];
+    let run = Run::spawn(&mut exec(&options, PATH, &until_terminated(&dir, "")));
+    let (command, node) = started(&dir);
+    let zklock = run.pid();
+    run.signal("TSTP");
+    wait_until("zklock and its command to stop", WAIT, || {
+        process_state(zklock) == Some('T') && process_state(command.0) == Some('T')
+    });
+    let other = client();
+    wait_until("the stopped session to expire", WAIT, || {
+        !children(&other, PATH).contains(&basename(&node).to_owned())
+    });
+    let lock = other.mutex(PATH).expect("mutex");
+    let guard = lock
+        .try_lock_for(WAIT)
+        .expect("try_lock_for")
+        .expect("the lock, freed by the expiry");
+    run.signal("CONT");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(LOST), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("killing the stopped command"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(logged(&dir), "", "the command ran again: {}", out.stderr);
+    wait_until("the command to be gone", WAIT, || !is_running(command.0));
+    assert_eq!(guard.state(), zklock::LockState::Held);
+    assert_eq!(children(&other, PATH), [basename(guard.node()).to_owned()]);
+}
+
+/// A Ctrl-Z while waiting for the lock, shorter than the session: once
+/// continued, zklock acquires, finds the lock still held when it checks
+/// again because of the stop, and runs the command.
+#[test]
+fn a_stop_while_waiting_for_the_lock_still_runs_the_command_once_it_is_held() {
+    const PATH: &str = "/cli/stop-waiting";
+    let other = client();
+    let lock = other.mutex(PATH).expect("mutex");
+    let guard = lock.lock().expect("lock");
+    let run = Run::spawn(&mut exec(&[], PATH, "echo ran"));
+    wait_until("zklock to queue", WAIT, || queued(&other, PATH) == 2);
+    let zklock = run.pid();
+    run.signal("TSTP");
+    wait_until("zklock to stop", WAIT, || {
+        process_state(zklock) == Some('T')
+    });
+    drop(guard);
+    run.signal("CONT");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "ran\n");
+    wait_until("the lock to be free", WAIT, || {
+        children(&other, PATH).is_empty()
+    });
+}
+
 /// The state letter of process `pid` (`R`, `S`, `T`, `Z`...), if it exists.
 fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -150,8 +150,8 @@ pub fn run(mut args: Args) -> Outcome {
         Err(e) => return e.into(),
     };
     let group = Arc::new(Group::default());
-    let signals = match signals::install(group.clone()) {
-        Ok(rx) => rx,
+    let (signals, resumed) = match signals::install(group.clone()) {
+        Ok(received) => (received.ending, received.resumed),
         Err(e) => return Outcome::Error(format!("cannot install signal handlers: {e}")),
     };
     let client = match connect(&options.common, &signals) {
@@ -177,7 +177,8 @@ pub fn run(mut args: Args) -> Outcome {
     // Subscribed before the state is read in `prepare`: no later change
     // goes unseen.
     let states = guard.state_changes();
-    let token = match prepare(guard.monitor(), &states, &signals) {
+    let monitor = guard.monitor();
+    let token = match prepare(monitor.clone(), &states, &signals) {
         Ready::Held(token) => token,
         Ready::NotHeld(why) => {
             return not_acquired(&options, &format!("{why} before the command could start"))
@@ -194,7 +195,9 @@ pub fn run(mut args: Args) -> Outcome {
     ];
     let watch = Watch {
         states,
+        monitor,
         signals,
+        resumed,
         group,
     };
     match supervise::run(&command, envs, watch, timeout, options.grace) {
@@ -202,6 +205,10 @@ pub fn run(mut args: Args) -> Outcome {
         Ran::InterruptedBeforeStart => {
             not_acquired(&options, "interrupted before the command could start")
         }
+        Ran::NotHeldAfterStop => not_acquired(
+            &options,
+            "the lock was lost while zklock was stopped, before the command could start",
+        ),
     }
 }
 

@@ -5,6 +5,7 @@
 //! not leave `worker` running. The group is only signalled while its leader
 //! is not reaped: until then its pid (the group id) cannot be reused.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nix::errno::Errno;
@@ -17,6 +18,8 @@ pub struct Group {
     /// Held while signalling, so that the leader is never reaped between
     /// the check and the signal.
     leader: Mutex<Option<Pid>>,
+    /// Set by [`Group::stop`], cleared by [`Group::resume`].
+    stopped: AtomicBool,
 }
 
 impl Group {
@@ -27,6 +30,27 @@ impl Group {
     /// The command with this pid has started, as the leader of its group.
     pub fn started(&self, pid: Pid) {
         *self.leader() = Some(pid);
+        self.stopped.store(false, Ordering::SeqCst);
+    }
+
+    /// Stops the group (SIGSTOP, which it cannot ignore), if there is one.
+    pub fn stop(&self) {
+        if self.id().is_some() {
+            self.stopped.store(true, Ordering::SeqCst);
+            self.signal_or_say(Signal::SIGSTOP);
+        }
+    }
+
+    /// Continues the group after [`Group::stop`].
+    pub fn resume(&self) {
+        self.stopped.store(false, Ordering::SeqCst);
+        self.signal_or_say(Signal::SIGCONT);
+    }
+
+    /// True from [`Group::stop`] to [`Group::resume`]: the group cannot act
+    /// on any other signal meanwhile.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
     }
 
     /// The leader is about to be reaped: no more signals.

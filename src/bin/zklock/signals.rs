@@ -6,14 +6,16 @@
 //! they would kill zklock and leave its lock node until the session
 //! expired, the command killed without warning by its parent-death signal.
 //!
-//! SIGTSTP (Ctrl-Z) and SIGCONT are handled here, on the signal thread: the
-//! command, in a process group of its own, no longer stops with zklock's
-//! group, and must not run on while zklock is stopped and its session
-//! expires.
+//! SIGTSTP (Ctrl-Z) is handled here, on the signal thread: the command, in
+//! a process group of its own, no longer stops with zklock's group, and
+//! must not run on while zklock is stopped and its session expires. SIGCONT
+//! does not continue the command from here: the stop may have outlasted the
+//! session, so the command stays stopped until the lock is confirmed held
+//! (see `supervise`).
 
 use std::sync::Arc;
 
-use crossbeam_channel::{unbounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 use nix::sys::signal::{raise, Signal};
 
 use crate::group::Group;
@@ -26,19 +28,32 @@ const ENDING: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-/// Installs the handlers; the ending signals arrive on the channel.
-pub fn install(group: Arc<Group>) -> std::io::Result<Receiver<Signal>> {
+/// What the signal thread reports.
+pub struct Received {
+    /// The ending signals.
+    pub ending: Receiver<Signal>,
+    /// A message for each time zklock was continued (SIGCONT), however it
+    /// was stopped; several while nobody looked are one.
+    pub resumed: Receiver<()>,
+}
+
+/// Installs the handlers.
+pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
     let handled = ENDING
         .iter()
         .chain(&[Signal::SIGTSTP, Signal::SIGCONT])
         .map(|s| *s as i32);
     let mut signals = signal_hook::iterator::Signals::new(handled)?;
-    let (tx, rx) = unbounded();
+    let (tx, ending) = unbounded();
+    let (resumed_tx, resumed) = bounded(1);
     std::thread::spawn(move || {
         for raw in signals.forever() {
             match Signal::try_from(raw) {
                 Ok(Signal::SIGTSTP) => stop(&group),
-                Ok(Signal::SIGCONT) => group.signal_or_say(Signal::SIGCONT),
+                Ok(Signal::SIGCONT) => {
+                    // Full: one is waiting already, and says the same.
+                    let _ = resumed_tx.try_send(());
+                }
                 Ok(signal) => {
                     if tx.send(signal).is_err() {
                         return;
@@ -48,14 +63,14 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Receiver<Signal>> {
             }
         }
     });
-    Ok(rx)
+    Ok(Received { ending, resumed })
 }
 
 /// Stops the command's group, then zklock, as the terminal would have
 /// stopped both. SIGSTOP, which the command cannot ignore: running on while
 /// zklock is stopped, it could outlive the session.
 fn stop(group: &Group) {
-    group.signal_or_say(Signal::SIGSTOP);
+    group.stop();
     if let Err(e) = raise(Signal::SIGSTOP) {
         say!("zklock: cannot stop: {e}");
     }

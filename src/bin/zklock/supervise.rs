@@ -9,6 +9,13 @@
 //! default 0) for a reconnect, then sends SIGTERM to the command's process
 //! group, then SIGKILL to whatever is left of it after K = (T/3 - G) / 2.
 //! The group is therefore gone by 2T/3 + G + K <= 11T/12 < T (K >= T/12).
+//!
+//! That reckoning holds only while zklock runs. A stop (Ctrl-Z, or a
+//! SIGSTOP) can outlast the session while the client hears nothing, so
+//! when zklock is continued, the command's group is stopped (again) and
+//! continued only once a transaction on the leader has confirmed the lock
+//! node; if the lock is found lost, the stopped group is killed, with no
+//! chance to run on while another contender holds the lock.
 
 use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
@@ -21,7 +28,7 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
-use zklock::{LockState, StateChanges};
+use zklock::{LockMonitor, LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
 use crate::tied::{spawn_tied, Tied};
@@ -37,11 +44,17 @@ const KILLED_WAIT: Duration = Duration::from_secs(5);
 /// How often a dying group is looked at.
 const POLL: Duration = Duration::from_millis(10);
 
-/// What the command runs under: the lock's state changes, the signals to
-/// pass on, and the group it will lead.
+/// The pause before a confirmation that failed without an answer (the
+/// connection lost, say) is asked again.
+const CONFIRM_AGAIN: Duration = Duration::from_millis(100);
+
+/// What the command runs under: the lock's state changes and monitor, the
+/// signals to pass on, zklock's continuations, and the group it will lead.
 pub struct Watch {
     pub states: StateChanges<LockState>,
+    pub monitor: LockMonitor,
     pub signals: Receiver<Signal>,
+    pub resumed: Receiver<()>,
     pub group: Arc<Group>,
 }
 
@@ -50,8 +63,12 @@ pub enum Ran {
     /// With this exit status for zklock.
     Exit(Outcome),
     /// A signal passed on to the command's group ended setpriv before it
-    /// had started the command: the command never ran.
+    /// had started the command, or a signal came while the lock was being
+    /// confirmed after a stop: the command never ran.
     InterruptedBeforeStart,
+    /// zklock was stopped before the command started, and the lock was
+    /// not held when it was continued: the command never ran.
+    NotHeldAfterStop,
 }
 
 impl From<Outcome> for Ran {
@@ -73,6 +90,23 @@ pub fn run<'a>(
         Some(split) => split,
         None => return Outcome::Usage("missing COMMAND".into()).into(),
     };
+    let Watch {
+        states,
+        monitor,
+        mut signals,
+        mut resumed,
+        group,
+    } = watch;
+    // A stop since the lock was granted (while it was being checked, say)
+    // may have outlasted the session.
+    if resumed.try_recv().is_ok() {
+        select! {
+            recv(confirm_held(&monitor)) -> held => if held != Ok(true) {
+                return Ran::NotHeldAfterStop;
+            },
+            recv(signals) -> _ => return Ran::InterruptedBeforeStart,
+        }
+    }
     let (mut child, tied) = match spawn_tied(program, rest, envs) {
         Ok(started) => started,
         Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")).into(),
@@ -82,16 +116,13 @@ pub fn run<'a>(
         let _ = child.wait();
         return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id())).into();
     };
-    let Watch {
-        states,
-        mut signals,
-        group,
-    } = watch;
     group.started(pid);
     let exited = watch_exit(pid);
     let kill_after = kill_delay(timeout, grace);
     let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_after).into();
     let mut suspended_since: Option<Instant> = None;
+    // While zklock, continued, confirms the lock, the group stays stopped.
+    let mut confirming: Option<Receiver<bool>> = None;
     loop {
         let deadline = suspended_since
             .map(|since| after((since + grace).saturating_duration_since(Instant::now())));
@@ -127,6 +158,23 @@ pub fn run<'a>(
                 Ok(signal) => group.signal_or_say(signal),
                 Err(_) => signals = never(),
             },
+            recv(resumed) -> resumed_now => match resumed_now {
+                Ok(()) => {
+                    // Stopped already if zklock was stopped by Ctrl-Z; not
+                    // if by a SIGSTOP of its own, which cannot be caught.
+                    group.stop();
+                    // An earlier confirmation's answer may predate this stop.
+                    confirming = Some(confirm_held(&monitor));
+                }
+                Err(_) => resumed = never(),
+            },
+            recv(confirming.clone().unwrap_or_else(never)) -> held => {
+                if held != Ok(true) {
+                    return lost_lock(&mut child);
+                }
+                confirming = None;
+                group.resume();
+            },
             recv(deadline.unwrap_or_else(never)) -> _ => return lost_lock(&mut child),
         }
     }
@@ -153,9 +201,32 @@ fn watch_exit(pid: Pid) -> Receiver<()> {
     rx
 }
 
+/// Answers whether the lock is held, confirmed by a transaction on the
+/// leader (a follower behind it could still serve an expired session).
+/// Asked again while no answer comes and the lock is not known lost.
+fn confirm_held(monitor: &LockMonitor) -> Receiver<bool> {
+    let (tx, rx) = bounded(1);
+    let monitor = monitor.clone();
+    std::thread::spawn(move || {
+        let held = loop {
+            match monitor.multi(&[]) {
+                Ok(_) => break true,
+                Err(e) if e.is_retryable() && monitor.state() != LockState::Lost => {
+                    std::thread::sleep(CONFIRM_AGAIN);
+                }
+                Err(_) => break false,
+            }
+        };
+        let _ = tx.send(held);
+    });
+    rx
+}
+
 /// SIGTERM to the command's group; SIGKILL to what is left of it after
 /// `kill_after`; returns once it is gone (or, should even SIGKILL not end
-/// it, after `KILLED_WAIT`).
+/// it, after `KILLED_WAIT`). A group stopped with zklock gets SIGKILL at
+/// once: it could act on SIGTERM only once continued, by when another
+/// contender may hold the lock.
 fn terminate(
     child: &mut Child,
     group: &Group,
@@ -163,10 +234,16 @@ fn terminate(
     kill_after: Duration,
 ) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
-    say!("zklock: lock no longer held; terminating the command (process group {id})");
-    group.signal_or_say(Signal::SIGTERM);
     let mut leader_exited = false;
-    if !wait_gone(id, exited, &mut leader_exited, kill_after) {
+    let gone = if group.is_stopped() {
+        say!("zklock: lock no longer held; killing the stopped command (process group {id})");
+        false
+    } else {
+        say!("zklock: lock no longer held; terminating the command (process group {id})");
+        group.signal_or_say(Signal::SIGTERM);
+        wait_gone(id, exited, &mut leader_exited, kill_after)
+    };
+    if !gone {
         group.signal_or_say(Signal::SIGKILL);
         wait_gone(id, exited, &mut leader_exited, KILLED_WAIT);
     }
