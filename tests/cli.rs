@@ -1404,6 +1404,20 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
     );
 }
 
+/// A `ZK_CONNECT` that is not UTF-8 is a usage error, never taken for
+/// unset: that would fall back to 127.0.0.1:2181, another ensemble.
+#[test]
+fn a_zk_connect_that_is_not_utf8_is_a_usage_error_not_the_default() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bad = std::ffi::OsStr::from_bytes(b"127.0.0.1:2181/\xff");
+    let out = Run::spawn(zklock(&["holders", "/cli/env-bad"]).env("ZK_CONNECT", bad)).finish(WAIT);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: ZK_CONNECT is not valid UTF-8 (zklock --help shows the usage)"
+    );
+}
+
 /// The opcodes of the writes a lock/unlock cycle may send: create, delete,
 /// multi, create2.
 const LOCK_WRITES: [i32; 4] = [1, 2, 14, 15];

@@ -105,10 +105,7 @@ impl Common {
     /// The defaults, with `ZK_CONNECT` and `ZK_DIGEST` from the environment.
     fn from_env() -> Result<Common, Usage> {
         Ok(Common {
-            connect: std::env::var("ZK_CONNECT")
-                .ok()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "127.0.0.1:2181".into()),
+            connect: env_utf8("ZK_CONNECT")?.unwrap_or_else(|| "127.0.0.1:2181".into()),
             session_timeout: Duration::from_secs(10),
             digest: digest_from_env()?,
         })
@@ -149,14 +146,21 @@ impl Common {
 
 /// `ZK_DIGEST`, split at its first `:`; `None` if unset or empty. The
 /// errors never show the value, which holds a password.
+/// The variable `name`, `None` if unset or empty. One that is not UTF-8
+/// is a usage error, never taken for unset: `ZK_CONNECT` would fall back
+/// to a local ensemble that is not the one meant.
+fn env_utf8(name: &str) -> Result<Option<String>, Usage> {
+    match std::env::var(name) {
+        Ok(value) if value.is_empty() => Ok(None),
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Usage(format!("{name} is not valid UTF-8"))),
+    }
+}
+
 fn digest_from_env() -> Result<Option<(String, String)>, Usage> {
-    let value = match std::env::var("ZK_DIGEST") {
-        Ok(value) if value.is_empty() => return Ok(None),
-        Ok(value) => value,
-        Err(std::env::VarError::NotPresent) => return Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            return Err(Usage("ZK_DIGEST is not valid UTF-8".into()))
-        }
+    let Some(value) = env_utf8("ZK_DIGEST")? else {
+        return Ok(None);
     };
     match value.split_once(':') {
         Some((user, password)) if !user.is_empty() => {
