@@ -673,3 +673,69 @@ fn a_search_answered_undecodably_again_and_again_ends() {
     client.close().expect("close");
     assert_eq!(children(&admin, DIR), Vec::<String>::new());
 }
+
+/// The opcode of `getData`, which a waiter's predecessor watch is set with.
+const GET_DATA: i32 = 4;
+
+/// A timed wait whose predecessor watch is lost with its connection, and
+/// which then cannot reconnect: the listing it needs waits for a reconnect,
+/// but the attempt does not. `try_lock_for` gives up at its deadline, and
+/// `cancel` ends such a wait at once, long before the outage ends. Neither
+/// leaves its node behind once the connection is back.
+#[test]
+fn a_timed_wait_cut_off_while_waiting_ends_at_its_deadline_or_on_cancel() {
+    const DIR: &str = "/cutwait/lock";
+    const DEADLINE: Duration = Duration::from_millis(1000);
+    /// How long reconnects are refused at most: the attempts must be over
+    /// well before.
+    const OUTAGE: Duration = Duration::from_secs(6);
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+
+    let proxy = proxy(&server);
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_secs(10));
+    let mutex = Mutex::new(&waiter, DIR).unwrap();
+    for cancelled in [false, true] {
+        proxy.refuse(true);
+        proxy.cut_after_request(|op| op == GET_DATA);
+        let (done, finished) = crossbeam_channel::bounded::<()>(1);
+        let (result, took) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // The outage ends when the attempt is over, or at the latest
+                // after OUTAGE.
+                let _ = finished.recv_timeout(OUTAGE);
+                proxy.refuse(false);
+            });
+            if cancelled {
+                scope.spawn(|| {
+                    wait_until("the cut", WAIT, || !proxy.is_cut_armed());
+                    // Into the wait for the listing (cancel also ends a
+                    // wait that has not begun: no race either way).
+                    std::thread::sleep(Duration::from_millis(200));
+                    mutex.cancel();
+                });
+            }
+            let started = std::time::Instant::now();
+            let result = mutex.try_lock_for(if cancelled { WAIT } else { DEADLINE });
+            let took = started.elapsed();
+            let _ = done.send(());
+            (result, took)
+        });
+        if cancelled {
+            assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+        } else {
+            assert!(matches!(result, Ok(None)), "{result:?}");
+        }
+        assert!(!proxy.is_cut_armed(), "the watch's request was cut");
+        assert!(
+            took < OUTAGE / 2,
+            "returned after {took:?} (cancelled: {cancelled})"
+        );
+        wait_until("the waiter's node to go", WAIT, || {
+            children(&holder, DIR).len() == 1
+        });
+    }
+    assert_eq!(children(&holder, DIR), [leaf(guard.node()).to_owned()]);
+}

@@ -200,6 +200,43 @@ fn is_gone(server: &TestServer, path: &str) -> bool {
     c.exists(path).unwrap().is_none()
 }
 
+/// A lock path hundreds of levels deep gets its missing ancestors made
+/// without a stack frame per level: on a thread with a 128 KiB stack,
+/// 400 levels (a recursion of about a kilobyte per level would overflow
+/// it and abort the process). Every ancestor exists afterwards, and the
+/// lock works.
+#[test]
+fn a_deep_lock_path_is_made_on_a_small_stack() {
+    const LEVELS: usize = 400;
+    let server = server();
+    let c = connect(&server.connect_string());
+    let dir = format!("/deep{}", "/d".repeat(LEVELS - 1));
+    let locked = std::thread::Builder::new()
+        .stack_size(128 * 1024)
+        .spawn({
+            let (c, dir) = (c.clone(), dir.clone());
+            move || {
+                let mutex = Mutex::new(&c, &dir).unwrap();
+                let guard = mutex.lock().unwrap();
+                let token = guard.fencing_token();
+                guard.unlock().unwrap();
+                token
+            }
+        })
+        .unwrap()
+        .join()
+        .expect("the locking thread");
+    assert!(locked > 0);
+    let mut at = dir.as_str();
+    let mut levels = 0;
+    while let Some(up) = at.rfind('/').filter(|i| *i > 0).map(|i| &at[..i]) {
+        assert!(c.exists(up).unwrap().is_some(), "{up} exists");
+        at = up;
+        levels += 1;
+    }
+    assert_eq!(levels, LEVELS - 1);
+}
+
 /// Lock directories (and their missing ancestors) are created as
 /// containers; once the last lock node goes, the server reaps them, and the
 /// next acquisition recreates them with a still larger fencing token.

@@ -206,6 +206,10 @@ pub(crate) struct Wakeup {
 struct WakeFlags {
     step: Step,
     woken: Option<Woken>,
+    /// The answer to the calling thread's own listing (see
+    /// [`Wakeup::wait_listing`]), kept apart from `woken`, which a later
+    /// wake-up overwrites.
+    listing: Option<Result<Vec<String>>>,
     cancelled: bool,
     /// True while the attempt sleeps: waking no one costs no system call.
     sleeping: bool,
@@ -288,6 +292,36 @@ impl Wakeup {
                 None
             } else {
                 left.flatten()
+            };
+            flags = self.sleep(flags, left);
+        }
+    }
+
+    /// The answer to the listing the calling thread asked for.
+    fn listed(&self, listing: Result<Vec<String>>) {
+        let mut flags = lock(&self.flags);
+        flags.listing = Some(listing);
+        if flags.sleeping {
+            drop(flags);
+            self.cv.notify_one();
+        }
+    }
+
+    /// Waits for the answer to the calling thread's listing; `Ok(None)`
+    /// when the deadline passes first, `Cancelled` on `cancel`. Without a
+    /// connection, the answer waits for a reconnect: this is what keeps
+    /// such a wait within its deadline.
+    fn wait_listing(&self, deadline: Option<Instant>) -> Result<Option<Result<Vec<String>>>> {
+        let mut flags = lock(&self.flags);
+        loop {
+            if flags.cancelled {
+                return Err(Error::Cancelled);
+            }
+            if let Some(listing) = flags.listing.take() {
+                return Ok(Some(listing));
+            }
+            let Some(left) = time_left(deadline) else {
+                return Ok(None);
             };
             flags = self.sleep(flags, left);
         }
@@ -427,6 +461,9 @@ impl Attempt<'_> {
         session: u64,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
+        // A try without waiting (`try_lock`) still waits for the server's
+        // answers: "not acquired" must mean that another holds the lock.
+        let listing_deadline = deadline.filter(|d| Instant::now() < *d);
         let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup, session)?;
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
@@ -450,7 +487,10 @@ impl Attempt<'_> {
                     }
                     let listed = match listed_early.take() {
                         Some(listed) => listed,
-                        None => client.get_children(&self.spec.path),
+                        None => match self.list(wakeup, session, listing_deadline)? {
+                            Some(listed) => listed,
+                            None => return Ok(None),
+                        },
                     };
                     client.check_session(session)?;
                     let children = match listed {
@@ -529,6 +569,20 @@ impl Attempt<'_> {
                 Some(Woken::Released | Woken::PredecessorGone | Woken::WatchFailed(_)) => {}
             }
         }
+    }
+
+    /// Lists the lock directory, in `session`; `Ok(None)` if `deadline`
+    /// passes first (the answer, when it comes, goes to no one).
+    fn list(
+        &self,
+        wakeup: &Arc<Wakeup>,
+        session: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Result<Vec<String>>>> {
+        let lister = self.spec.client.lister(session, &self.spec.path)?;
+        let answer = wakeup.clone();
+        lister.start(move |children| answer.listed(children));
+        wakeup.wait_listing(deadline)
     }
 
     /// The lock, granted to our node `name`, unless the node was deleted
@@ -728,22 +782,39 @@ impl Attempt<'_> {
     }
 
     /// Creates `dir` and its missing ancestors as containers, which the
-    /// server deletes once they are empty.
+    /// server deletes once they are empty: up to the deepest ancestor that
+    /// exists, then down again. A loop, not a recursion, so a path as deep
+    /// as the server takes needs no stack for it. An ancestor reaped while
+    /// the way down is under way (an empty container) is made again.
     fn ensure_dir(&self, dir: &str) -> Result<()> {
         let client = &self.spec.client;
-        match client.create(dir, &[], &self.spec.acl, CreateMode::Container) {
-            Ok(_) | Err(Error::NodeExists) => Ok(()),
-            Err(Error::NoNode) => {
-                if let Some(up) = parent(dir).filter(|p| *p != "/") {
-                    self.ensure_dir(up)?;
-                }
-                match client.create(dir, &[], &self.spec.acl, CreateMode::Container) {
-                    Ok(_) | Err(Error::NodeExists) => Ok(()),
-                    Err(e) => Err(e),
+        // False if the parent is missing.
+        let made =
+            |path: &str| match client.create(path, &[], &self.spec.acl, CreateMode::Container) {
+                Ok(_) | Err(Error::NodeExists) => Ok(true),
+                Err(Error::NoNode) => Ok(false),
+                Err(e) => Err(e),
+            };
+        for _ in 0..MAX_CREATE_ATTEMPTS {
+            let mut missing = Vec::new();
+            let mut at = dir;
+            while !made(at)? {
+                missing.push(at);
+                // The root (or the chroot) is missing: nothing to make.
+                at = parent(at).filter(|p| *p != "/").ok_or(Error::NoNode)?;
+            }
+            let mut complete = true;
+            for path in missing.iter().rev() {
+                if !made(path)? {
+                    complete = false;
+                    break;
                 }
             }
-            Err(e) => Err(e),
+            if complete {
+                return Ok(());
+            }
         }
+        Err(Error::NoNode)
     }
 }
 
