@@ -50,6 +50,24 @@ fn assert_invalid<T: std::fmt::Debug>(
     }
 }
 
+/// A sequential path ending in '.' or '..' is a name once numbered: the
+/// server takes it, as the Java client's check (with a digit appended)
+/// does.
+#[test]
+fn a_sequential_path_ending_in_dots_is_created() {
+    let zk = server();
+    let c = builder().connect(&zk.connect_string()).expect("connect");
+    let made = |path: &str| {
+        c.create(path, b"", &open(), CreateMode::EphemeralSequential)
+            .unwrap_or_else(|e| panic!("sequential create {path}: {e}"))
+    };
+    let made = [made("/."), made("/..")];
+    assert_eq!(made, ["/.0000000000", "/..0000000001"]);
+    for path in made {
+        c.delete(&path, None).unwrap();
+    }
+}
+
 #[test]
 fn bad_input_fails_locally_without_reaching_the_server() {
     let zk = server();

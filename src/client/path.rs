@@ -5,7 +5,8 @@ use std::fmt::Write;
 use crate::error::{Error, Result};
 
 /// Checks `path` by the server's rules. A sequential create appends a
-/// number, so its path may end in `/` (it is checked with a digit appended).
+/// number, so its path may end in `/`, `/.` or `/..` (the server checks it
+/// with a digit appended). A sequential `/` alone is refused.
 pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
     let invalid = |reason| {
         Err(Error::InvalidPath {
@@ -42,7 +43,8 @@ pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
     while let Some(segment) = segments.next() {
         let last = segments.peek().is_none();
         match segment {
-            "" if last && sequential => {}
+            // The server's number makes it a name (`.0000000001`).
+            "" | "." | ".." if last && sequential => {}
             "" => return invalid("the path contains an empty segment ('//')"),
             "." => return invalid("the path contains a '.' segment"),
             ".." => return invalid("the path contains a '..' segment"),
@@ -112,6 +114,10 @@ mod tests {
         }
         assert_eq!(validate("/a/", true), Ok(()));
         assert_eq!(validate("/a/lock-", true), Ok(()));
+        // As the server checks a sequential path: with a digit appended.
+        for p in ["/.", "/..", "/a/.", "/a/.."] {
+            assert_eq!(validate(p, true), Ok(()), "{p}");
+        }
     }
 
     #[test]
@@ -129,14 +135,12 @@ mod tests {
         assert!(reason("/a\u{fff0}").contains("control"));
         assert_eq!(reason("/a\u{10000}"), SUPPLEMENTARY);
         assert_eq!(reason("/lock-\u{1f512}"), SUPPLEMENTARY);
+        // Under a chroot, "/" is the chroot itself: its number would make
+        // a sibling of the chroot, outside it.
         assert!(validate("/", true).is_err());
         assert!(validate("/a//", true).is_err());
-        // Refused though the Java client's check (with a digit appended)
-        // takes them: a 3.8 server dropped the connection on a sequential
-        // create of "/." or "/..", which would fail every call in flight.
-        for p in ["/.", "/..", "/a/.", "/a/.."] {
-            assert!(validate(p, true).is_err(), "{p}");
-        }
+        assert!(validate("/./a", true).is_err());
+        assert!(validate("/../", true).is_err());
     }
 
     #[test]
