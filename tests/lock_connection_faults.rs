@@ -739,3 +739,66 @@ fn a_timed_wait_cut_off_while_waiting_ends_at_its_deadline_or_on_cancel() {
     }
     assert_eq!(children(&holder, DIR), [leaf(guard.node()).to_owned()]);
 }
+
+/// Attempts made while the connection is down and no reconnect succeeds:
+/// their create waits for a connection, unsent. `try_lock_for` takes it
+/// back at its deadline (`Ok(None)`) and `cancel` at once (`Cancelled`),
+/// long before the outage ends, and no create ever reaches the server.
+/// `try_lock`, which does not wait for other holders, still waits for the
+/// server's answer: once the outage ends, it gets the free lock.
+#[test]
+fn attempts_made_while_disconnected_take_back_their_unsent_create() {
+    const DIR: &str = "/unsent/lock";
+    const DEADLINE: Duration = Duration::from_millis(500);
+    /// How long reconnects are refused at most.
+    const OUTAGE: Duration = Duration::from_secs(6);
+    let server = server();
+    let proxy = proxy(&server);
+    let client = connect_with(&proxy.connect_string(), Duration::from_secs(10));
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let observer = connect(&server.connect_string());
+    // The lock's directory exists: each attempt is one create.
+    mutex.lock().unwrap().unlock().unwrap();
+    let creates_before = proxy.requests_seen(CREATE2);
+    proxy.refuse(true);
+    proxy.cut();
+    wait_until("the client to notice the cut", WAIT, || {
+        client.state() == zklock::State::Disconnected
+    });
+
+    let started = std::time::Instant::now();
+    assert!(matches!(mutex.try_lock_for(DEADLINE), Ok(None)));
+    let timed_out_after = started.elapsed();
+
+    let started = std::time::Instant::now();
+    let cancelled = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            mutex.cancel();
+        });
+        mutex.lock().map(drop)
+    });
+    let cancelled_after = started.elapsed();
+    assert!(matches!(cancelled, Err(Error::Cancelled)), "{cancelled:?}");
+    for (what, took) in [
+        ("try_lock_for", timed_out_after),
+        ("cancel", cancelled_after),
+    ] {
+        assert!(took < OUTAGE / 2, "{what} returned after {took:?}");
+    }
+
+    let (held, healed_at) = std::thread::scope(|scope| {
+        let healer = scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(500));
+            proxy.refuse(false);
+            std::time::Instant::now()
+        });
+        let held = mutex.try_lock().unwrap().map(|guard| guard.unlock());
+        (held, healer.join().unwrap())
+    });
+    assert!(matches!(held, Some(Ok(()))), "{held:?}");
+    assert!(healed_at.elapsed() < WAIT);
+    // Only the try_lock's create reached the server.
+    assert_eq!(proxy.requests_seen(CREATE2), creates_before + 1);
+    assert!(children(&observer, DIR).is_empty());
+}

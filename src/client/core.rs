@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use crate::changes::{Listeners, StateChanges};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::proto::{OpCode, Record, Response, SetDataRequest};
 use crate::session::{BatchRead, Event, Session, State, WatchRequest, WatchedEvent};
 
@@ -356,12 +356,32 @@ impl Shared {
         op: OpCode,
         body: &impl Record,
         consume: ReplyConsumer,
-    ) -> Result<()> {
+    ) -> Result<Arc<ReplySlot>> {
         let slot = ReplySlot {
             consume: Some(consume),
             ..ReplySlot::default()
         };
-        self.start_slot(generation, op, body, None, slot).map(drop)
+        self.start_slot(generation, op, body, None, slot)
+    }
+
+    /// Takes back `first`, and `then` made after it, if `first` still waits
+    /// for a connection (see [`Session::withdraw_queued`]), and completes
+    /// them in that order with `error`, on this thread. False if `first`
+    /// was sent already: its reply will come.
+    pub(crate) fn withdraw_unsent(
+        &self,
+        first: &Arc<ReplySlot>,
+        then: &Arc<ReplySlot>,
+        error: &Error,
+    ) -> bool {
+        let taken = self
+            .core()
+            .session
+            .withdraw_queued(|t| Arc::ptr_eq(t, first), |t| Arc::ptr_eq(t, then));
+        for slot in &taken {
+            slot.complete(Err(error.clone()));
+        }
+        !taken.is_empty()
     }
 
     fn start_slot(

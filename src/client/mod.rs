@@ -25,7 +25,7 @@ use crate::session::{Session, SessionConfig, State, WatchedEvent};
 pub use config::{ClientBuilder, Config, StateHandler};
 pub use connect_string::DEFAULT_PORT;
 pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
-pub(crate) use watch_ops::{CreatedListed, DataWatch, NewLockNode};
+pub(crate) use watch_ops::{CreatedListed, DataWatch, NewLockNode, Unsent};
 
 use self::connect_string::ConnectString;
 use self::core::{drain_events, lock, ReplySlot, Shared};

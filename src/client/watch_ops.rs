@@ -62,6 +62,26 @@ fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
     }
 }
 
+/// A lock node's create and the listing behind it, while they may still
+/// wait for a connection: see [`Unsent::withdraw`].
+pub(crate) struct Unsent {
+    shared: Weak<Shared>,
+    create: Arc<ReplySlot>,
+    listing: Arc<ReplySlot>,
+}
+
+impl Unsent {
+    /// Takes both requests back if they have not been sent (so nothing was
+    /// created), and answers them with `Cancelled` at once, on this
+    /// thread: `on_done` runs before this returns. False if they were
+    /// sent: their replies will come.
+    pub(crate) fn withdraw(&self) -> bool {
+        self.shared.upgrade().is_some_and(|shared| {
+            shared.withdraw_unsent(&self.create, &self.listing, &Error::Cancelled)
+        })
+    }
+}
+
 /// The callback of [`Client::start_create_then_list`], with the release the
 /// create replaces; taken by whoever finishes first.
 type OnDone<F> = Arc<Mutex<Option<(F, Option<Replaced>)>>>;
@@ -80,29 +100,44 @@ impl Client {
     /// otherwise, it comes with no listing.
     ///
     /// `on_done` runs exactly once: on the I/O thread with the listing's
-    /// reply, or on this thread if there is no listing to wait for.
-    pub(crate) fn start_create_then_list<F>(&self, node: NewLockNode<'_>, on_done: F)
+    /// reply, on this thread if there is no listing to wait for, or on the
+    /// thread that takes both requests back unsent (see [`Unsent`]), which
+    /// is possible only with the handle returned.
+    pub(crate) fn start_create_then_list<F>(
+        &self,
+        node: NewLockNode<'_>,
+        on_done: F,
+    ) -> Option<Unsent>
     where
         F: FnOnce(CreatedListed) + Send + 'static,
     {
         let mode = CreateMode::EphemeralSequential;
         let create = match self.create_request(node.prefix, node.data, node.acl, mode) {
             Ok(create) => create,
-            Err(e) => return on_done(CreatedListed::failed(e)),
+            Err(e) => {
+                on_done(CreatedListed::failed(e));
+                return None;
+            }
         };
         let list = match self.server_path(node.dir) {
             Ok(dir) => GetChildrenRequest {
                 path: dir,
                 watch: false,
             },
-            Err(e) => return on_done(CreatedListed::failed(e)),
+            Err(e) => {
+                on_done(CreatedListed::failed(e));
+                return None;
+            }
         };
         let started = match self.start_create_replacing(create, &list.path, node.kind, node.session)
         {
             Ok(started) => started,
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.
-            Err(e) => return on_done(CreatedListed::failed(e)),
+            Err(e) => {
+                on_done(CreatedListed::failed(e));
+                return None;
+            }
         };
         let shared = self.shared();
         if let Some(successor) = started.successor {
@@ -115,7 +150,8 @@ impl Client {
                 }
                 _ => None,
             };
-            return on_done(CreatedListed { created, listed });
+            on_done(CreatedListed { created, listed });
+            return None;
         }
         let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));
         let client = self.downgrade();
@@ -138,14 +174,23 @@ impl Client {
         let listing =
             shared.start_consumed(Some(node.session), OpCode::GetChildren, &list, on_reply);
         shared.flush();
-        if let Err(e) = listing {
-            // The create went out alone: its reply still settles it.
-            if let Some((on_done, replaced)) = lock(&on_done).take() {
-                let created = self.finish_create_replacing(shared.wait(&started.slot), replaced);
-                on_done(CreatedListed {
-                    created,
-                    listed: Some(Err(e)),
-                });
+        match listing {
+            Ok(listing) => Some(Unsent {
+                shared: Arc::downgrade(&self.inner.shared),
+                create: started.slot,
+                listing,
+            }),
+            Err(e) => {
+                // The create went out alone: its reply still settles it.
+                if let Some((on_done, replaced)) = lock(&on_done).take() {
+                    let created =
+                        self.finish_create_replacing(shared.wait(&started.slot), replaced);
+                    on_done(CreatedListed {
+                        created,
+                        listed: Some(Err(e)),
+                    });
+                }
+                None
             }
         }
     }

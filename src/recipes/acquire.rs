@@ -12,7 +12,7 @@ use super::naming::{
 use super::rwlock::{read_decision, read_decision_of_reader, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
-use crate::client::{CreatedListed, DataWatch, NewLockNode};
+use crate::client::{CreatedListed, DataWatch, NewLockNode, Unsent};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
@@ -174,6 +174,9 @@ enum FirstStep {
     /// Queued, and what ended the wait (`Ok(None)`: the deadline passed).
     Queued(OurNode, Waiting, Result<Option<Woken>>),
     Listed(CreatedListed),
+    /// The create and listing were taken back unsent (cancelled, or the
+    /// deadline passed while no connection took them): no node.
+    Withdrawn,
 }
 
 /// Our created lock node.
@@ -263,11 +266,31 @@ impl Wakeup {
     }
 
     /// Waits for the first step, and if the attempt was queued, for its
-    /// wait to end too.
-    fn wait_step(&self, deadline: Option<Instant>) -> FirstStep {
+    /// wait to end too. The create and listing still `unsent` (waiting
+    /// for a connection) are taken back on `cancel`, or once `withdraw_at`
+    /// passes: nothing was created then.
+    fn wait_step(
+        &self,
+        deadline: Option<Instant>,
+        unsent: Option<&Unsent>,
+        withdraw_at: Option<Instant>,
+    ) -> FirstStep {
         let mut flags = lock(&self.flags);
+        let (mut tried, mut withdrawn) = (false, false);
         loop {
             let left = time_left(deadline);
+            let give_up = flags.cancelled || withdraw_at.is_some_and(|at| Instant::now() >= at);
+            if let (Step::Pending, Some(unsent), true, false) =
+                (&flags.step, unsent, give_up, tried)
+            {
+                // Answered on this thread, where `finish_step` takes the
+                // flags' lock.
+                drop(flags);
+                tried = true;
+                withdrawn = unsent.withdraw();
+                flags = lock(&self.flags);
+                continue;
+            }
             match std::mem::take(&mut flags.step) {
                 Step::Pending => {}
                 Step::Queued(node, waiting) => {
@@ -284,12 +307,16 @@ impl Wakeup {
                     };
                     return FirstStep::Queued(node, waiting, woken);
                 }
+                Step::Listed(_) if withdrawn => return FirstStep::Withdrawn,
                 Step::Listed(listed) => return FirstStep::Listed(listed),
             }
             // The replies always come (a lost connection fails them): past
-            // the deadline, or cancelled, the attempt still waits for them.
+            // the deadline, or cancelled, the attempt still waits for them
+            // once they are sent. Until then it wakes to take them back.
             let left = if flags.cancelled {
                 None
+            } else if unsent.is_some() && !tried {
+                withdraw_at.map(|at| at.saturating_duration_since(Instant::now()))
             } else {
                 left.flatten()
             };
@@ -464,7 +491,11 @@ impl Attempt<'_> {
         // A try without waiting (`try_lock`) still waits for the server's
         // answers: "not acquired" must mean that another holds the lock.
         let listing_deadline = deadline.filter(|d| Instant::now() < *d);
-        let (OurNode { name, token }, then) = self.create_protected(deadline, wakeup, session)?;
+        let Some((OurNode { name, token }, then)) =
+            self.create_protected(deadline, listing_deadline, wakeup, session)?
+        else {
+            return Ok(None);
+        };
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
         let (mut own_watch, mut listed_early, mut waited) = match then {
@@ -641,12 +672,17 @@ impl Attempt<'_> {
     /// too, when it succeeded: that saves a round trip. When the node must
     /// wait, the I/O thread sets its watches with that reply, and this
     /// returns once the wait is over.
+    ///
+    /// A create and listing still waiting for a connection when the attempt
+    /// is cancelled, or `withdraw_at` passes, are taken back: `Ok(None)`
+    /// at the deadline, `Cancelled` on `cancel`.
     fn create_protected(
         &self,
         deadline: Option<Instant>,
+        withdraw_at: Option<Instant>,
         wakeup: &Arc<Wakeup>,
         session: u64,
-    ) -> Result<(OurNode, Then)> {
+    ) -> Result<Option<(OurNode, Then)>> {
         let client = &self.spec.client;
         let uuid = Rng::new().uuid();
         let prefix = node_prefix(&uuid, self.marker);
@@ -662,12 +698,15 @@ impl Attempt<'_> {
                 kind: self.marker,
                 session,
             };
-            client.start_create_then_list(node, self.queue_step(deadline, wakeup, session));
-            let listed = match wakeup.wait_step(deadline) {
+            let unsent =
+                client.start_create_then_list(node, self.queue_step(deadline, wakeup, session));
+            let listed = match wakeup.wait_step(deadline, unsent.as_ref(), withdraw_at) {
                 FirstStep::Queued(node, waiting, woken) => {
-                    return Ok((node, Then::Queued(waiting, woken)))
+                    return Ok(Some((node, Then::Queued(waiting, woken))))
                 }
                 FirstStep::Listed(listed) => listed,
+                FirstStep::Withdrawn if wakeup.is_cancelled() => return Err(Error::Cancelled),
+                FirstStep::Withdrawn => return Ok(None),
             };
             match listed.created {
                 // A joint transaction with a lingering release failed as a
@@ -678,7 +717,10 @@ impl Attempt<'_> {
                         name: last_segment(&path).to_owned(),
                         token: stat.map(|s| s.czxid),
                     };
-                    return Ok((node, Then::Listed(listed.listed.and_then(Result::ok))));
+                    return Ok(Some((
+                        node,
+                        Then::Listed(listed.listed.and_then(Result::ok)),
+                    )));
                 }
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
@@ -697,7 +739,7 @@ impl Attempt<'_> {
                             name,
                             token: Some(token),
                         };
-                        return Ok((node, Then::Listed(None)));
+                        return Ok(Some((node, Then::Listed(None))));
                     }
                     last_error = e;
                 }

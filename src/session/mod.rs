@@ -413,6 +413,35 @@ impl<T, W: Clone> Session<T, W> {
             .max(Duration::from_millis(1))
     }
 
+    /// Takes back the requests still waiting for a connection (never
+    /// sent, so never applied) whose tokens `is_ours` picks, if the one
+    /// `first` picks is among them; their tokens in order. Requests queue
+    /// in the order they were made, so those made after `first` have not
+    /// been sent either. Empty, with nothing taken, if `first` was sent.
+    pub fn withdraw_queued(
+        &mut self,
+        first: impl Fn(&T) -> bool,
+        is_ours: impl Fn(&T) -> bool,
+    ) -> Vec<T> {
+        let queued_first =
+            |q: &Queued<T, W>| matches!(&q.purpose, Purpose::User { token, .. } if first(token));
+        if !self.queued.iter().any(queued_first) {
+            return Vec::new();
+        }
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.queued.len());
+        for q in std::mem::take(&mut self.queued) {
+            match q.purpose {
+                Purpose::User { token, .. } if first(&token) || is_ours(&token) => {
+                    taken.push(token)
+                }
+                purpose => kept.push_back(Queued { purpose, ..q }),
+            }
+        }
+        self.queued = kept;
+        taken
+    }
+
     /// Number of requests sent and awaiting replies.
     pub fn in_flight(&self) -> usize {
         self.pending.len()

@@ -1183,3 +1183,39 @@ fn a_watch_that_could_not_be_set_again_after_a_reconnect_is_refused() {
     // (five) the check allows for.
     assert_eq!(frames[0].len(), 1024 - 8);
 }
+
+/// Requests waiting for a connection are taken back by token, in order,
+/// only if the first one asked for is still waiting: never sent, they are
+/// never sent after the reconnect either, nor failed at the session
+/// timeout. Once sent, nothing is taken back.
+#[test]
+fn queued_requests_are_withdrawn_only_while_unsent() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.handle_disconnected(now);
+    for token in [1, 2, 3, 4] {
+        s.submit(now, OpCode::GetData, &get_data("/app/q"), token, None)
+            .unwrap();
+    }
+    // Not taken: the first one asked for is not waiting.
+    assert!(s.withdraw_queued(|t| *t == 9, |t| *t == 3).is_empty());
+    assert_eq!(s.withdraw_queued(|t| *t == 2, |t| *t == 4), [2, 4]);
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 2);
+    for (frame, token) in frames.iter().zip([1, 3]) {
+        let body = GetDataResponse {
+            data: None,
+            stat: Stat::default(),
+        };
+        s.handle_bytes(now, &reply(header(frame).xid, 1, 0, &body));
+        let got: Vec<_> = replies(&mut s).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(got, [token]);
+    }
+    // Sent: nothing left to take back.
+    s.submit(now, OpCode::GetData, &get_data("/app/q"), 5, None)
+        .unwrap();
+    assert!(s.withdraw_queued(|t| *t == 5, |_| true).is_empty());
+    assert_eq!(sent(&mut s).len(), 1);
+    s.handle_timeout(now + TIMEOUT * 2);
+    assert!(replies(&mut s).iter().all(|(t, _)| *t == 5));
+}
