@@ -488,11 +488,13 @@ impl Attempt<'_> {
         session: u64,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        // A try without waiting (`try_lock`) still waits for the server's
-        // answers: "not acquired" must mean that another holds the lock.
-        let listing_deadline = deadline.filter(|d| Instant::now() < *d);
+        // When the attempt gives up on an answer it waits for: at the
+        // deadline of one that may wait. A try without waiting (`try_lock`)
+        // still waits for the server's answers: "not acquired" must mean
+        // that another holds the lock.
+        let give_up_at = deadline.filter(|d| Instant::now() < *d);
         let Some((OurNode { name, token }, then)) =
-            self.create_protected(deadline, listing_deadline, wakeup, session)?
+            self.create_protected(deadline, give_up_at, wakeup, session)?
         else {
             return Ok(None);
         };
@@ -518,7 +520,7 @@ impl Attempt<'_> {
                     }
                     let listed = match listed_early.take() {
                         Some(listed) => listed,
-                        None => match self.list(wakeup, session, listing_deadline)? {
+                        None => match self.list(wakeup, session, give_up_at)? {
                             Some(listed) => listed,
                             None => return Ok(None),
                         },
