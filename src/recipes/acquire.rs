@@ -339,30 +339,28 @@ impl Wakeup {
     /// connection, the answer waits for a reconnect: this is what keeps
     /// such a wait within its deadline.
     fn wait_listing(&self, deadline: Option<Instant>) -> Result<Option<Result<Vec<String>>>> {
-        let mut flags = lock(&self.flags);
-        loop {
-            if flags.cancelled {
-                return Err(Error::Cancelled);
-            }
-            if let Some(listing) = flags.listing.take() {
-                return Ok(Some(listing));
-            }
-            let Some(left) = time_left(deadline) else {
-                return Ok(None);
-            };
-            flags = self.sleep(flags, left);
-        }
+        self.wait_for(deadline, |flags| flags.listing.take())
     }
 
     /// Waits for a wake-up; `Ok(None)` when the deadline passes first.
     fn wait(&self, deadline: Option<Instant>) -> Result<Option<Woken>> {
+        self.wait_for(deadline, |flags| flags.woken.take())
+    }
+
+    /// Waits until `take` finds what it looks for; `Ok(None)` when the
+    /// deadline passes first, `Cancelled` on `cancel`.
+    fn wait_for<R>(
+        &self,
+        deadline: Option<Instant>,
+        take: impl Fn(&mut WakeFlags) -> Option<R>,
+    ) -> Result<Option<R>> {
         let mut flags = lock(&self.flags);
         loop {
             if flags.cancelled {
                 return Err(Error::Cancelled);
             }
-            if let Some(woken) = flags.woken.take() {
-                return Ok(Some(woken));
+            if let Some(found) = take(&mut flags) {
+                return Ok(Some(found));
             }
             let Some(left) = time_left(deadline) else {
                 return Ok(None);

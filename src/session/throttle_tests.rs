@@ -76,10 +76,7 @@ fn a_throttled_background_delete_goes_again_after_a_growing_back_off() {
 #[test]
 fn a_throttled_delete_goes_ahead_of_a_request_made_during_its_back_off() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
-        .unwrap();
-    answer_delete(&mut s, now, throttled());
+    let mut s = with_a_throttled_delete(now);
     s.submit(now, OpCode::GetData, &get_data("/app/q"), 7, None)
         .unwrap();
     let frames = sent(&mut s);
@@ -173,6 +170,16 @@ fn set_data(path: &str) -> crate::proto::SetDataRequest {
     }
 }
 
+/// A session whose background delete of `/app/lock/n1` (xid 1) the
+/// server throttled.
+fn with_a_throttled_delete(now: Instant) -> TestSession {
+    let mut s = connected(now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    answer_delete(&mut s, now, throttled());
+    s
+}
+
 /// The opcodes and xids of the frames sent, and the delete's path.
 fn sent_ops_and_xids(s: &mut TestSession) -> (Vec<(i32, i32)>, Option<String>) {
     let frames = sent(s);
@@ -193,10 +200,7 @@ fn sent_ops_and_xids(s: &mut TestSession) -> (Vec<(i32, i32)>, Option<String>) {
 #[test]
 fn a_throttled_delete_stays_ahead_of_reads_that_share_a_request() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
-        .unwrap();
-    answer_delete(&mut s, now, throttled());
+    let mut s = with_a_throttled_delete(now);
     s.submit_read(now, BatchRead::Data(get_data("/app/a")), 1)
         .unwrap();
     s.submit_read(now, BatchRead::Data(get_data("/app/b")), 2)
@@ -214,10 +218,7 @@ fn a_throttled_delete_stays_ahead_of_reads_that_share_a_request() {
 #[test]
 fn a_throttled_delete_stays_ahead_of_writes_that_share_a_request() {
     let now = Instant::now();
-    let mut s = connected(now);
-    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
-        .unwrap();
-    answer_delete(&mut s, now, throttled());
+    let mut s = with_a_throttled_delete(now);
     s.submit_write(now, set_data("/app/a"), 1).unwrap();
     s.submit_write(now, set_data("/app/b"), 2).unwrap();
     let (ops, deleted) = sent_ops_and_xids(&mut s);
