@@ -183,10 +183,12 @@ impl Checker<'_> {
     /// A lock node orphaned while its owner's session lives. Every node a
     /// contender gives up is deleted by a request ordered before any later
     /// request of its session, so once the owner has completed a later
-    /// attempt whose create succeeded (it ended acquiring another node or
-    /// timing out), the node must be gone. A node seen (as the lowest, so
-    /// blocking everyone) both before such an attempt began and after it
-    /// ended is an orphan.
+    /// attempt whose create succeeded (it ended acquiring another node),
+    /// the node must be gone. A node seen (as the lowest, so blocking
+    /// everyone) both before such an attempt began and after it ended is an
+    /// orphan. An attempt that timed out proves nothing: its create may
+    /// have been taken back unsent, with no connection to send it, and the
+    /// release before it is then still waiting for one too.
     pub(crate) fn live_orphans(&mut self) {
         let run = self.run;
         let mut spans: BTreeMap<&str, (u64, u64, i64)> = BTreeMap::new();
@@ -214,13 +216,14 @@ impl Checker<'_> {
                     Event::Session { id, .. } => session = Some(*id),
                     Event::Begin { .. } if session != Some(owner) => begun = None,
                     Event::Begin { t, n } => begun = Some((*n, *t)),
-                    Event::NoLock { t, n } | Event::Acq { t, n, .. } => {
-                        let other_node = match e {
-                            Event::Acq { node: acquired, .. } => acquired != node,
-                            _ => true,
-                        };
+                    Event::Acq {
+                        t,
+                        n,
+                        node: acquired,
+                        ..
+                    } => {
                         if let Some((_, b)) = begun.filter(|(bn, b)| bn == n && *b > first) {
-                            if *t < last && other_node {
+                            if *t < last && acquired != node {
                                 later = Some((*n, b, *t));
                                 break;
                             }

@@ -250,6 +250,32 @@ pub fn run() -> Result<(), String> {
         .collect();
     cases.push(("a node its owner gave up, blocking the lock", r, vec![4]));
 
+    // The same node, while a's later attempts only time out: their
+    // creates may have been taken back unsent during an outage, with the
+    // node's release still waiting for a connection too. Not proof.
+    let mut r = clean();
+    let mut a = Log::new("a");
+    for n in 1..4 {
+        a.events.extend([
+            Event::Begin { t: at(1000 * n), n },
+            Event::NoLock {
+                t: at(1000 * n + 500),
+                n,
+            },
+        ]);
+    }
+    r.procs[0] = a.done(4100);
+    r.procs[1] = Log::new("b").done(4100);
+    r.counter = Ok(0);
+    r.lowest = (0..40)
+        .map(|i| (at(100 * i), "/l/waiting".to_owned(), Some(1)))
+        .collect();
+    cases.push((
+        "a node lowest while its owner's attempts time out",
+        r,
+        vec![],
+    ));
+
     let mut r = clean();
     r.procs[0].events.extend([
         Event::Begin { t: at(3900), n: 9 },
