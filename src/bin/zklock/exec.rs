@@ -207,7 +207,7 @@ pub fn run(mut args: Args) -> Outcome {
         }
         Ran::NotHeldAfterStop => not_acquired(
             &options,
-            "the lock was lost while zklock was stopped, before the command could start",
+            "the lock could not be confirmed after zklock was stopped, before the command could start",
         ),
     }
 }

@@ -66,8 +66,8 @@ pub enum Ran {
     /// had started the command, or a signal came while the lock was being
     /// confirmed after a stop: the command never ran.
     InterruptedBeforeStart,
-    /// zklock was stopped before the command started, and the lock was
-    /// not held when it was continued: the command never ran.
+    /// zklock was stopped before the command started, and the lock could
+    /// not be confirmed held when it was continued: the command never ran.
     NotHeldAfterStop,
 }
 
