@@ -127,8 +127,8 @@ impl<T, W: Clone> Session<T, W> {
     /// True if a request that adds at most `extra` bytes may join the open
     /// batch of kind `kind`: the batch's frame is still the last thing in
     /// the outbox and its request the last one sent, no deferred or
-    /// throttled delete must go first, and the frame stays within `max_request`. (The caller
-    /// checks the batch's count.)
+    /// throttled delete must go first, and the frame stays within
+    /// `max_request`. (The caller checks the batch's count.)
     pub(super) fn can_join_batch(&self, kind: OpCode, extra: usize) -> bool {
         let Some(batch) = &self.open_batch else {
             return false;

@@ -144,8 +144,6 @@ impl Common {
     }
 }
 
-/// `ZK_DIGEST`, split at its first `:`; `None` if unset or empty. The
-/// errors never show the value, which holds a password.
 /// The variable `name`, `None` if unset or empty. One that is not UTF-8
 /// is a usage error, never taken for unset: `ZK_CONNECT` would fall back
 /// to a local ensemble that is not the one meant.
@@ -158,6 +156,8 @@ fn env_utf8(name: &str) -> Result<Option<String>, Usage> {
     }
 }
 
+/// `ZK_DIGEST`, split at its first `:`; `None` if unset or empty. The
+/// errors never show the value, which holds a password.
 fn digest_from_env() -> Result<Option<(String, String)>, Usage> {
     let Some(value) = env_utf8("ZK_DIGEST")? else {
         return Ok(None);
