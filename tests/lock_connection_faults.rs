@@ -740,6 +740,83 @@ fn a_timed_wait_cut_off_while_waiting_ends_at_its_deadline_or_on_cancel() {
     assert_eq!(children(&holder, DIR), [leaf(guard.node()).to_owned()]);
 }
 
+/// A timed attempt's create reaches the server, but its reply is lost
+/// with the connection, and no reconnect succeeds for a while. The
+/// attempt cannot know yet whether it has a node, and it does not wait to
+/// find out: it returns at its deadline (`Ok(None)`), or at once on
+/// `cancel`, long before the outage ends. The search for the node goes on,
+/// and once connected again it finds the node and deletes it, in the same
+/// session: nothing is left behind.
+#[test]
+fn a_timed_attempt_whose_create_reply_is_lost_keeps_its_deadline() {
+    const DIR: &str = "/lostcreate/lock";
+    const DEADLINE: Duration = Duration::from_millis(1000);
+    /// How long reconnects are refused at most: the attempts must be over
+    /// well before.
+    const OUTAGE: Duration = Duration::from_secs(6);
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+
+    let proxy = proxy(&server);
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_secs(10));
+    let session = waiter.session_id();
+    let mutex = Mutex::new(&waiter, DIR).unwrap();
+    for cancelled in [false, true] {
+        let syncs_before = proxy.requests_seen(SYNC);
+        proxy.refuse(true);
+        proxy.cut_after_request(|op| op == CREATE2);
+        let (done, finished) = crossbeam_channel::bounded::<()>(1);
+        let (result, took) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // The outage lasts OUTAGE at most, however the attempt ends.
+                if finished.recv_timeout(OUTAGE).is_err() {
+                    proxy.refuse(false);
+                }
+            });
+            if cancelled {
+                scope.spawn(|| {
+                    wait_until("the cut", WAIT, || !proxy.is_cut_armed());
+                    // Into the wait for the search (cancel also ends a
+                    // wait that has not begun: no race either way).
+                    std::thread::sleep(Duration::from_millis(200));
+                    mutex.cancel();
+                });
+            }
+            let started = std::time::Instant::now();
+            let result = mutex.try_lock_for(if cancelled { WAIT } else { DEADLINE });
+            let took = started.elapsed();
+            let _ = done.send(());
+            (result, took)
+        });
+        if cancelled {
+            assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+        } else {
+            assert!(matches!(result, Ok(None)), "{result:?}");
+            assert!(
+                took >= DEADLINE,
+                "returned after {took:?}, before its deadline"
+            );
+        }
+        assert!(
+            took < OUTAGE / 2,
+            "returned after {took:?} (cancelled: {cancelled})"
+        );
+        // The create happened: the node is there, and nobody knows it yet.
+        assert_eq!(owned_by(&holder, DIR, session).len(), 1);
+        assert_eq!(proxy.requests_seen(SYNC), syncs_before, "no search yet");
+        proxy.refuse(false);
+        wait_until("the search to find the node and delete it", WAIT, || {
+            owned_by(&holder, DIR, session).is_empty()
+        });
+        assert_eq!(proxy.requests_seen(SYNC), syncs_before + 1);
+        assert_eq!(waiter.session_id(), session, "same session throughout");
+    }
+    assert_eq!(children(&holder, DIR), [leaf(guard.node()).to_owned()]);
+    assert_eq!(waiter.state(), zklock::State::Connected);
+}
+
 /// Attempts made while the connection is down and no reconnect succeeds:
 /// their create waits for a connection, unsent. `try_lock_for` takes it
 /// back at its deadline (`Ok(None)`) and `cancel` at once (`Cancelled`),

@@ -12,7 +12,9 @@ use super::naming::{
 use super::rwlock::{read_decision, read_decision_of_reader, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
-use crate::client::{CreatedListed, DataWatch, NewLockNode, Unsent};
+use crate::client::{
+    CreatedListed, DataWatch, Found, NewLockNode, Unsent, MAX_UNDECODABLE_REPLIES,
+};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
@@ -213,6 +215,12 @@ struct WakeFlags {
     /// [`Wakeup::wait_listing`]), kept apart from `woken`, which a later
     /// wake-up overwrites.
     listing: Option<Result<Vec<String>>>,
+    /// The answer to the search for our node after an ambiguous create
+    /// (see [`Wakeup::wait_search`]).
+    found: Option<Result<Found>>,
+    /// The attempt gave up on that search: a node it finds is not ours to
+    /// hand over, and is deleted.
+    search_abandoned: bool,
     cancelled: bool,
     /// True while the attempt sleeps: waking no one costs no system call.
     sleeping: bool,
@@ -342,6 +350,39 @@ impl Wakeup {
         self.wait_for(deadline, |flags| flags.listing.take())
     }
 
+    /// The answer to the search for our node, on the I/O thread. Handed
+    /// back if the attempt gave up on it already.
+    fn found(&self, found: Result<Found>) -> Option<Result<Found>> {
+        let mut flags = lock(&self.flags);
+        if flags.search_abandoned {
+            return Some(found);
+        }
+        flags.found = Some(found);
+        if flags.sleeping {
+            drop(flags);
+            self.cv.notify_one();
+        }
+        None
+    }
+
+    /// Waits for the answer to the search for our node; `Ok(None)` when the
+    /// deadline passes first, `Cancelled` on `cancel`. Either way the
+    /// search is then given up, atomically with [`Self::found`]: an answer
+    /// that came in between is taken as in time, and one that comes later
+    /// goes back to the search.
+    fn wait_search(&self, deadline: Option<Instant>) -> Result<Option<Result<Found>>> {
+        let waited = self.wait_for(deadline, |flags| flags.found.take());
+        if matches!(waited, Ok(Some(_))) {
+            return waited;
+        }
+        let mut flags = lock(&self.flags);
+        flags.search_abandoned = true;
+        match flags.found.take() {
+            Some(late) => Ok(Some(late)),
+            None => waited,
+        }
+    }
+
     /// Waits for a wake-up; `Ok(None)` when the deadline passes first.
     fn wait(&self, deadline: Option<Instant>) -> Result<Option<Woken>> {
         self.wait_for(deadline, |flags| flags.woken.take())
@@ -466,14 +507,7 @@ impl Attempt<'_> {
             // The node went, or goes, with the session it was created in:
             // nothing of that session is sent in the one that replaced it.
             (_, Some(_)) if self.spec.client.check_session(session).is_err() => {}
-            (_, Some(name)) => {
-                let server_path = self.spec.client.server_path(&join(&self.spec.path, &name));
-                if let Ok(server_path) = server_path {
-                    if let Err(e) = self.spec.client.delete_in_background(server_path) {
-                        log::debug!("abandoned lock node {name} goes with the session: {e}");
-                    }
-                }
-            }
+            (_, Some(name)) => delete_abandoned(&self.spec.client, &self.spec.path, &name),
         }
         result
     }
@@ -734,12 +768,24 @@ impl Attempt<'_> {
                 Some(Err(e)) if outcome_unknown(&e) => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
-                    if let Some((name, token)) = self.find_own_node(&prefix, session)? {
+                    let Some(found) = self.find_own_node(&prefix, session, withdraw_at, wakeup)?
+                    else {
+                        return Ok(None);
+                    };
+                    if let Some((name, token)) = found {
                         let node = OurNode {
                             name,
                             token: Some(token),
                         };
                         return Ok(Some((node, Then::Listed(None))));
+                    }
+                    // Not created: a new create only while the attempt
+                    // still waits.
+                    if wakeup.is_cancelled() {
+                        return Err(Error::Cancelled);
+                    }
+                    if withdraw_at.is_some_and(|at| Instant::now() >= at) {
+                        return Ok(None);
                     }
                     last_error = e;
                 }
@@ -775,52 +821,40 @@ impl Attempt<'_> {
         }
     }
 
-    /// After an ambiguous create: our node if the create happened, `None` if
-    /// it certainly did not. A connection loss (or a reply that cannot be
-    /// decoded) while looking is no answer, so it looks again (each attempt
-    /// waits for a reconnect); only the end of the session, which takes the
-    /// node with it, stops the search, or a server whose replies cannot be
-    /// decoded more than [`MAX_UNDECODABLE_REPLIES`] times (a node left
-    /// behind then goes with the session). Each look is made, and its
-    /// answer taken, only in the create's `session`: one made in a new
-    /// session would find nothing (the node went with the old one), and
-    /// the create would be sent again.
-    fn find_own_node(&self, prefix: &str, session: u64) -> Result<Option<(String, i64)>> {
+    /// After an ambiguous create: `Some` with our node if the create
+    /// happened, `Some(None)` if it certainly did not; `Ok(None)` when
+    /// `give_up_at` passes first, `Cancelled` on `cancel`. The search (see
+    /// [`Client::start_own_node_search`]) goes on after the attempt gives
+    /// up on it, and deletes the node if it finds one: an attempt keeps
+    /// its deadline through an outage without leaving a node behind.
+    ///
+    /// A connection loss (or a reply that cannot be decoded) while looking
+    /// is no answer, so it looks again once connected; only the end of the
+    /// session, which takes the node with it, stops it, or a server whose
+    /// replies cannot be decoded more than [`MAX_UNDECODABLE_REPLIES`]
+    /// times (a node left behind then goes with the session).
+    fn find_own_node(
+        &self,
+        prefix: &str,
+        session: u64,
+        give_up_at: Option<Instant>,
+        wakeup: &Arc<Wakeup>,
+    ) -> Result<Option<Found>> {
         let client = &self.spec.client;
-        ask_until_answered(&format_args!("lock node {prefix}*"), || {
-            client.check_session(session)?;
-            let found = self.look_for_own_node(prefix)?;
-            client.check_session(session)?;
-            Ok(found)
-        })
-    }
-
-    fn look_for_own_node(&self, prefix: &str) -> Result<Option<(String, i64)>> {
-        let client = &self.spec.client;
-        // After a reconnect, this server may not have applied the create
-        // yet though the leader has (its zxid never reached us): a listing
-        // that missed the node would make a second one, below which the
-        // first would sit unseen. A sync brings the server up to date.
-        match client.sync(&self.spec.path) {
-            Ok(()) | Err(Error::NoNode) => {}
-            Err(e) => return Err(e),
-        }
-        let children = match client.get_children(&self.spec.path) {
-            Ok(children) => children,
-            Err(Error::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let session = client.session_id();
-        for name in children.into_iter().filter(|n| n.starts_with(prefix)) {
-            match client.exists(&join(&self.spec.path, &name)) {
-                Ok(Some(stat)) if stat.ephemeral_owner == session => {
-                    return Ok(Some((name, stat.czxid)))
+        let answer = wakeup.clone();
+        let owner = client.downgrade();
+        let dir = self.spec.path.clone();
+        client.start_own_node_search(session, &self.spec.path, prefix, move |found| {
+            if let Some(Ok(Some((name, _)))) = answer.found(found) {
+                if let Some(client) = owner.upgrade() {
+                    delete_abandoned(&client, &dir, &name);
                 }
-                Ok(_) => {}
-                Err(e) => return Err(e),
             }
-        }
-        Ok(None)
+        });
+        let found = wakeup.wait_search(give_up_at)?.transpose()?;
+        // Answered in the create's session, or not at all.
+        client.check_session(session)?;
+        Ok(found)
     }
 
     /// Creates `dir` and its missing ancestors as containers, which the
@@ -904,10 +938,16 @@ fn queue(
     )
 }
 
-/// How many undecodable replies [`ask_until_answered`] looks past. A
-/// server that keeps sending them is broken, and the question then fails
-/// with that error rather than be asked forever.
-pub(super) const MAX_UNDECODABLE_REPLIES: u32 = 3;
+/// Deletes the node `name` in `dir` that an attempt gave up, in the
+/// background: it goes with the session if that cannot be done.
+fn delete_abandoned(client: &Client, dir: &str, name: &str) {
+    let Ok(server_path) = client.server_path(&join(dir, name)) else {
+        return;
+    };
+    if let Err(e) = client.delete_in_background(server_path) {
+        log::debug!("abandoned lock node {name} goes with the session: {e}");
+    }
+}
 
 /// Asks `ask` about `what` until it is answered. A lost connection is no
 /// answer (each try waits for a reconnect, and the session's end stops

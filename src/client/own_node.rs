@@ -1,0 +1,172 @@
+//! The search for a lock node whose create may or may not have happened
+//! (its reply was lost with the connection, or could not be decoded). It
+//! runs on the I/O thread, one request after another, so the attempt that
+//! asked can give up at its deadline and leave the rest to it: a node found
+//! after that is deleted, not orphaned.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+
+use super::core::{ReplyConsumer, Shared};
+use super::path::join;
+use super::Client;
+use crate::error::{malformed, Error, Result};
+use crate::proto::{ExistsRequest, GetChildrenRequest, OpCode, PathRecord, Record, Response};
+
+/// What a search found: our node's name and czxid, or `None` if the create
+/// certainly did not happen.
+pub(crate) type Found = Option<(String, i64)>;
+
+/// How many undecodable replies a question asked until it is answered (a
+/// search, say) looks past. A server that keeps sending them is broken,
+/// and the question then fails with that error rather than be asked for
+/// the rest of the session.
+pub(crate) const MAX_UNDECODABLE_REPLIES: u32 = 3;
+
+struct Search {
+    shared: Weak<Shared>,
+    /// The session the create was made in (see
+    /// [`Session::generation`](crate::session::Session::generation)): a
+    /// look made in a new session would find nothing, the node having gone
+    /// with the old one, and the create would be made again.
+    session: u64,
+    /// The lock directory, as the server names it.
+    dir: String,
+    /// The name our node starts with (its uuid is ours alone).
+    prefix: String,
+    undecodable: AtomicU32,
+    on_done: Box<dyn Fn(Result<Found>) + Send + Sync>,
+}
+
+impl Client {
+    /// Looks for this session's node under `dir` whose name starts with
+    /// `prefix`, and hands the answer to `on_done` (on the I/O thread, or
+    /// at once if the search cannot start). A look cut off with its
+    /// connection is no answer: it is made again once connected, until the
+    /// session `session` ends. Each look syncs first: after a reconnect, the
+    /// server may not have applied the create yet though the leader has
+    /// (its zxid never reached us), and a listing that missed the node
+    /// would have the create made again, below which the first node would
+    /// sit unseen.
+    pub(crate) fn start_own_node_search(
+        &self,
+        session: u64,
+        dir: &str,
+        prefix: &str,
+        on_done: impl Fn(Result<Found>) + Send + Sync + 'static,
+    ) {
+        let dir = match self.server_path(dir) {
+            Ok(dir) => dir,
+            Err(e) => return on_done(Err(e)),
+        };
+        let search = Arc::new(Search {
+            shared: Arc::downgrade(&self.inner.shared),
+            session,
+            dir,
+            prefix: prefix.to_owned(),
+            undecodable: AtomicU32::new(0),
+            on_done: Box::new(on_done),
+        });
+        search.look();
+    }
+}
+
+impl Search {
+    fn look(self: &Arc<Self>) {
+        let search = self.clone();
+        let synced = move |reply: Result<Response>| match reply {
+            Ok(Response::Sync(_)) | Err(Error::NoNode) => search.list(),
+            Ok(_) => search.failed(malformed("sync reply")),
+            Err(e) => search.failed(e),
+        };
+        let request = PathRecord {
+            path: self.dir.clone(),
+        };
+        self.send(OpCode::Sync, &request, Box::new(synced));
+    }
+
+    fn list(self: &Arc<Self>) {
+        let search = self.clone();
+        let listed = move |reply: Result<Response>| match reply {
+            Ok(Response::GetChildren(r)) => {
+                let ours = r
+                    .children
+                    .into_iter()
+                    .filter(|n| n.starts_with(&search.prefix));
+                search.check_owners(ours.collect());
+            }
+            // No directory, so no node.
+            Err(Error::NoNode) => search.done(Ok(None)),
+            Ok(_) => search.failed(malformed("getChildren reply")),
+            Err(e) => search.failed(e),
+        };
+        let request = GetChildrenRequest {
+            path: self.dir.clone(),
+            watch: false,
+        };
+        self.send(OpCode::GetChildren, &request, Box::new(listed));
+    }
+
+    /// Checks that the first of `names` belongs to this session, then the
+    /// next: a name with our uuid is ours in all likelihood, and this makes
+    /// it certain.
+    fn check_owners(self: &Arc<Self>, mut names: Vec<String>) {
+        let Some(name) = names.pop() else {
+            return self.done(Ok(None));
+        };
+        let request = ExistsRequest {
+            path: join(&self.dir, &name),
+            watch: false,
+        };
+        let search = self.clone();
+        let checked = move |reply: Result<Response>| match reply {
+            Ok(Response::Exists(r)) if search.is_ours(r.stat.ephemeral_owner) => {
+                search.done(Ok(Some((name.clone(), r.stat.czxid))))
+            }
+            Ok(Response::Exists(_)) | Err(Error::NoNode) => search.check_owners(names.clone()),
+            Ok(_) => search.failed(malformed("exists reply")),
+            Err(e) => search.failed(e),
+        };
+        self.send(OpCode::Exists, &request, Box::new(checked));
+    }
+
+    fn is_ours(&self, owner: i64) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|shared| shared.core().session.session_id() == owner)
+    }
+
+    /// A look that got no answer starts over; anything else ends the
+    /// search.
+    fn failed(self: &Arc<Self>, e: Error) {
+        let again = match e {
+            Error::Protocol(_) => {
+                self.undecodable.fetch_add(1, Ordering::Relaxed) < MAX_UNDECODABLE_REPLIES
+            }
+            _ => e.is_retryable(),
+        };
+        if again {
+            log::debug!("looking again for lock node {}*: {e}", self.prefix);
+            self.look();
+        } else {
+            self.done(Err(e));
+        }
+    }
+
+    fn done(&self, found: Result<Found>) {
+        (self.on_done)(found);
+    }
+
+    /// Sends one request of the search, in its session. One that cannot
+    /// even be queued (the session is over) ends the search: trying again
+    /// would fail the same way at once.
+    fn send(&self, op: OpCode, body: &impl Record, on_reply: ReplyConsumer) {
+        let Some(shared) = self.shared.upgrade() else {
+            return self.done(Err(Error::Closed));
+        };
+        match shared.start_consumed(Some(self.session), op, body, on_reply) {
+            Ok(_) => shared.flush(),
+            Err(e) => self.done(Err(e)),
+        }
+    }
+}
