@@ -219,6 +219,39 @@ fn a_call_past_its_request_timeout_fails_with_it_and_the_session_goes_on() {
     assert_eq!(c.session_id(), session);
 }
 
+/// A close on a connection gone silent, with a short connect timeout (the
+/// close's deadline), ends at that deadline. The I/O thread, blocked in a
+/// read begun before the close (with up to a second's timeout, the
+/// connection being idle), used to notice the deadline only when that read
+/// ended: about a second after the last reply, five times the deadline.
+#[test]
+fn a_close_on_a_silent_connection_ends_at_a_short_connect_timeout() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let connect_timeout = Duration::from_millis(200);
+    let c = builder()
+        .session_timeout(Duration::from_secs(10))
+        .connect_timeout(connect_timeout)
+        .connect(&gate.connect_string())
+        .expect("connect through the proxy");
+    // A reply: the I/O thread has just begun a new read.
+    c.sync("/").unwrap();
+    gate.set_mode(ProxyMode::Blackhole);
+    let started = std::time::Instant::now();
+    let closed = c.close();
+    let took = started.elapsed();
+    assert_eq!(
+        closed,
+        Err(Error::Timeout {
+            what: "a read-write server to confirm closeSession",
+            after: connect_timeout
+        })
+    );
+    assert!(took >= connect_timeout, "{took:?}");
+    assert!(took < connect_timeout * 3, "the close took {took:?}");
+    assert_eq!(c.state(), State::Closed);
+}
+
 /// closeSession sent on a connection gone silent (a partition, the TCP
 /// connection still up) is never answered there, and that connection is
 /// given up on only at the read timeout (2/3 of the session timeout),

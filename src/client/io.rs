@@ -133,11 +133,8 @@ fn serve(
                 .session
                 .poll_timeout()
                 .map_or(MAX_WAIT, |t| t.saturating_duration_since(now).min(MAX_WAIT));
-            // A call made during this wait, by another thread, times out
-            // `request_timeout` after it is made, and nothing wakes this
-            // thread for it: no wait outlasts that.
-            let request_timeout = core.session.config().request_timeout;
-            request_timeout
+            core.session
+                .longest_blind_wait()
                 .map_or(wait, |limit| wait.min(limit))
                 .max(Duration::from_millis(1))
         };

@@ -41,3 +41,46 @@ fn a_close_bounds_the_write_of_closesession() {
     // The connect timeout (1 s) after the close, before the read timeout.
     assert_eq!(s.write_deadline(), Some(at(1010)));
 }
+
+/// A driver blocked in a read wakes only at the timeout it set: no longer
+/// than a deadline that another thread's call could bring meanwhile. With
+/// a short connect timeout, a close on a silent connection would otherwise
+/// end up to the driver's longest wait late.
+#[test]
+fn a_blind_wait_is_no_longer_than_a_deadline_a_call_could_bring() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let ms = Duration::from_millis;
+    let hosts = |n: usize| (1..=n).map(|i| format!("127.0.0.1:{i}")).collect();
+    let connect = |config: SessionConfig, n: usize| {
+        let mut s = Session::<u32, u32>::new(config, hosts(n), start);
+        s.handle_connected(at(0));
+        sent(&mut s);
+        s.handle_bytes(at(0), &accepted(0x1234, 3000));
+        s
+    };
+    // A close gives closeSession the whole connect timeout with one host,
+    // its share of it with more.
+    assert_eq!(connect(config(), 1).longest_blind_wait(), Some(ms(1000)));
+    let mut s = connect(config(), 4);
+    assert_eq!(s.longest_blind_wait(), Some(ms(250)));
+    s.close(at(10));
+    assert_eq!(s.poll_timeout(), Some(at(260)), "closeSession's share");
+    assert_eq!(
+        s.longest_blind_wait(),
+        None,
+        "closing: its timers are known"
+    );
+    // A request timeout, when sooner.
+    let config = SessionConfig {
+        request_timeout: Some(ms(100)),
+        ..config()
+    };
+    assert_eq!(
+        connect(config.clone(), 4).longest_blind_wait(),
+        Some(ms(100))
+    );
+    let mut s = connect(config, 1);
+    s.close(at(10));
+    assert_eq!(s.longest_blind_wait(), Some(ms(100)));
+}

@@ -810,6 +810,25 @@ impl<T, W: Clone> Session<T, W> {
             .min()
     }
 
+    /// The longest the driver may wait on this connection without handing
+    /// the session the time, even with no deadline due. A call another
+    /// thread makes meanwhile may bring a deadline sooner than the one the
+    /// driver waits for, and nothing wakes a driver blocked in a read: a
+    /// request times out `request_timeout` after it is made, and a close
+    /// gives closeSession on this connection its share of `connect_timeout`
+    /// (all of it with a single host). Once closing, the close's timers are
+    /// in [`poll_timeout`](Self::poll_timeout).
+    pub fn longest_blind_wait(&self) -> Option<Duration> {
+        let close = self
+            .closing
+            .is_none()
+            .then(|| hosts::share_among(self.config.connect_timeout, self.hosts.len()));
+        [self.config.request_timeout, close]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     /// When this connection is dropped unless a reply comes first: the
     /// handshake's, the read timeout's, the oldest request's (with a request
     /// timeout), the close's deadline or closeSession's share of it on this
