@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 
 use super::core::{ReplyConsumer, Shared};
 use super::path::join;
+use super::watch_ops::children_of;
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{ExistsRequest, GetChildrenRequest, OpCode, PathRecord, Record, Response};
@@ -87,17 +88,15 @@ impl Search {
 
     fn list(self: &Arc<Self>) {
         let search = self.clone();
-        let listed = move |reply: Result<Response>| match reply {
-            Ok(Response::GetChildren(r)) => {
-                let ours = r
-                    .children
+        let listed = move |reply: Result<Response>| match children_of(reply) {
+            Ok(children) => {
+                let ours = children
                     .into_iter()
                     .filter(|n| n.starts_with(&search.prefix));
                 search.check_owners(ours.collect());
             }
             // No directory, so no node.
             Err(Error::NoNode) => search.done(Ok(None)),
-            Ok(_) => search.failed(malformed("getChildren reply")),
             Err(e) => search.failed(e),
         };
         let request = GetChildrenRequest {

@@ -55,7 +55,7 @@ impl CreatedListed {
 }
 
 /// The children in a getChildren reply handed to a callback.
-fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
+pub(super) fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
     match reply? {
         Response::GetChildren(r) => Ok(r.children),
         _ => Err(malformed("getChildren reply")),
