@@ -817,6 +817,80 @@ fn a_timed_attempt_whose_create_reply_is_lost_keeps_its_deadline() {
     assert_eq!(waiter.state(), zklock::State::Connected);
 }
 
+/// A timed attempt whose create and listing went out on a connection gone
+/// silent (a hung server, or a partition with the TCP connection up): no
+/// reply comes before the connection is given up on, at the read timeout
+/// (2/3 of the 10 s session timeout). The attempt does not wait for them:
+/// it returns at its deadline (`Ok(None)`), or at once on `cancel`. When
+/// the connection carries bytes again, the create is applied and its reply
+/// handled by the I/O thread, which deletes the node: one create and one
+/// delete in the lock directory, and nothing left.
+#[test]
+fn a_timed_attempt_on_a_silent_connection_keeps_its_deadline() {
+    const DIR: &str = "/silentcreate/lock";
+    const DEADLINE: Duration = Duration::from_millis(500);
+    /// How long the connection stays silent at most: shorter than the
+    /// read timeout, so the connection survives it.
+    const SILENCE: Duration = Duration::from_secs(5);
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+
+    let proxy = proxy(&server);
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_secs(10));
+    let session = waiter.session_id();
+    let mutex = Mutex::new(&waiter, DIR).unwrap();
+    let cversion = |client: &Client| client.exists(DIR).unwrap().unwrap().cversion;
+    for cancelled in [false, true] {
+        let before = cversion(&holder);
+        proxy.set_mode(ProxyMode::Blackhole);
+        let (done, finished) = crossbeam_channel::bounded::<()>(1);
+        let (result, took) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // The silence lasts SILENCE at most, however the attempt
+                // ends.
+                if finished.recv_timeout(SILENCE).is_err() {
+                    proxy.set_mode(ProxyMode::Pass);
+                }
+            });
+            if cancelled {
+                scope.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(200));
+                    mutex.cancel();
+                });
+            }
+            let started = std::time::Instant::now();
+            let result = mutex.try_lock_for(if cancelled { WAIT } else { DEADLINE });
+            let took = started.elapsed();
+            let _ = done.send(());
+            (result, took)
+        });
+        if cancelled {
+            assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+        } else {
+            assert!(matches!(result, Ok(None)), "{result:?}");
+            assert!(
+                took >= DEADLINE,
+                "returned after {took:?}, before its deadline"
+            );
+        }
+        assert!(
+            took < SILENCE / 2,
+            "returned after {took:?} (cancelled: {cancelled})"
+        );
+        assert_eq!(cversion(&holder), before, "nothing reached the server yet");
+        proxy.set_mode(ProxyMode::Pass);
+        wait_until("the node to be created and deleted", WAIT, || {
+            cversion(&holder) == before + 2
+        });
+        assert!(owned_by(&holder, DIR, session).is_empty());
+        assert_eq!(waiter.session_id(), session, "same session throughout");
+    }
+    assert_eq!(children(&holder, DIR), [leaf(guard.node()).to_owned()]);
+    assert_eq!(waiter.state(), zklock::State::Connected);
+}
+
 /// Attempts made while the connection is down and no reconnect succeeds:
 /// their create waits for a connection, unsent. `try_lock_for` takes it
 /// back at its deadline (`Ok(None)`) and `cancel` at once (`Cancelled`),

@@ -13,7 +13,7 @@ use super::rwlock::{read_decision, read_decision_of_reader, read_decision_of_wri
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
 use crate::client::{
-    CreatedListed, DataWatch, Found, NewLockNode, Unsent, MAX_UNDECODABLE_REPLIES,
+    CreatedListed, DataWatch, Found, NewLockNode, Unsent, WeakClient, MAX_UNDECODABLE_REPLIES,
 };
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
@@ -176,9 +176,12 @@ enum FirstStep {
     /// Queued, and what ended the wait (`Ok(None)`: the deadline passed).
     Queued(OurNode, Waiting, Result<Option<Woken>>),
     Listed(CreatedListed),
-    /// The create and listing were taken back unsent (cancelled, or the
-    /// deadline passed while no connection took them): no node.
-    Withdrawn,
+    /// Cancelled, or the deadline passed, before the first step was
+    /// decided: the create and listing were taken back unsent (no
+    /// connection took them), and nothing was created; or, sent already,
+    /// they are left to the I/O thread, which deletes whatever node they
+    /// made (see [`clean_up_abandoned`]).
+    GaveUp,
 }
 
 /// Our created lock node.
@@ -221,6 +224,9 @@ struct WakeFlags {
     /// The attempt gave up on that search: a node it finds is not ours to
     /// hand over, and is deleted.
     search_abandoned: bool,
+    /// The attempt gave up before its first step was decided: the step is
+    /// not ours to hand over either (see [`Wakeup::finish_step`]).
+    step_abandoned: bool,
     cancelled: bool,
     /// True while the attempt sleeps: waking no one costs no system call.
     sleeping: bool,
@@ -260,8 +266,12 @@ impl Wakeup {
     /// Records the first step (on the I/O thread). A queued attempt keeps
     /// sleeping until its wait is over; it is woken only if that is so
     /// already (a wake-up came first, the deadline passed, or `cancel`).
-    fn finish_step(&self, step: Step, deadline: Option<Instant>) {
+    /// Handed back if the attempt gave up on it already.
+    fn finish_step(&self, step: Step, deadline: Option<Instant>) -> Option<Step> {
         let mut flags = lock(&self.flags);
+        if flags.step_abandoned {
+            return Some(step);
+        }
         let wake = !matches!(step, Step::Queued(..))
             || flags.woken.is_some()
             || flags.cancelled
@@ -271,12 +281,16 @@ impl Wakeup {
             drop(flags);
             self.cv.notify_one();
         }
+        None
     }
 
     /// Waits for the first step, and if the attempt was queued, for its
-    /// wait to end too. The create and listing still `unsent` (waiting
-    /// for a connection) are taken back on `cancel`, or once `withdraw_at`
-    /// passes: nothing was created then.
+    /// wait to end too. On `cancel`, or once `withdraw_at` passes, the
+    /// attempt gives up: the create and listing still `unsent` (waiting
+    /// for a connection) are taken back, and nothing was created; sent
+    /// ones are left to the I/O thread, which cleans up after them when
+    /// their replies come (on a silent connection, not before the
+    /// connection is given up on).
     fn wait_step(
         &self,
         deadline: Option<Instant>,
@@ -284,20 +298,26 @@ impl Wakeup {
         withdraw_at: Option<Instant>,
     ) -> FirstStep {
         let mut flags = lock(&self.flags);
-        let (mut tried, mut withdrawn) = (false, false);
+        let mut tried = false;
         loop {
             let left = time_left(deadline);
             let give_up = flags.cancelled || withdraw_at.is_some_and(|at| Instant::now() >= at);
-            if let (Step::Pending, Some(unsent), true, false) =
-                (&flags.step, unsent, give_up, tried)
-            {
-                // Answered on this thread, where `finish_step` takes the
-                // flags' lock.
-                drop(flags);
-                tried = true;
-                withdrawn = unsent.withdraw();
-                flags = lock(&self.flags);
-                continue;
+            if give_up && matches!(flags.step, Step::Pending) {
+                if let (Some(unsent), false) = (unsent, tried) {
+                    // Answered on this thread, where `finish_step` takes
+                    // the flags' lock: the step is decided then.
+                    drop(flags);
+                    tried = true;
+                    let withdrawn = unsent.withdraw();
+                    flags = lock(&self.flags);
+                    if withdrawn {
+                        flags.step = Step::Pending;
+                        return FirstStep::GaveUp;
+                    }
+                    continue;
+                }
+                flags.step_abandoned = true;
+                return FirstStep::GaveUp;
             }
             match std::mem::take(&mut flags.step) {
                 Step::Pending => {}
@@ -315,19 +335,9 @@ impl Wakeup {
                     };
                     return FirstStep::Queued(node, waiting, woken);
                 }
-                Step::Listed(_) if withdrawn => return FirstStep::Withdrawn,
                 Step::Listed(listed) => return FirstStep::Listed(listed),
             }
-            // The replies always come (a lost connection fails them): past
-            // the deadline, or cancelled, the attempt still waits for them
-            // once they are sent. Until then it wakes to take them back.
-            let left = if flags.cancelled {
-                None
-            } else if unsent.is_some() && !tried {
-                withdraw_at.map(|at| at.saturating_duration_since(Instant::now()))
-            } else {
-                left.flatten()
-            };
+            let left = withdraw_at.map(|at| at.saturating_duration_since(Instant::now()));
             flags = self.sleep(flags, left);
         }
     }
@@ -732,15 +742,15 @@ impl Attempt<'_> {
                 kind: self.marker,
                 session,
             };
-            let unsent =
-                client.start_create_then_list(node, self.queue_step(deadline, wakeup, session));
+            let unsent = client
+                .start_create_then_list(node, self.queue_step(deadline, wakeup, session, &prefix));
             let listed = match wakeup.wait_step(deadline, unsent.as_ref(), withdraw_at) {
                 FirstStep::Queued(node, waiting, woken) => {
                     return Ok(Some((node, Then::Queued(waiting, woken))))
                 }
                 FirstStep::Listed(listed) => listed,
-                FirstStep::Withdrawn if wakeup.is_cancelled() => return Err(Error::Cancelled),
-                FirstStep::Withdrawn => return Ok(None),
+                FirstStep::GaveUp if wakeup.is_cancelled() => return Err(Error::Cancelled),
+                FirstStep::GaveUp => return Ok(None),
             };
             match listed.created {
                 // A joint transaction with a lingering release failed as a
@@ -798,26 +808,33 @@ impl Attempt<'_> {
     /// What the I/O thread does with the create's and the listing's
     /// replies: if the node must wait, it sets the watches of the wait at
     /// once, so the calling thread, asleep, wakes only when the wait ends.
+    /// If the attempt gave up on them meanwhile, it deletes the node they
+    /// made, if any: our node's name starts with `prefix`.
     fn queue_step(
         &self,
         deadline: Option<Instant>,
         wakeup: &Arc<Wakeup>,
         session: u64,
+        prefix: &str,
     ) -> impl FnOnce(CreatedListed) + Send + 'static {
-        let client = self.spec.client.downgrade();
+        let owner = self.spec.client.downgrade();
         let dir = self.spec.path.clone();
         let rule = self.rule.clone();
         let wakeup = wakeup.clone();
+        let prefix = prefix.to_owned();
         move |listed: CreatedListed| {
-            let step = match client.upgrade() {
+            let client = owner.upgrade();
+            let step = match &client {
                 Some(client) if client.check_session(session).is_ok() => {
-                    queue(&client, session, &dir, &rule, deadline, &wakeup, listed)
+                    queue(client, session, &dir, &rule, deadline, &wakeup, listed)
                 }
                 // Gone, or its session replaced: the calling thread finds
                 // out, and no watch is set in a new session.
                 _ => Step::Listed(listed),
             };
-            wakeup.finish_step(step, deadline);
+            if let (Some(abandoned), Some(client)) = (wakeup.finish_step(step, deadline), client) {
+                clean_up_abandoned(&client, session, &dir, &prefix, abandoned);
+            }
         }
     }
 
@@ -845,10 +862,8 @@ impl Attempt<'_> {
         let owner = client.downgrade();
         let dir = self.spec.path.clone();
         client.start_own_node_search(session, &self.spec.path, prefix, move |found| {
-            if let Some(Ok(Some((name, _)))) = answer.found(found) {
-                if let Some(client) = owner.upgrade() {
-                    delete_abandoned(&client, &dir, &name);
-                }
+            if let Some(late) = answer.found(found) {
+                delete_found(&owner, &dir, late);
             }
         });
         let found = wakeup.wait_search(give_up_at)?.transpose()?;
@@ -936,6 +951,47 @@ fn queue(
             acquired_on_delete: blocker.acquired_on_delete,
         },
     )
+}
+
+/// Cleans up, on the I/O thread, after the first step of an attempt that
+/// gave up before it was decided: deletes the node it made, looking for it
+/// first if the create's outcome is unknown (its name starts with
+/// `prefix`), and drops the watches of a wait. Nothing of the node's
+/// `session` is sent in a session that replaced it: the node went with it.
+fn clean_up_abandoned(client: &Client, session: u64, dir: &str, prefix: &str, step: Step) {
+    if client.check_session(session).is_err() {
+        return;
+    }
+    let created = match step {
+        Step::Pending => return,
+        Step::Queued(node, waiting) => {
+            if let Some(watch) = &waiting.watch {
+                watch.finish(&Ok(None));
+            }
+            return delete_abandoned(client, dir, &node.name);
+        }
+        Step::Listed(listed) => listed.created,
+    };
+    match created {
+        Some(Ok((path, _))) => delete_abandoned(client, dir, last_segment(&path)),
+        Some(Err(e)) if outcome_unknown(&e) => {
+            let owner = client.downgrade();
+            let dir_of_node = dir.to_owned();
+            client.start_own_node_search(session, dir, prefix, move |found| {
+                delete_found(&owner, &dir_of_node, found)
+            });
+        }
+        // Not created.
+        _ => {}
+    }
+}
+
+/// Deletes the node of an attempt that gave up, if the search for it
+/// found one.
+fn delete_found(owner: &WeakClient, dir: &str, found: Result<Found>) {
+    if let (Ok(Some((name, _))), Some(client)) = (found, owner.upgrade()) {
+        delete_abandoned(&client, dir, &name);
+    }
 }
 
 /// Deletes the node `name` in `dir` that an attempt gave up, in the
