@@ -8,6 +8,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The length of a UUID in its canonical text form.
+pub(crate) const UUID_LEN: usize = 36;
+
 /// xorshift64*: fast, small, good enough for shuffling.
 #[derive(Debug, Clone)]
 pub(crate) struct Rng(u64);
@@ -57,16 +60,23 @@ impl Rng {
     }
 
     /// A random version-4 UUID in its canonical text form.
+    #[cfg(test)]
     pub(crate) fn uuid(&mut self) -> String {
+        // Sized up front: `format!` would grow the string as it goes.
+        let mut uuid = String::with_capacity(UUID_LEN);
+        self.write_uuid(&mut uuid);
+        uuid
+    }
+
+    /// Appends a random version-4 UUID in its canonical text form
+    /// ([`UUID_LEN`] bytes) to `out`.
+    pub(crate) fn write_uuid(&mut self, out: &mut String) {
         let hi = self.next_u64();
         let lo = self.next_u64();
         let hi = (hi & !0xF000) | 0x4000; // version 4
         let lo = (lo & !(0xC0 << 56)) | (0x80 << 56); // RFC 4122 variant
-
-        // Sized up front: `format!` would grow the string as it goes.
-        let mut uuid = String::with_capacity(36);
         let _ = write!(
-            uuid,
+            out,
             "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
             hi >> 32,
             (hi >> 16) & 0xFFFF,
@@ -74,7 +84,6 @@ impl Rng {
             lo >> 48,
             lo & 0xFFFF_FFFF_FFFF
         );
-        uuid
     }
 }
 

@@ -728,8 +728,7 @@ impl Attempt<'_> {
         session: u64,
     ) -> Result<Option<(OurNode, Then)>> {
         let client = &self.spec.client;
-        let uuid = Rng::new().uuid();
-        let prefix = node_prefix(&uuid, self.marker);
+        let prefix = node_prefix(&mut Rng::new(), self.marker);
         let full_prefix = join(&self.spec.path, &prefix);
         let data = self.spec.node_data();
         let mut last_error = Error::ConnectionLoss;

@@ -10,6 +10,8 @@
 //! other: a mutex node is a writer to readers, and a read node (zklock's,
 //! Curator's or kazoo's) is a contender to a mutex.
 
+use crate::rand::{Rng, UUID_LEN};
+
 /// The marker of a mutex node written by zklock and Curator.
 pub(crate) const MUTEX_MARKER: &str = "lock-";
 /// The marker of a mutex node written by kazoo (`Lock`, `WriteLock`).
@@ -66,8 +68,14 @@ pub(crate) fn announces_release(marker: &str) -> bool {
 }
 
 /// The name prefix of a new contender node: `_c_<uuid>-<marker>`.
-pub(crate) fn node_prefix(uuid: &str, marker: &str) -> String {
-    ["_c_", uuid, "-", marker].concat()
+pub(crate) fn node_prefix(rng: &mut Rng, marker: &str) -> String {
+    // One allocation, sized up front: it is made on every acquisition.
+    let mut prefix = String::with_capacity("_c_".len() + UUID_LEN + "-".len() + marker.len());
+    prefix.push_str("_c_");
+    rng.write_uuid(&mut prefix);
+    prefix.push('-');
+    prefix.push_str(marker);
+    prefix
 }
 
 /// The children that match one of `markers`, in sequence order.
@@ -235,7 +243,17 @@ mod tests {
 
     #[test]
     fn prefixes_are_curator_shaped() {
-        assert_eq!(node_prefix("u-1", MUTEX_MARKER), "_c_u-1-lock-");
-        assert_eq!(node_prefix("u", READ_MARKER), "_c_u-__READ__");
+        let mut rng = Rng::seeded(7);
+        for marker in [MUTEX_MARKER, READ_MARKER] {
+            let prefix = node_prefix(&mut rng, marker);
+            let uuid = prefix
+                .strip_prefix("_c_")
+                .and_then(|p| p.strip_suffix(&format!("-{marker}")))
+                .unwrap_or_else(|| panic!("{prefix}"));
+            assert_eq!(uuid.len(), UUID_LEN, "{prefix}");
+            let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+            assert_eq!(groups, [8, 4, 4, 4, 12], "{prefix}");
+            assert_eq!(prefix.len(), prefix.capacity(), "sized up front");
+        }
     }
 }
