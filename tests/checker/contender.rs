@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::select;
 use zklock::{AnyGuard, Client, Error, LockState, Mutex, Op, RwLock, State};
@@ -276,27 +276,43 @@ impl Contender {
     }
 
     /// After an attempt that ended without the lock, logs the lock nodes
-    /// this session still owns. There should be none: the attempt's node is
-    /// deleted by a request ordered before this listing. Logs nothing if
-    /// the listing fails.
+    /// this session still owns once it has had time to delete them. An
+    /// attempt that gave up before its create's reply came leaves the node
+    /// to the I/O thread, which deletes it when that reply comes (or once
+    /// a search after a lost reply finds it, after a reconnect): so a node
+    /// may be seen for a moment, but not two session timeouts on, in a
+    /// session that still lives. Logs nothing if a listing fails.
     fn owned_nodes(&self, client: &Client, n: u64) {
         let session = client.session_id();
-        let Ok(children) = client.get_children(&self.settings.lock) else {
-            return;
+        let until = Instant::now() + self.settings.session * 2;
+        let owned = loop {
+            let Some(owned) = self.nodes_owned_by(client, session) else {
+                return;
+            };
+            if owned.is_empty() || client.session_id() != session || client.state().is_terminal() {
+                return;
+            }
+            if Instant::now() >= until {
+                break owned;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         };
+        let (t, nodes) = (now_ns(), owned.join(","));
+        self.log.put(&Event::Owned { t, n, nodes });
+    }
+
+    /// The lock nodes `session` owns; `None` if they cannot be listed.
+    fn nodes_owned_by(&self, client: &Client, session: i64) -> Option<Vec<String>> {
+        let children = client.get_children(&self.settings.lock).ok()?;
         let mut owned = Vec::new();
         for name in children {
             let path = format!("{}/{name}", self.settings.lock);
-            match client.exists(&path) {
-                Ok(Some(stat)) if stat.ephemeral_owner == session => owned.push(path),
-                Ok(_) => {}
-                Err(_) => return,
+            match client.exists(&path).ok()? {
+                Some(stat) if stat.ephemeral_owner == session => owned.push(path),
+                _ => {}
             }
         }
-        if !owned.is_empty() {
-            let (t, nodes) = (now_ns(), owned.join(","));
-            self.log.put(&Event::Owned { t, n, nodes });
-        }
+        Some(owned)
     }
 
     /// The critical section: read the counter, write it plus one if the

@@ -7,6 +7,10 @@ use std::collections::BTreeMap;
 use crate::checks::{ms, ns, Checker, Section};
 use crate::events::Event;
 
+/// How long after its owner acquired a later node a node it gave up may
+/// still be seen, its delete in flight (ns).
+const DELETE_GRACE: u64 = 1_000_000_000;
+
 impl Checker<'_> {
     /// Fault time overlapping `[a, b]`.
     fn fault_overlap(&self, a: u64, b: u64) -> u64 {
@@ -181,14 +185,18 @@ impl Checker<'_> {
     }
 
     /// A lock node orphaned while its owner's session lives. Every node a
-    /// contender gives up is deleted by a request ordered before any later
-    /// request of its session, so once the owner has completed a later
-    /// attempt whose create succeeded (it ended acquiring another node),
-    /// the node must be gone. A node seen (as the lowest, so blocking
-    /// everyone) both before such an attempt began and after it ended is an
-    /// orphan. An attempt that timed out proves nothing: its create may
-    /// have been taken back unsent, with no connection to send it, and the
-    /// release before it is then still waiting for one too.
+    /// contender gives up is deleted by a request sent as soon as the node
+    /// is known (at once, or when its create's reply comes if the attempt
+    /// gave up before it), so once the owner has completed a later attempt
+    /// whose create succeeded (it ended acquiring another node), the node
+    /// must be gone, or going: its delete went out before the later
+    /// attempt's replies were handled, though a read lock may be granted
+    /// while an earlier read node's delete is in flight ([`DELETE_GRACE`]).
+    /// A node seen (as the lowest, so blocking everyone) both before such
+    /// an attempt began and past that grace after it ended is an orphan.
+    /// An attempt that timed out proves nothing: its create may have been
+    /// taken back unsent, with no connection to send it, and the release
+    /// before it is then still waiting for one too.
     pub(crate) fn live_orphans(&mut self) {
         let run = self.run;
         let mut spans: BTreeMap<&str, (u64, u64, i64)> = BTreeMap::new();
@@ -223,7 +231,7 @@ impl Checker<'_> {
                         ..
                     } => {
                         if let Some((_, b)) = begun.filter(|(bn, b)| bn == n && *b > first) {
-                            if *t < last && acquired != node {
+                            if *t + DELETE_GRACE < last && acquired != node {
                                 later = Some((*n, b, *t));
                                 break;
                             }
@@ -256,8 +264,9 @@ impl Checker<'_> {
             for e in &p.events {
                 if let Event::Owned { t, n, nodes } = e {
                     let text = format!(
-                        "{}: right after its attempt {n} ended without the lock (at {}), its \
-                         session still owned {nodes}: a node it gave up but did not delete",
+                        "{}: two session timeouts after its attempt {n} ended without the lock \
+                         (at {}), its session, still live, owned {nodes}: a node it gave up but \
+                         did not delete",
                         p.name,
                         self.at(*t)
                     );

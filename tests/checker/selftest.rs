@@ -304,6 +304,22 @@ pub fn run() -> Result<(), String> {
         .collect();
     cases.push(("an expired session's node, lingering", r, vec![]));
 
+    // A node a gave up, still seen for 500 ms after a's next acquisition:
+    // its delete in flight (sent when its create's reply came). Fine; but
+    // not for 1.5 s.
+    for (until, violations) in [(15, vec![]), (25, vec![4])] {
+        let mut r = clean();
+        r.lowest = (9..until)
+            .map(|i| (at(100 * i), "/l/going".to_owned(), Some(1)))
+            .collect();
+        let what = if violations.is_empty() {
+            "a given-up node going just after its owner acquires another"
+        } else {
+            "a given-up node still there well after its owner acquires another"
+        };
+        cases.push((what, r, violations));
+    }
+
     // The same node is lowest only until a's next attempt begins: fine.
     let mut r = clean();
     r.lowest = (0..10)
