@@ -682,6 +682,42 @@ const GET_DATA: i32 = 4;
 /// but the attempt does not. `try_lock_for` gives up at its deadline, and
 /// `cancel` ends such a wait at once, long before the outage ends. Neither
 /// leaves its node behind once the connection is back.
+/// Runs `mutex.try_lock_for(deadline)` during an outage that `heal` ends
+/// after `outage` at the latest (if the attempt has not returned by then).
+/// With `cancelled`, the attempt waits as long as need be, and is
+/// cancelled 200 ms after `ready` returns (cancel also ends a wait that
+/// has not begun: no race either way). Returns whether the lock was
+/// acquired, and how long the attempt took.
+fn attempt_in_outage(
+    mutex: &Mutex,
+    deadline: Duration,
+    cancelled: bool,
+    outage: Duration,
+    ready: impl Fn() + Sync,
+    heal: impl Fn() + Sync,
+) -> (zklock::Result<bool>, Duration) {
+    let (done, finished) = crossbeam_channel::bounded::<()>(1);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            if finished.recv_timeout(outage).is_err() {
+                heal();
+            }
+        });
+        if cancelled {
+            scope.spawn(|| {
+                ready();
+                std::thread::sleep(Duration::from_millis(200));
+                mutex.cancel();
+            });
+        }
+        let started = std::time::Instant::now();
+        let result = mutex.try_lock_for(if cancelled { WAIT } else { deadline });
+        let took = started.elapsed();
+        let _ = done.send(());
+        (result.map(|guard| guard.is_some()), took)
+    })
+}
+
 #[test]
 fn a_timed_wait_cut_off_while_waiting_ends_at_its_deadline_or_on_cancel() {
     const DIR: &str = "/cutwait/lock";
@@ -700,33 +736,20 @@ fn a_timed_wait_cut_off_while_waiting_ends_at_its_deadline_or_on_cancel() {
     for cancelled in [false, true] {
         proxy.refuse(true);
         proxy.cut_after_request(|op| op == GET_DATA);
-        let (done, finished) = crossbeam_channel::bounded::<()>(1);
-        let (result, took) = std::thread::scope(|scope| {
-            scope.spawn(|| {
-                // The outage ends when the attempt is over, or at the latest
-                // after OUTAGE.
-                let _ = finished.recv_timeout(OUTAGE);
-                proxy.refuse(false);
-            });
-            if cancelled {
-                scope.spawn(|| {
-                    wait_until("the cut", WAIT, || !proxy.is_cut_armed());
-                    // Into the wait for the listing (cancel also ends a
-                    // wait that has not begun: no race either way).
-                    std::thread::sleep(Duration::from_millis(200));
-                    mutex.cancel();
-                });
-            }
-            let started = std::time::Instant::now();
-            let result = mutex.try_lock_for(if cancelled { WAIT } else { DEADLINE });
-            let took = started.elapsed();
-            let _ = done.send(());
-            (result, took)
-        });
+        let (result, took) = attempt_in_outage(
+            &mutex,
+            DEADLINE,
+            cancelled,
+            OUTAGE,
+            // Into the wait for the listing.
+            || wait_until("the cut", WAIT, || !proxy.is_cut_armed()),
+            || proxy.refuse(false),
+        );
+        proxy.refuse(false);
         if cancelled {
-            assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+            assert_eq!(result, Err(Error::Cancelled));
         } else {
-            assert!(matches!(result, Ok(None)), "{result:?}");
+            assert_eq!(result, Ok(false));
         }
         assert!(!proxy.is_cut_armed(), "the watch's request was cut");
         assert!(
@@ -767,33 +790,19 @@ fn a_timed_attempt_whose_create_reply_is_lost_keeps_its_deadline() {
         let syncs_before = proxy.requests_seen(SYNC);
         proxy.refuse(true);
         proxy.cut_after_request(|op| op == CREATE2);
-        let (done, finished) = crossbeam_channel::bounded::<()>(1);
-        let (result, took) = std::thread::scope(|scope| {
-            scope.spawn(|| {
-                // The outage lasts OUTAGE at most, however the attempt ends.
-                if finished.recv_timeout(OUTAGE).is_err() {
-                    proxy.refuse(false);
-                }
-            });
-            if cancelled {
-                scope.spawn(|| {
-                    wait_until("the cut", WAIT, || !proxy.is_cut_armed());
-                    // Into the wait for the search (cancel also ends a
-                    // wait that has not begun: no race either way).
-                    std::thread::sleep(Duration::from_millis(200));
-                    mutex.cancel();
-                });
-            }
-            let started = std::time::Instant::now();
-            let result = mutex.try_lock_for(if cancelled { WAIT } else { DEADLINE });
-            let took = started.elapsed();
-            let _ = done.send(());
-            (result, took)
-        });
+        let (result, took) = attempt_in_outage(
+            &mutex,
+            DEADLINE,
+            cancelled,
+            OUTAGE,
+            // Into the wait for the search.
+            || wait_until("the cut", WAIT, || !proxy.is_cut_armed()),
+            || proxy.refuse(false),
+        );
         if cancelled {
-            assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+            assert_eq!(result, Err(Error::Cancelled));
         } else {
-            assert!(matches!(result, Ok(None)), "{result:?}");
+            assert_eq!(result, Ok(false));
             assert!(
                 took >= DEADLINE,
                 "returned after {took:?}, before its deadline"
@@ -845,31 +854,18 @@ fn a_timed_attempt_on_a_silent_connection_keeps_its_deadline() {
     for cancelled in [false, true] {
         let before = cversion(&holder);
         proxy.set_mode(ProxyMode::Blackhole);
-        let (done, finished) = crossbeam_channel::bounded::<()>(1);
-        let (result, took) = std::thread::scope(|scope| {
-            scope.spawn(|| {
-                // The silence lasts SILENCE at most, however the attempt
-                // ends.
-                if finished.recv_timeout(SILENCE).is_err() {
-                    proxy.set_mode(ProxyMode::Pass);
-                }
-            });
-            if cancelled {
-                scope.spawn(|| {
-                    std::thread::sleep(Duration::from_millis(200));
-                    mutex.cancel();
-                });
-            }
-            let started = std::time::Instant::now();
-            let result = mutex.try_lock_for(if cancelled { WAIT } else { DEADLINE });
-            let took = started.elapsed();
-            let _ = done.send(());
-            (result, took)
-        });
+        let (result, took) = attempt_in_outage(
+            &mutex,
+            DEADLINE,
+            cancelled,
+            SILENCE,
+            || {},
+            || proxy.set_mode(ProxyMode::Pass),
+        );
         if cancelled {
-            assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+            assert_eq!(result, Err(Error::Cancelled));
         } else {
-            assert!(matches!(result, Ok(None)), "{result:?}");
+            assert_eq!(result, Ok(false));
             assert!(
                 took >= DEADLINE,
                 "returned after {took:?}, before its deadline"
