@@ -26,7 +26,7 @@ use crate::session::{Session, SessionConfig, State, WatchedEvent};
 pub use config::{ClientBuilder, Config, StateHandler};
 pub use connect_string::DEFAULT_PORT;
 pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
-pub(crate) use own_node::{Found, MAX_UNDECODABLE_REPLIES};
+pub(crate) use own_node::{unanswered, Found};
 pub(crate) use watch_ops::{CreatedListed, DataWatch, NewLockNode, Unsent};
 
 use self::connect_string::ConnectString;

@@ -24,6 +24,18 @@ pub(crate) type Found = Option<(String, i64)>;
 /// the rest of the session.
 pub(crate) const MAX_UNDECODABLE_REPLIES: u32 = 3;
 
+/// True if a question that failed with `e` got no answer, and is asked
+/// again: a lost connection is no answer (the next try waits for a
+/// reconnect, and the session's end stops them), and neither is an
+/// undecodable reply, which drops the connection while the session lives
+/// on, up to [`MAX_UNDECODABLE_REPLIES`] of them, counted in `undecodable`.
+pub(crate) fn unanswered(e: &Error, undecodable: &AtomicU32) -> bool {
+    match e {
+        Error::Protocol(_) => undecodable.fetch_add(1, Ordering::Relaxed) < MAX_UNDECODABLE_REPLIES,
+        _ => e.is_retryable(),
+    }
+}
+
 struct Search {
     shared: Weak<Shared>,
     /// The session the create was made in (see
@@ -138,13 +150,7 @@ impl Search {
     /// A look that got no answer starts over; anything else ends the
     /// search.
     fn failed(self: &Arc<Self>, e: Error) {
-        let again = match e {
-            Error::Protocol(_) => {
-                self.undecodable.fetch_add(1, Ordering::Relaxed) < MAX_UNDECODABLE_REPLIES
-            }
-            _ => e.is_retryable(),
-        };
-        if again {
+        if unanswered(&e, &self.undecodable) {
             log::debug!("looking again for lock node {}*: {e}", self.prefix);
             self.look();
         } else {

@@ -1,7 +1,7 @@
 //! The acquisition engine shared by every lock kind.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -12,9 +12,7 @@ use super::naming::{
 use super::rwlock::{read_decision, read_decision_of_reader, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
-use crate::client::{
-    CreatedListed, DataWatch, Found, NewLockNode, Unsent, WeakClient, MAX_UNDECODABLE_REPLIES,
-};
+use crate::client::{unanswered, CreatedListed, DataWatch, Found, NewLockNode, Unsent, WeakClient};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
@@ -847,8 +845,8 @@ impl Attempt<'_> {
     /// A connection loss (or a reply that cannot be decoded) while looking
     /// is no answer, so it looks again once connected; only the end of the
     /// session, which takes the node with it, stops it, or a server whose
-    /// replies cannot be decoded more than [`MAX_UNDECODABLE_REPLIES`]
-    /// times (a node left behind then goes with the session).
+    /// replies cannot be decoded again and again (see
+    /// [`unanswered`]: a node left behind then goes with the session).
     fn find_own_node(
         &self,
         prefix: &str,
@@ -1004,22 +1002,15 @@ fn delete_abandoned(client: &Client, dir: &str, name: &str) {
     }
 }
 
-/// Asks `ask` about `what` until it is answered. A lost connection is no
-/// answer (each try waits for a reconnect, and the session's end stops
-/// them), and neither is an undecodable reply, which drops the connection
-/// while the session lives on, up to [`MAX_UNDECODABLE_REPLIES`] of them.
+/// Asks `ask` about `what` until it is answered (see [`unanswered`]).
 pub(super) fn ask_until_answered<R>(
     what: &dyn std::fmt::Display,
     mut ask: impl FnMut() -> Result<R>,
 ) -> Result<R> {
-    let mut undecodable = 0;
+    let undecodable = AtomicU32::new(0);
     loop {
         match ask() {
-            Err(Error::Protocol(_)) if undecodable < MAX_UNDECODABLE_REPLIES => {
-                undecodable += 1;
-                log::debug!("asking again for {what}: undecodable reply");
-            }
-            Err(e) if e.is_retryable() => log::debug!("asking again for {what}: {e}"),
+            Err(e) if unanswered(&e, &undecodable) => log::debug!("asking again for {what}: {e}"),
             answer => return answer,
         }
     }
