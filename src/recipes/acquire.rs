@@ -234,6 +234,12 @@ impl Wakeup {
     fn notify(&self, woken: Woken) {
         let mut flags = lock(&self.flags);
         flags.woken = Some(woken);
+        self.wake(flags);
+    }
+
+    /// Wakes the attempt if it sleeps, once its `flags` are set: waking
+    /// no one costs no system call.
+    fn wake(&self, flags: MutexGuard<'_, WakeFlags>) {
         if flags.sleeping {
             drop(flags);
             self.cv.notify_one();
@@ -275,9 +281,8 @@ impl Wakeup {
             || flags.cancelled
             || time_left(deadline).is_none();
         flags.step = step;
-        if wake && flags.sleeping {
-            drop(flags);
-            self.cv.notify_one();
+        if wake {
+            self.wake(flags);
         }
         None
     }
@@ -344,10 +349,7 @@ impl Wakeup {
     fn listed(&self, listing: Result<Vec<String>>) {
         let mut flags = lock(&self.flags);
         flags.listing = Some(listing);
-        if flags.sleeping {
-            drop(flags);
-            self.cv.notify_one();
-        }
+        self.wake(flags);
     }
 
     /// Waits for the answer to the calling thread's listing; `Ok(None)`
@@ -366,10 +368,7 @@ impl Wakeup {
             return Some(found);
         }
         flags.found = Some(found);
-        if flags.sleeping {
-            drop(flags);
-            self.cv.notify_one();
-        }
+        self.wake(flags);
         None
     }
 
