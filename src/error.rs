@@ -383,6 +383,14 @@ impl Error {
         )
     }
 
+    /// True if a request that failed with this error may still have been
+    /// applied: its reply was lost with the connection, or came but could
+    /// not be decoded (the server said it did something; the client then
+    /// drops the connection).
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        self.is_retryable() || matches!(self, Error::Protocol(_))
+    }
+
     /// True when the session is gone for good (expired, auth failed or
     /// closed): its ephemeral nodes, and so its locks, are gone or going, and
     /// only a new [`Client`](crate::Client) can go on, or, after an expiry,

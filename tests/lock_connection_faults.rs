@@ -887,6 +887,61 @@ fn a_timed_attempt_on_a_silent_connection_keeps_its_deadline() {
     assert_eq!(waiter.state(), zklock::State::Connected);
 }
 
+/// The same on the successor's path: a lock released a moment ago is still
+/// lingering, so the next attempt's create joins its delete in one
+/// transaction and expects no listing. Sent on a connection gone silent,
+/// that transaction is not waited for either: the attempt returns at its
+/// deadline, and once bytes flow again the transaction is applied (the old
+/// node deleted, the new one created) and the I/O thread deletes the new
+/// node: three changes in the directory, and nothing left.
+#[test]
+fn a_timed_successor_on_a_silent_connection_keeps_its_deadline() {
+    const DIR: &str = "/silentsuccessor/lock";
+    const MULTI: i32 = 14;
+    const DEADLINE: Duration = Duration::from_millis(300);
+    const SILENCE: Duration = Duration::from_secs(5);
+    let server = server();
+    let observer = connect(&server.connect_string());
+    let proxy = proxy(&server);
+    let client = Client::builder()
+        .session_timeout(Duration::from_secs(10))
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(Duration::from_secs(1))
+        .connect(&proxy.connect_string())
+        .expect("connect through the proxy");
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let cversion = || observer.exists(DIR).unwrap().unwrap().cversion;
+    drop(mutex.lock().unwrap());
+    let (before, multis) = (cversion(), proxy.requests_seen(MULTI));
+    proxy.set_mode(ProxyMode::Blackhole);
+    let (done, finished) = crossbeam_channel::bounded::<()>(1);
+    let (result, took) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            if finished.recv_timeout(SILENCE).is_err() {
+                proxy.set_mode(ProxyMode::Pass);
+            }
+        });
+        let started = std::time::Instant::now();
+        let result = mutex.try_lock_for(DEADLINE).map(|g| g.is_some());
+        let took = started.elapsed();
+        let _ = done.send(());
+        (result, took)
+    });
+    assert_eq!(result, Ok(false));
+    assert!(
+        took >= DEADLINE,
+        "returned after {took:?}, before its deadline"
+    );
+    assert!(took < SILENCE / 2, "returned after {took:?}");
+    proxy.set_mode(ProxyMode::Pass);
+    wait_until("the transaction, then the new node's delete", WAIT, || {
+        cversion() == before + 3
+    });
+    assert!(children(&observer, DIR).is_empty());
+    assert_eq!(proxy.requests_seen(MULTI), multis + 1, "one transaction");
+    assert_eq!(client.state(), zklock::State::Connected);
+}
+
 /// Attempts made while the connection is down and no reconnect succeeds:
 /// their create waits for a connection, unsent. `try_lock_for` takes it
 /// back at its deadline (`Ok(None)`) and `cancel` at once (`Cancelled`),

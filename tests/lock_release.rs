@@ -273,3 +273,57 @@ fn a_successor_of_another_kind_lists_the_lock() {
     assert_eq!(children(&holder, DIR).len(), 1);
     write.unlock().unwrap();
 }
+
+/// Lock data so large that a node's create fits the request limit alone,
+/// but not joined to a lingering release's delete: the release then goes
+/// alone and the create after it, so every acquisition succeeds, in two
+/// transactions (two zxids) instead of one. Both ways of joining are
+/// refused: a mutex's next node is its release's successor, whose
+/// transaction nobody waits for; a read lock after a write lock is not.
+#[test]
+fn a_create_too_large_to_join_a_release_goes_after_it_alone() {
+    const LIMIT: usize = 4096;
+    const DIR: &str = "/toolarge/lock";
+    let server = server();
+    let client = Client::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(LONG_LINGER)
+        .max_request(LIMIT)
+        .connect(&server.connect_string())
+        .expect("connect");
+    // A create's bytes besides its data: the request header (8), the path
+    // (4 + its length), the data's length (4), the open ACL (27), the
+    // flags (4). Joining a delete adds more than 64 (two op headers and an
+    // end marker, 27, and the delete: 8 + its path).
+    let path_len = |marker: &str| DIR.len() + "/_c_".len() + 36 + 1 + marker.len() + 10;
+    let data = |marker: &str| vec![7; LIMIT - (8 + 4 + path_len(marker) + 4 + 27 + 4) - 32];
+
+    let mutex = Mutex::new(&client, DIR).unwrap().with_data(data("lock-"));
+    let first = mutex.lock().expect("the first acquisition: a create alone");
+    assert_eq!(first.node().len(), path_len("lock-"));
+    let mut token = first.fencing_token();
+    drop(first);
+    for cycle in 1..=3 {
+        let guard = mutex
+            .lock()
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        assert_eq!(
+            children(&client, DIR),
+            [leaf(guard.node())],
+            "cycle {cycle}"
+        );
+        assert_eq!(guard.fencing_token(), token + 2, "cycle {cycle}");
+        token = guard.fencing_token();
+    }
+
+    let rwlock = RwLock::new(&client, "/toolarge/rw")
+        .unwrap()
+        .with_data(data("__WRIT__"));
+    let writing = rwlock.write().expect("write: a create alone");
+    let token = writing.fencing_token();
+    drop(writing);
+    let reading = rwlock.read().expect("read, after the write's release");
+    assert_eq!(children(&client, "/toolarge/rw"), [leaf(reading.node())]);
+    assert_eq!(reading.fencing_token(), token + 2);
+}

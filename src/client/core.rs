@@ -85,7 +85,17 @@ impl std::fmt::Debug for ReplySlot {
 }
 
 impl ReplySlot {
-    fn complete(&self, result: Result<Response>) {
+    /// A slot for a request nobody waits for: its reply goes to `consume`
+    /// alone, on the I/O thread.
+    pub(super) fn consumed(consume: ReplyConsumer) -> ReplySlot {
+        ReplySlot {
+            consume: Some(consume),
+            ..ReplySlot::default()
+        }
+    }
+
+    /// Hands in the request's reply, or the error that ends it unanswered.
+    pub(super) fn complete(&self, result: Result<Response>) {
         if let Some(consume) = &self.consume {
             return consume(result);
         }
@@ -357,11 +367,7 @@ impl Shared {
         body: &impl Record,
         consume: ReplyConsumer,
     ) -> Result<Arc<ReplySlot>> {
-        let slot = ReplySlot {
-            consume: Some(consume),
-            ..ReplySlot::default()
-        };
-        self.start_slot(generation, op, body, None, slot)
+        self.start_slot(generation, op, body, None, ReplySlot::consumed(consume))
     }
 
     /// Takes back `first`, and `then` made after it, if `first` still waits

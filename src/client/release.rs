@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::core::{lock, wait_on, ReplySlot, Shared};
+use super::core::{lock, wait_on, ReplyConsumer, ReplySlot, Shared};
 use super::ops::Created;
-use super::path::sequential_path;
+use super::path::{last_segment, sequential_path};
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{CreateRequest, MultiOp, MultiRequest, OpCode, OpResult, Response};
@@ -105,47 +105,73 @@ impl Client {
     /// a new one has replaced it, nothing is sent and the create fails with
     /// `SessionExpired`, as a lock attempt must not create its node in a
     /// session other than its own.
+    ///
+    /// If the release proves the new node its
+    /// [`Successor`](crate::session::Successor), the transaction's reply
+    /// goes to the consumer `on_successor` makes from the release and the
+    /// name the node gets if it is the successor; so does a refusal to send
+    /// it. Nobody waits for it: an attempt keeps its deadline even on a
+    /// connection gone silent.
     pub(super) fn start_create_replacing(
         &self,
         create: CreateRequest,
         dir: &str,
         kind: &'static str,
         session: u64,
+        on_successor: impl FnOnce(Replaced, String) -> ReplyConsumer,
     ) -> Result<StartedCreate> {
         // One session lock for all: the session's check, taking the delete
         // back and sending the request that carries it.
         let mut core = self.shared().core();
         core.session.check_generation(session)?;
         let Some(old) = core.session.withdraw_deferred_delete(dir) else {
-            return Ok(StartedCreate {
+            return Ok(StartedCreate::Waiting {
                 slot: Shared::start_locked(&mut core, OpCode::Create2, &create)?,
                 replaced: None,
-                successor: None,
             });
         };
         let successor = old
             .successor
             .filter(|s| s.kind == kind && create.mode.is_sequential())
-            .map(|s| sequential_path(&create.path, s.sequence));
+            .map(|s| sequential_path(last_segment(&create.path), s.sequence));
         let mut ops = old.ops();
         ops.push(MultiOp::Create2(create));
-        let started = Shared::start_locked(&mut core, OpCode::Multi, &MultiRequest { ops });
-        drop(core);
+        let mut request = MultiRequest { ops };
         let replaced = Replaced {
             path: old.path,
             session,
         };
-        match started {
-            Ok(slot) => Ok(StartedCreate {
-                slot,
-                replaced: Some(replaced),
-                successor,
-            }),
-            Err(e) => {
-                self.settle_release(&replaced, false);
-                Err(e)
-            }
+        let Some(successor) = successor else {
+            let started = Shared::start_locked(&mut core, OpCode::Multi, &request);
+            drop(core);
+            return match started {
+                Ok(slot) => Ok(StartedCreate::Waiting {
+                    slot,
+                    replaced: Some(replaced),
+                }),
+                Err(e) => {
+                    self.settle_release(&replaced, false);
+                    // Too large with the delete (see `too_large_joined`):
+                    // the create goes alone, after the delete.
+                    match (too_large_joined(&e), request.ops.pop()) {
+                        (true, Some(MultiOp::Create2(create))) => {
+                            self.start_create_replacing(create, dir, kind, session, on_successor)
+                        }
+                        _ => Err(e),
+                    }
+                }
+            };
+        };
+        let slot = Arc::new(ReplySlot::consumed(on_successor(replaced, successor)));
+        let sent = core
+            .session
+            .submit(Instant::now(), OpCode::Multi, &request, slot.clone(), None);
+        drop(core);
+        // Unsent, and so unapplied: the consumer settles the release.
+        if let Err(e) = sent {
+            slot.complete(Err(e));
         }
+        Ok(StartedCreate::Consumed)
     }
 
     /// The created node (and its Stat, unless it was created in a
@@ -182,7 +208,13 @@ impl Client {
             }
             // Unknown outcome (connection lost, say): the delete stays a
             // background delete, which the reconnect sends again.
-            Err(e) => return Some(Err(e)),
+            Err(e) if e.outcome_unknown() => return Some(Err(e)),
+            // Not applied (refused unsent, say): the delete goes alone, and
+            // a create refused only for the delete's bytes goes again.
+            Err(e) => {
+                self.settle_release(&old, false);
+                return (!too_large_joined(&e)).then_some(Err(e));
+            }
         };
         let failed = results.iter().any(|r| r.err() != 0);
         // The release's ops (its delete last), then the create.
@@ -226,6 +258,13 @@ impl Client {
     }
 }
 
+/// True if a create joined to a release's delete was refused unsent for
+/// its size (over [`Config::max_request`](super::Config::max_request)):
+/// alone, it may fit.
+fn too_large_joined(refusal: &Error) -> bool {
+    matches!(refusal, Error::InvalidArgument(_))
+}
+
 /// A released node (a server path) whose delete was withdrawn to join a
 /// create in one transaction, and the session it was withdrawn from.
 pub(super) struct Replaced {
@@ -234,15 +273,16 @@ pub(super) struct Replaced {
 }
 
 /// A create started by [`Client::start_create_replacing`].
-pub(super) struct StartedCreate {
-    /// Where the reply to the create (or to its transaction) lands.
-    pub(super) slot: Arc<ReplySlot>,
-    /// The released node whose delete joined the create.
-    pub(super) replaced: Option<Replaced>,
-    /// The server path the new node gets if it is the released node's
-    /// [`Successor`](crate::session::Successor), and so the lowest contender
-    /// of its lock.
-    pub(super) successor: Option<String>,
+pub(super) enum StartedCreate {
+    /// The create, alone or joined to a release: its reply lands in `slot`.
+    Waiting {
+        slot: Arc<ReplySlot>,
+        /// The released node whose delete joined the create.
+        replaced: Option<Replaced>,
+    },
+    /// A released node's successor: the reply goes to the consumer made
+    /// for it.
+    Consumed,
 }
 
 /// The release timer: sleeps until the earliest lingering delete is due,

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, Weak};
 use super::core::{lock, NotifyFn, ReplyCallback, ReplyConsumer, ReplySlot, Shared, Watcher};
 use super::ops::Created;
 use super::path::last_segment;
-use super::release::Replaced;
-use super::Client;
+use super::release::{Replaced, StartedCreate};
+use super::{Client, WeakClient};
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
     Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
@@ -52,6 +52,26 @@ impl CreatedListed {
             listed: None,
         }
     }
+}
+
+/// What a successor's transaction made (see
+/// [`Client::start_create_then_list`]): its node, the lowest contender, is
+/// its own listing if it got the successor's name.
+fn successor_created(
+    owner: &WeakClient,
+    reply: Result<Response>,
+    replaced: Replaced,
+    successor: String,
+) -> CreatedListed {
+    let created = match owner.upgrade() {
+        Some(client) => client.finish_create_replacing(reply, Some(replaced)),
+        None => Some(Err(Error::Closed)),
+    };
+    let listed = match &created {
+        Some(Ok((path, _))) if last_segment(path) == successor => Some(Ok(vec![successor])),
+        _ => None,
+    };
+    CreatedListed { created, listed }
 }
 
 /// The children in a getChildren reply handed to a callback.
@@ -100,9 +120,11 @@ impl Client {
     /// otherwise, it comes with no listing.
     ///
     /// `on_done` runs exactly once: on the I/O thread with the listing's
-    /// reply, on this thread if there is no listing to wait for, or on the
-    /// thread that takes both requests back unsent (see [`Unsent`]), which
-    /// is possible only with the handle returned.
+    /// reply (or the successor's transaction's), on this thread if the
+    /// requests cannot be sent, or on the thread that takes both requests
+    /// back unsent (see [`Unsent`]), which is possible only with the handle
+    /// returned. Nothing of it waits for a reply on this thread, unless the
+    /// create went out but its listing could not.
     pub(crate) fn start_create_then_list<F>(
         &self,
         node: NewLockNode<'_>,
@@ -129,39 +151,49 @@ impl Client {
                 return None;
             }
         };
-        let started = match self.start_create_replacing(create, &list.path, node.kind, node.session)
-        {
-            Ok(started) => started,
+        // Moved into the consumer of a successor's transaction, if the
+        // create is one.
+        let mut on_done = Some(on_done);
+        let owner = self.downgrade();
+        let on_successor = |replaced: Replaced, successor: String| -> ReplyConsumer {
+            let answer = Mutex::new(on_done.take().map(|f| (f, replaced, successor)));
+            Box::new(move |reply: Result<Response>| {
+                if let Some((on_done, replaced, successor)) = lock(&answer).take() {
+                    on_done(successor_created(&owner, reply, replaced, successor));
+                }
+            })
+        };
+        let started =
+            self.start_create_replacing(create, &list.path, node.kind, node.session, on_successor);
+        let (create_slot, replaced) = match started {
+            Ok(StartedCreate::Waiting { slot, replaced }) => (slot, replaced),
+            // Sent on an established connection (a release lingers only
+            // there), it cannot be taken back.
+            Ok(StartedCreate::Consumed) => {
+                self.shared().flush();
+                return None;
+            }
             // Refused before sending (over the size limit, say): there is
             // nothing to list for.
             Err(e) => {
-                on_done(CreatedListed::failed(e));
+                if let Some(on_done) = on_done {
+                    on_done(CreatedListed::failed(e));
+                }
                 return None;
             }
         };
+        // Still here: no consumer took it.
+        let on_done = on_done?;
         let shared = self.shared();
-        if let Some(successor) = started.successor {
-            shared.flush();
-            let created =
-                self.finish_create_replacing(shared.wait(&started.slot), started.replaced);
-            let listed = match &created {
-                Some(Ok((path, _))) if last_segment(path) == last_segment(&successor) => {
-                    Some(Ok(vec![last_segment(path).to_owned()]))
-                }
-                _ => None,
-            };
-            on_done(CreatedListed { created, listed });
-            return None;
-        }
-        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, started.replaced))));
+        let on_done: OnDone<F> = Arc::new(Mutex::new(Some((on_done, replaced))));
         let client = self.downgrade();
-        let (create_slot, on_listed) = (started.slot.clone(), on_done.clone());
+        let (reply_slot, on_listed) = (create_slot.clone(), on_done.clone());
         let on_reply: ReplyConsumer = Box::new(move |reply: Result<Response>| {
             let Some((on_done, replaced)) = lock(&on_listed).take() else {
                 return;
             };
             // Replies are handled in order: the create's is in.
-            let create_reply = create_slot
+            let create_reply = reply_slot
                 .take_ready()
                 .unwrap_or_else(|| Err(malformed("listing answered before its create")));
             let created = match client.upgrade() {
@@ -177,14 +209,13 @@ impl Client {
         match listing {
             Ok(listing) => Some(Unsent {
                 shared: Arc::downgrade(&self.inner.shared),
-                create: started.slot,
+                create: create_slot,
                 listing,
             }),
             Err(e) => {
                 // The create went out alone: its reply still settles it.
                 if let Some((on_done, replaced)) = lock(&on_done).take() {
-                    let created =
-                        self.finish_create_replacing(shared.wait(&started.slot), replaced);
+                    let created = self.finish_create_replacing(shared.wait(&create_slot), replaced);
                     on_done(CreatedListed {
                         created,
                         listed: Some(Err(e)),

@@ -771,7 +771,7 @@ impl Attempt<'_> {
                 // Refused unapplied (load shedding, after the server held
                 // it a while): create again, with nothing to look for.
                 Some(Err(Error::ThrottledOp)) => last_error = Error::ThrottledOp,
-                Some(Err(e)) if outcome_unknown(&e) => {
+                Some(Err(e)) if e.outcome_unknown() => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
                     let Some(found) = self.find_own_node(&prefix, session, withdraw_at, wakeup)?
@@ -970,7 +970,7 @@ fn clean_up_abandoned(client: &Client, session: u64, dir: &str, prefix: &str, st
     };
     match created {
         Some(Ok((path, _))) => delete_abandoned(client, dir, last_segment(&path)),
-        Some(Err(e)) if outcome_unknown(&e) => {
+        Some(Err(e)) if e.outcome_unknown() => {
             let owner = client.downgrade();
             let dir_of_node = dir.to_owned();
             client.start_own_node_search(session, dir, prefix, move |found| {
@@ -1013,14 +1013,6 @@ pub(super) fn ask_until_answered<R>(
             answer => return answer,
         }
     }
-}
-
-/// True if a request that failed with `e` may still have been applied: its
-/// reply was lost with the connection, or came but could not be decoded
-/// (the server said it did something; the client then drops the
-/// connection).
-pub(super) fn outcome_unknown(e: &Error) -> bool {
-    e.is_retryable() || matches!(e, Error::Protocol(_))
 }
 
 /// Why our node, created in `session`, is gone: the end of the session

@@ -14,7 +14,7 @@ use crate::proto::{EventType, Response};
 use crate::session::{Release, State, Successor};
 use crate::{Client, Op, OpOutcome};
 
-use super::acquire::{ask_until_answered, outcome_unknown};
+use super::acquire::ask_until_answered;
 use super::naming::release_note;
 use crate::client::path::last_segment;
 
@@ -683,7 +683,7 @@ impl HeldLock {
             Err(Error::NoNode | Error::SessionExpired) => Err(Error::LockLost),
             Err(e) => {
                 // Still guarantee the release if the session lives on.
-                if outcome_unknown(&e) && !self.tracker.session_replaced() {
+                if e.outcome_unknown() && !self.tracker.session_replaced() {
                     let _ = client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)
