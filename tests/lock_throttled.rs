@@ -157,3 +157,51 @@ fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
     assert!(children(&holder, dir).is_empty());
     holder.close().unwrap();
 }
+
+/// An acquisition's create that the server throttled is made again, but
+/// only after a back-off (100 ms at the first throttling): the server
+/// refused it unapplied to shed load, and asking again at once would add
+/// to that load. The acquisition succeeds, with nothing searched for and no
+/// node left behind.
+#[test]
+fn a_throttled_create_is_made_again_after_a_back_off() {
+    const ZTHROTTLEDOP: i32 = -127;
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-create";
+    for path in [scratch, dir] {
+        holder
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let throttled_before = throttled_ops(&server);
+
+    // The create queues behind the write that holds the turn: throttled.
+    let write = hold_the_turn(&holder, &gate, scratch);
+    let guard = mutex
+        .try_lock_for(WAIT)
+        .unwrap()
+        .unwrap_or_else(|| panic!("not acquired within {WAIT:?}: {:?}", children(&holder, dir)));
+    write.join().expect("the write");
+    assert!(throttled_ops(&server) > throttled_before);
+    assert_eq!(sent(&gate, OpCode::Create2), 2, "a create, and one again");
+    assert_eq!(sent(&gate, OpCode::Sync), 0, "nothing to search for");
+    let throttled_at = gate
+        .error_replies()
+        .into_iter()
+        .find_map(|(at, err)| (err == ZTHROTTLEDOP).then_some(at))
+        .expect("a throttled reply");
+    let again_at = gate.last_request_at(OpCode::Create2.code()).unwrap();
+    let pause = again_at.saturating_duration_since(throttled_at);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "made again {pause:?} after the throttling"
+    );
+    assert_eq!(children(&holder, dir), [leaf(guard.node()).to_owned()]);
+    guard.unlock().unwrap();
+    assert!(children(&holder, dir).is_empty());
+    holder.close().unwrap();
+}

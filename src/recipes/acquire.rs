@@ -16,7 +16,7 @@ use crate::client::{unanswered, CreatedListed, DataWatch, Found, NewLockNode, Un
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode, EventType, Response};
 use crate::rand::Rng;
-use crate::session::{Successor, WatchedEvent};
+use crate::session::{throttled_back_off, Successor, WatchedEvent};
 use crate::Client;
 
 /// Creates are retried this often when a container parent is reaped
@@ -390,6 +390,27 @@ impl Wakeup {
         }
     }
 
+    /// After `e`, an error its attempt makes its request again for: if the
+    /// server throttled it (`ThrottledOp`: refused unapplied, to shed
+    /// load), waits out the back-off of the `throttled`-th throttling of
+    /// the attempt (see [`throttled_back_off`]) before it is made again.
+    /// `Ok(false)` if `give_up_at` passes first, `Cancelled` on `cancel`.
+    fn back_off_if_throttled(
+        &self,
+        e: &Error,
+        throttled: &mut u32,
+        give_up_at: Option<Instant>,
+    ) -> Result<bool> {
+        if *e != Error::ThrottledOp {
+            return Ok(true);
+        }
+        *throttled = throttled.saturating_add(1);
+        let backed_off = Instant::now() + throttled_back_off(*throttled);
+        let until = give_up_at.map_or(backed_off, |at| at.min(backed_off));
+        self.wait_for(Some(until), |_| None::<()>)?;
+        Ok(give_up_at.map_or(true, |at| Instant::now() < at))
+    }
+
     /// Waits for a wake-up; `Ok(None)` when the deadline passes first.
     fn wait(&self, deadline: Option<Instant>) -> Result<Option<Woken>> {
         self.wait_for(deadline, |flags| flags.woken.take())
@@ -539,6 +560,7 @@ impl Attempt<'_> {
         };
         *node = Some(name.clone());
         let mut retry_budget = RetryBudget::new(client);
+        let mut throttled = 0;
         let (mut own_watch, mut listed_early, mut waited) = match then {
             Then::Listed(listed) => (None, listed.map(Ok), None),
             Then::Queued(waiting, woken) => (
@@ -568,7 +590,12 @@ impl Attempt<'_> {
                     let children = match listed {
                         Ok(children) => children,
                         Err(Error::NoNode) => return Err(node_gone(client, session)),
-                        Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                        Err(e) if e.is_retryable() && retry_budget.allows() => {
+                            if !wakeup.back_off_if_throttled(&e, &mut throttled, give_up_at)? {
+                                return Ok(None);
+                            }
+                            continue;
+                        }
                         Err(e) => return Err(e),
                     };
                     let blocker = match decide_for(&self.rule, &children, &name) {
@@ -599,7 +626,12 @@ impl Attempt<'_> {
                         watch_predecessor(client, session, &self.spec.path, &blocker, wakeup);
                     let watch = match watched {
                         Ok(watch) => watch,
-                        Err(e) if e.is_retryable() && retry_budget.allows() => continue,
+                        Err(e) if e.is_retryable() && retry_budget.allows() => {
+                            if !wakeup.back_off_if_throttled(&e, &mut throttled, give_up_at)? {
+                                return Ok(None);
+                            }
+                            continue;
+                        }
                         Err(e) => return Err(e),
                     };
                     let woken = wakeup.wait(deadline);
@@ -634,11 +666,16 @@ impl Attempt<'_> {
                     retry_budget.reset();
                     listed_early = Some(listed);
                 }
-                Some(Woken::WatchFailed(e)) if !(e.is_retryable() && retry_budget.allows()) => {
-                    return Err(e)
+                Some(Woken::WatchFailed(e)) => {
+                    if !(e.is_retryable() && retry_budget.allows()) {
+                        return Err(e);
+                    }
+                    if !wakeup.back_off_if_throttled(&e, &mut throttled, give_up_at)? {
+                        return Ok(None);
+                    }
                 }
                 Some(Woken::Event(_)) => retry_budget.reset(),
-                Some(Woken::Released | Woken::PredecessorGone | Woken::WatchFailed(_)) => {}
+                Some(Woken::Released | Woken::PredecessorGone) => {}
             }
         }
     }
@@ -729,6 +766,7 @@ impl Attempt<'_> {
         let full_prefix = join(&self.spec.path, &prefix);
         let data = self.spec.node_data();
         let mut last_error = Error::ConnectionLoss;
+        let mut throttled = 0;
         for _ in 0..MAX_CREATE_ATTEMPTS {
             let node = NewLockNode {
                 prefix: &full_prefix,
@@ -770,7 +808,16 @@ impl Attempt<'_> {
                 }
                 // Refused unapplied (load shedding, after the server held
                 // it a while): create again, with nothing to look for.
-                Some(Err(Error::ThrottledOp)) => last_error = Error::ThrottledOp,
+                Some(Err(Error::ThrottledOp)) => {
+                    if !wakeup.back_off_if_throttled(
+                        &Error::ThrottledOp,
+                        &mut throttled,
+                        withdraw_at,
+                    )? {
+                        return Ok(None);
+                    }
+                    last_error = Error::ThrottledOp;
+                }
                 Some(Err(e)) if e.outcome_unknown() => {
                     // The create may have happened: find out for sure before
                     // creating again, or the first node would be orphaned.
@@ -1001,15 +1048,24 @@ fn delete_abandoned(client: &Client, dir: &str, name: &str) {
     }
 }
 
-/// Asks `ask` about `what` until it is answered (see [`unanswered`]).
+/// Asks `ask` about `what` until it is answered (see [`unanswered`]); a
+/// question the server throttled after a back-off (see
+/// [`throttled_back_off`]).
 pub(super) fn ask_until_answered<R>(
     what: &dyn std::fmt::Display,
     mut ask: impl FnMut() -> Result<R>,
 ) -> Result<R> {
     let undecodable = AtomicU32::new(0);
+    let mut throttled = 0u32;
     loop {
         match ask() {
-            Err(e) if unanswered(&e, &undecodable) => log::debug!("asking again for {what}: {e}"),
+            Err(e) if unanswered(&e, &undecodable) => {
+                log::debug!("asking again for {what}: {e}");
+                if e == Error::ThrottledOp {
+                    throttled = throttled.saturating_add(1);
+                    std::thread::sleep(throttled_back_off(throttled));
+                }
+            }
             answer => return answer,
         }
     }

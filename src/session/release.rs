@@ -219,11 +219,20 @@ impl<T, W: Clone> Session<T, W> {
     }
 }
 
-/// The first back-off of a throttled background delete, doubled at each
-/// throttling in a row up to [`MAX_THROTTLED_BACK_OFF`].
+/// The first back-off of a throttled request, doubled at each throttling
+/// in a row up to [`MAX_THROTTLED_BACK_OFF`].
 const FIRST_THROTTLED_BACK_OFF: Duration = Duration::from_millis(100);
-/// The longest back-off of a throttled background delete.
+/// The longest back-off of a throttled request.
 const MAX_THROTTLED_BACK_OFF: Duration = Duration::from_secs(2);
+
+/// How long a request the server throttled `times` in a row (ThrottledOp:
+/// refused unapplied, to shed load) waits before it is made again: 100 ms,
+/// doubled at each throttling up to 2 s. Asked again at once, it would add
+/// to the load the server sheds.
+pub(crate) fn throttled_back_off(times: u32) -> Duration {
+    let doublings = times.saturating_sub(1).min(16);
+    (FIRST_THROTTLED_BACK_OFF * 2u32.pow(doublings)).min(MAX_THROTTLED_BACK_OFF)
+}
 
 /// A background delete the server throttled (ThrottledOp: not applied),
 /// waiting out its back-off before it goes again on the same connection.
@@ -249,12 +258,10 @@ impl<T, W: Clone> Session<T, W> {
     /// Sends the background delete of `path`, throttled `times` in a row,
     /// again after its back-off, or earlier ahead of any other request.
     pub(super) fn retry_throttled(&mut self, now: Instant, path: String, times: u32) {
-        let doublings = times.saturating_sub(1).min(16);
-        let back_off = (FIRST_THROTTLED_BACK_OFF * 2u32.pow(doublings)).min(MAX_THROTTLED_BACK_OFF);
         self.throttled.push(Throttled {
             path,
             times,
-            due: now + back_off,
+            due: now + throttled_back_off(times),
         });
     }
 

@@ -254,3 +254,11 @@ fn a_read_after_a_throttled_delete_does_not_join_a_batch_ahead_of_it() {
     );
     assert_eq!(deleted.as_deref(), Some("/app/lock/n1"));
 }
+
+/// Shared by background deletes and the lock recipes' retries.
+#[test]
+fn the_throttled_back_off_doubles_from_100_ms_up_to_2_s() {
+    let times = [0, 1, 2, 3, 4, 5, 6, 17, u32::MAX];
+    let millis = times.map(|t| throttled_back_off(t).as_millis());
+    assert_eq!(millis, [100, 100, 200, 400, 800, 1600, 2000, 2000, 2000]);
+}

@@ -73,7 +73,7 @@ use std::time::Duration;
 
 pub use cluster::{TestCluster, TestClusterBuilder};
 pub use pause::{Pause, PausePoint};
-pub use proxy::{FaultProxy, ProxyMode};
+pub use proxy::{FaultProxy, ProxyMode, MAX_ERROR_REPLIES};
 pub use server::{TestServer, TestServerBuilder};
 pub use util::{four_letter_word, loopback_listener, ServerMode};
 

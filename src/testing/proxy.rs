@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 
@@ -55,9 +55,16 @@ pub(crate) struct Shared {
     conns: Mutex<Vec<ConnEntry>>,
     open: AtomicUsize,
     trigger: Mutex<Option<Trigger>>,
-    /// How many client requests of each opcode went through.
-    requests: Mutex<HashMap<i32, usize>>,
+    /// How many client requests of each opcode went through, and when the
+    /// last one did.
+    requests: Mutex<HashMap<i32, (usize, Instant)>>,
+    /// When the server answered with an error, and the error code: the
+    /// first [`MAX_ERROR_REPLIES`].
+    error_replies: Mutex<Vec<(Instant, i32)>>,
 }
+
+/// How many error replies a proxy keeps (see [`FaultProxy::error_replies`]).
+pub const MAX_ERROR_REPLIES: usize = 1024;
 
 impl Shared {
     pub(crate) fn settings(&self) -> Settings {
@@ -77,18 +84,28 @@ impl Shared {
     /// Counts a client request with `opcode`, and takes the cut trigger if
     /// it is armed and matches it.
     pub(crate) fn on_request(&self, opcode: i32) -> bool {
-        *self
-            .requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(opcode)
-            .or_default() += 1;
+        let now = Instant::now();
+        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let (count, last) = requests.entry(opcode).or_insert((0, now));
+        (*count, *last) = (*count + 1, now);
+        drop(requests);
         let mut trigger = self.trigger.lock().unwrap_or_else(|p| p.into_inner());
         if trigger.as_ref().is_some_and(|matches| matches(opcode)) {
             *trigger = None;
             true
         } else {
             false
+        }
+    }
+
+    /// Notes a server reply's error code (`err` of its ReplyHeader).
+    pub(crate) fn on_reply(&self, err: i32) {
+        if err == 0 {
+            return;
+        }
+        let mut replies = self.error_replies.lock().unwrap_or_else(|p| p.into_inner());
+        if replies.len() < MAX_ERROR_REPLIES {
+            replies.push((Instant::now(), err));
         }
     }
 
@@ -168,6 +185,7 @@ impl FaultProxy {
             open: AtomicUsize::new(0),
             trigger: Mutex::new(None),
             requests: Mutex::new(HashMap::new()),
+            error_replies: Mutex::new(Vec::new()),
         });
         let thread_shared = Arc::clone(&shared);
         let accept_thread = std::thread::Builder::new()
@@ -255,13 +273,34 @@ impl FaultProxy {
     /// How many client requests with `opcode` (from their RequestHeader)
     /// went through so far, over every connection.
     pub fn requests_seen(&self, opcode: i32) -> usize {
+        self.request_stats(opcode).map_or(0, |(count, _)| count)
+    }
+
+    /// When the last client request with `opcode` reached the proxy, over
+    /// every connection.
+    pub fn last_request_at(&self, opcode: i32) -> Option<Instant> {
+        self.request_stats(opcode).map(|(_, last)| last)
+    }
+
+    fn request_stats(&self, opcode: i32) -> Option<(usize, Instant)> {
         self.shared
             .requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&opcode)
             .copied()
-            .unwrap_or(0)
+    }
+
+    /// The replies the server sent with an error in their ReplyHeader, as
+    /// the time they reached the proxy (before the client could read them)
+    /// and the error code, in order, over every connection: the first
+    /// [`MAX_ERROR_REPLIES`] of them.
+    pub fn error_replies(&self) -> Vec<(Instant, i32)> {
+        self.shared
+            .error_replies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The number of client connections open through the proxy (including

@@ -147,7 +147,11 @@ impl<'a> Pump<'a> {
             queue: VecDeque::new(),
             queued: 0,
             draining: false,
-            parser: FrameParser::default(),
+            parser: if to_server {
+                FrameParser::requests()
+            } else {
+                FrameParser::replies()
+            },
         }
     }
 
@@ -270,9 +274,15 @@ impl<'a> Pump<'a> {
             Ok(n) => {
                 let mut data = buf.get(..n).unwrap_or_default();
                 let mut cut_after = false;
-                if self.to_server {
-                    let shared = self.shared;
-                    if let Some(end) = self.parser.feed(data, |op| shared.on_request(op)) {
+                let shared = self.shared;
+                if !self.to_server {
+                    self.parser.feed(data, |header| {
+                        shared.on_reply(reply_err(header));
+                        false
+                    });
+                } else {
+                    let on_request = |header: &[u8]| shared.on_request(opcode(header));
+                    if let Some(end) = self.parser.feed(data, on_request) {
                         // Forward up to the end of the request, then cut;
                         // from now on nothing reaches the client.
                         data = data.get(..end).unwrap_or_default();
@@ -309,17 +319,23 @@ impl<'a> Pump<'a> {
     }
 }
 
-/// Follows the client's frames: a 4-byte big-endian length, then the
-/// payload; every frame after the first (the ConnectRequest) starts with a
-/// RequestHeader `{xid: i32, opcode: i32}`.
-#[derive(Debug, Default)]
+/// The bytes of a RequestHeader `{xid: i32, opcode: i32}`.
+const REQUEST_HEADER: usize = 8;
+/// The bytes of a ReplyHeader `{xid: i32, zxid: i64, err: i32}`.
+const REPLY_HEADER: usize = 16;
+
+/// Follows one direction's frames: a 4-byte big-endian length, then the
+/// payload; every frame after the first (the ConnectRequest, or the
+/// ConnectResponse) starts with a RequestHeader (or a ReplyHeader).
+#[derive(Debug)]
 pub(crate) struct FrameParser {
     frames_done: u64,
     len_buf: [u8; 4],
     len_have: usize,
     in_payload: bool,
     payload_left: usize,
-    header: [u8; 8],
+    header: [u8; REPLY_HEADER],
+    header_len: usize,
     header_have: usize,
     cut_this: bool,
     /// A negative length was seen: the stream is not ZooKeeper's; give up.
@@ -327,13 +343,38 @@ pub(crate) struct FrameParser {
 }
 
 impl FrameParser {
-    /// Consumes `data`. When `matches` accepts the opcode of a request, the
-    /// return value is the offset in `data` just past that request's last
-    /// byte (the parser then stops at that point).
+    /// A parser of the client's frames.
+    pub(crate) fn requests() -> FrameParser {
+        FrameParser {
+            frames_done: 0,
+            len_buf: [0; 4],
+            len_have: 0,
+            in_payload: false,
+            payload_left: 0,
+            header: [0; REPLY_HEADER],
+            header_len: REQUEST_HEADER,
+            header_have: 0,
+            cut_this: false,
+            lost: false,
+        }
+    }
+
+    /// A parser of the server's frames.
+    pub(crate) fn replies() -> FrameParser {
+        FrameParser {
+            header_len: REPLY_HEADER,
+            ..FrameParser::requests()
+        }
+    }
+
+    /// Consumes `data`. When `matches` accepts the header of a frame (see
+    /// [`opcode`] and [`reply_err`]), the return value is the offset in
+    /// `data` just past that frame's last byte (the parser then stops at
+    /// that point).
     pub(crate) fn feed(
         &mut self,
         data: &[u8],
-        mut matches: impl FnMut(i32) -> bool,
+        mut matches: impl FnMut(&[u8]) -> bool,
     ) -> Option<usize> {
         let mut i = 0;
         while i < data.len() && !self.lost {
@@ -361,8 +402,8 @@ impl FrameParser {
                 continue;
             }
             let take = self.payload_left.min(data.len() - i);
-            if self.frames_done > 0 && self.header_have < 8 {
-                let n = take.min(8 - self.header_have);
+            if self.frames_done > 0 && self.header_have < self.header_len {
+                let n = take.min(self.header_len - self.header_have);
                 if let (Some(to), Some(from)) = (
                     self.header.get_mut(self.header_have..self.header_have + n),
                     data.get(i..i + n),
@@ -370,14 +411,8 @@ impl FrameParser {
                     to.copy_from_slice(from);
                 }
                 self.header_have += n;
-                if self.header_have == 8 {
-                    let opcode = i32::from_be_bytes([
-                        self.header[4],
-                        self.header[5],
-                        self.header[6],
-                        self.header[7],
-                    ]);
-                    self.cut_this = matches(opcode);
+                if self.header_have == self.header_len {
+                    self.cut_this = matches(self.header.get(..self.header_len).unwrap_or_default());
                 }
             }
             i += take;
@@ -393,6 +428,24 @@ impl FrameParser {
         }
         None
     }
+}
+
+/// The big-endian i32 at `at` in `header`; 0 if it is too short.
+fn be_i32(header: &[u8], at: usize) -> i32 {
+    header
+        .get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
+/// The opcode of a RequestHeader.
+pub(crate) fn opcode(header: &[u8]) -> i32 {
+    be_i32(header, 4)
+}
+
+/// The error code of a ReplyHeader.
+pub(crate) fn reply_err(header: &[u8]) -> i32 {
+    be_i32(header, 12)
 }
 
 #[cfg(test)]
@@ -422,13 +475,13 @@ mod tests {
         stream.extend(request(3, 1, b"second create"));
         // Byte by byte and in one go.
         for step in [1, 3, 7, stream.len()] {
-            let mut parser = FrameParser::default();
+            let mut parser = FrameParser::requests();
             let mut seen = Vec::new();
             let mut found = None;
             for (n, piece) in stream.chunks(step).enumerate() {
-                if let Some(end) = parser.feed(piece, |op| {
-                    seen.push(op);
-                    op == 1
+                if let Some(end) = parser.feed(piece, |header| {
+                    seen.push(opcode(header));
+                    opcode(header) == 1
                 }) {
                     found = Some(n * step + end);
                     break;
@@ -440,12 +493,41 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_error_code_of_each_reply_after_the_connect_response() {
+        let reply = |xid: i32, err: i32| {
+            let mut payload = xid.to_be_bytes().to_vec();
+            payload.extend_from_slice(&7i64.to_be_bytes());
+            payload.extend_from_slice(&err.to_be_bytes());
+            payload.extend_from_slice(b"body");
+            frame(&payload)
+        };
+        // A ConnectResponse whose bytes could look like an error.
+        let mut stream = frame(&[0xff; 36]);
+        stream.extend(reply(1, 0));
+        stream.extend(reply(2, -127));
+        stream.extend(reply(-1, 0));
+        stream.extend(reply(3, -101));
+        for step in [1, 5, stream.len()] {
+            let mut parser = FrameParser::replies();
+            let mut errs = Vec::new();
+            for piece in stream.chunks(step) {
+                let found = parser.feed(piece, |header| {
+                    errs.push(reply_err(header));
+                    false
+                });
+                assert_eq!(found, None);
+            }
+            assert_eq!(errs, [0, -127, 0, -101], "step {step}");
+        }
+    }
+
+    #[test]
     fn ignores_pings_and_short_frames() {
-        let mut parser = FrameParser::default();
+        let mut parser = FrameParser::requests();
         let mut stream = frame(&[0u8; 45]);
         stream.extend(frame(&[]));
         stream.extend(frame(&[0, 0, 0, 1]));
         stream.extend(request(-2, 11, &[]));
-        assert_eq!(parser.feed(&stream, |op| op != 11), None);
+        assert_eq!(parser.feed(&stream, |h| opcode(h) != 11), None);
     }
 }
