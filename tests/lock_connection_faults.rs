@@ -677,11 +677,6 @@ fn a_search_answered_undecodably_again_and_again_ends() {
 /// The opcode of `getData`, which a waiter's predecessor watch is set with.
 const GET_DATA: i32 = 4;
 
-/// A timed wait whose predecessor watch is lost with its connection, and
-/// which then cannot reconnect: the listing it needs waits for a reconnect,
-/// but the attempt does not. `try_lock_for` gives up at its deadline, and
-/// `cancel` ends such a wait at once, long before the outage ends. Neither
-/// leaves its node behind once the connection is back.
 /// Runs `mutex.try_lock_for(deadline)` during an outage that `heal` ends
 /// after `outage` at the latest (if the attempt has not returned by then).
 /// With `cancelled`, the attempt waits as long as need be, and is
@@ -718,6 +713,11 @@ fn attempt_in_outage(
     })
 }
 
+/// A timed wait whose predecessor watch is lost with its connection, and
+/// which then cannot reconnect: the listing it needs waits for a reconnect,
+/// but the attempt does not. `try_lock_for` gives up at its deadline, and
+/// `cancel` ends such a wait at once, long before the outage ends. Neither
+/// leaves its node behind once the connection is back.
 #[test]
 fn a_timed_wait_cut_off_while_waiting_ends_at_its_deadline_or_on_cancel() {
     const DIR: &str = "/cutwait/lock";
@@ -914,19 +914,14 @@ fn a_timed_successor_on_a_silent_connection_keeps_its_deadline() {
     drop(mutex.lock().unwrap());
     let (before, multis) = (cversion(), proxy.requests_seen(MULTI));
     proxy.set_mode(ProxyMode::Blackhole);
-    let (done, finished) = crossbeam_channel::bounded::<()>(1);
-    let (result, took) = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            if finished.recv_timeout(SILENCE).is_err() {
-                proxy.set_mode(ProxyMode::Pass);
-            }
-        });
-        let started = std::time::Instant::now();
-        let result = mutex.try_lock_for(DEADLINE).map(|g| g.is_some());
-        let took = started.elapsed();
-        let _ = done.send(());
-        (result, took)
-    });
+    let (result, took) = attempt_in_outage(
+        &mutex,
+        DEADLINE,
+        false,
+        SILENCE,
+        || {},
+        || proxy.set_mode(ProxyMode::Pass),
+    );
     assert_eq!(result, Ok(false));
     assert!(
         took >= DEADLINE,
