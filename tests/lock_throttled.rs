@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use lock_common::*;
 use zklock::proto::OpCode;
-use zklock::testing::{FaultProxy, TestServer};
+use zklock::testing::{FaultProxy, ProxyMode, TestServer};
 use zklock::{Acl, Client, CreateMode, EventType, Mutex, Stat};
 
 const FLUSH_DELAY: &str = "1000";
@@ -60,6 +60,21 @@ fn connect_slowly(connect_string: &str, linger: Duration) -> Client {
         .release_linger(linger)
         .connect(connect_string)
         .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+}
+
+/// The time from the first throttled reply `gate` passed on to the last
+/// request with `op` it saw.
+fn pause_after_throttling(gate: &FaultProxy, op: OpCode) -> Duration {
+    const ZTHROTTLEDOP: i32 = -127;
+    let throttled_at = gate
+        .error_replies()
+        .into_iter()
+        .find_map(|(at, err)| (err == ZTHROTTLEDOP).then_some(at))
+        .expect("a throttled reply");
+    let again_at = gate
+        .last_request_at(op.code())
+        .unwrap_or_else(|| panic!("no {op:?} request"));
+    again_at.saturating_duration_since(throttled_at)
 }
 
 /// Makes the holder's connection hold the server's only turn for about the
@@ -165,7 +180,6 @@ fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
 /// node left behind.
 #[test]
 fn a_throttled_create_is_made_again_after_a_back_off() {
-    const ZTHROTTLEDOP: i32 = -127;
     let server = throttling_server();
     let gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
@@ -189,13 +203,7 @@ fn a_throttled_create_is_made_again_after_a_back_off() {
     assert!(throttled_ops(&server) > throttled_before);
     assert_eq!(sent(&gate, OpCode::Create2), 2, "a create, and one again");
     assert_eq!(sent(&gate, OpCode::Sync), 0, "nothing to search for");
-    let throttled_at = gate
-        .error_replies()
-        .into_iter()
-        .find_map(|(at, err)| (err == ZTHROTTLEDOP).then_some(at))
-        .expect("a throttled reply");
-    let again_at = gate.last_request_at(OpCode::Create2.code()).unwrap();
-    let pause = again_at.saturating_duration_since(throttled_at);
+    let pause = pause_after_throttling(&gate, OpCode::Create2);
     assert!(
         pause >= Duration::from_millis(100),
         "made again {pause:?} after the throttling"
@@ -204,4 +212,76 @@ fn a_throttled_create_is_made_again_after_a_back_off() {
     guard.unlock().unwrap();
     assert!(children(&holder, dir).is_empty());
     holder.close().unwrap();
+}
+
+/// The search for a node whose create may have happened (its reply was lost
+/// with the connection) starts with a sync. One that the server throttled
+/// is asked again after a back-off, not at once: the search runs on the
+/// I/O thread, and the session holds the question until it is due. The
+/// search then finds the node, and the acquisition takes it: one create,
+/// nothing made again, nothing left over.
+#[test]
+fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let blocker_gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let blocker = connect_slowly(&blocker_gate.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-search";
+    for path in [scratch, dir] {
+        blocker
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let throttled_before = throttled_ops(&server);
+
+    // The create reaches the server, its reply is lost with the
+    // connection, and no new connection is let through yet.
+    gate.refuse(true);
+    gate.cut_after_request(|op| op == OpCode::Create2.code());
+    let (guard, write) = std::thread::scope(|scope| {
+        let choreography = scope.spawn(|| {
+            wait_until("the create cut off", WAIT, || {
+                !gate.is_cut_armed() && gate.connection_count() == 0
+            });
+            // The reconnect is held before the server while the blocker
+            // takes the server's only turn: the search's first question, a
+            // sync, queues behind it and is throttled.
+            gate.set_mode(ProxyMode::Blackhole);
+            gate.refuse(false);
+            wait_until("the reconnect held", WAIT, || gate.connection_count() == 1);
+            // The create holds the turn until its log flush: a write sent
+            // before then would be throttled itself.
+            wait_until("the create applied", WAIT, || {
+                blocker.get_children(dir).is_ok_and(|c| !c.is_empty())
+            });
+            let write = hold_the_turn(&blocker, &blocker_gate, scratch);
+            gate.set_mode(ProxyMode::Pass);
+            write
+        });
+        let guard = mutex.try_lock_for(WAIT);
+        (guard, choreography.join().expect("the proxy's moves"))
+    });
+    let guard = guard.unwrap().unwrap_or_else(|| {
+        panic!(
+            "not acquired within {WAIT:?}: {:?}",
+            children(&blocker, dir)
+        )
+    });
+    write.join().expect("the write");
+    assert!(throttled_ops(&server) > throttled_before);
+    assert_eq!(sent(&gate, OpCode::Create2), 1, "found, not made again");
+    assert_eq!(sent(&gate, OpCode::Sync), 2, "a sync, and one again");
+    let pause = pause_after_throttling(&gate, OpCode::Sync);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "asked again {pause:?} after the throttling"
+    );
+    assert_eq!(children(&blocker, dir), [leaf(guard.node()).to_owned()]);
+    guard.unlock().unwrap();
+    assert!(children(&blocker, dir).is_empty());
+    holder.close().unwrap();
+    blocker.close().unwrap();
 }

@@ -370,6 +370,25 @@ impl Shared {
         self.start_slot(generation, op, body, None, ReplySlot::consumed(consume))
     }
 
+    /// Like [`Self::start_consumed`], but the request goes only once `due`
+    /// has come (see [`Session::submit_at`]). For the I/O thread's own
+    /// reply consumers: the I/O thread looks at the session's timers before
+    /// each wait, while a request made this way on another thread could go
+    /// up to one wait (at most a second) late.
+    pub(crate) fn start_consumed_at(
+        &self,
+        generation: u64,
+        due: Instant,
+        op: OpCode,
+        body: &impl Record,
+        consume: ReplyConsumer,
+    ) -> Result<()> {
+        let slot = Arc::new(ReplySlot::consumed(consume));
+        let mut core = self.core();
+        core.session.check_generation(generation)?;
+        core.session.submit_at(Instant::now(), due, op, body, slot)
+    }
+
     /// Takes back `first`, and `then` made after it, if `first` still waits
     /// for a connection (see [`Session::withdraw_queued`]), and completes
     /// them in that order with `error`, on this thread. False if `first`

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use super::core::{ReplyConsumer, Shared};
 use super::path::join;
@@ -13,6 +14,7 @@ use super::watch_ops::children_of;
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{ExistsRequest, GetChildrenRequest, OpCode, PathRecord, Record, Response};
+use crate::session::throttled_back_off;
 
 /// What a search found: our node's name and czxid, or `None` if the create
 /// certainly did not happen.
@@ -48,6 +50,9 @@ struct Search {
     /// The name our node starts with (its uuid is ours alone).
     prefix: String,
     undecodable: AtomicU32,
+    /// How many of its questions the server throttled: each starts the
+    /// search over after a back-off that grows with it.
+    throttled: AtomicU32,
     on_done: Box<dyn Fn(Result<Found>) + Send + Sync>,
 }
 
@@ -78,14 +83,16 @@ impl Client {
             dir,
             prefix: prefix.to_owned(),
             undecodable: AtomicU32::new(0),
+            throttled: AtomicU32::new(0),
             on_done: Box::new(on_done),
         });
-        search.look();
+        search.look(None);
     }
 }
 
 impl Search {
-    fn look(self: &Arc<Self>) {
+    /// Starts a look, now or once `due` comes.
+    fn look(self: &Arc<Self>, due: Option<Instant>) {
         let search = self.clone();
         let synced = move |reply: Result<Response>| match reply {
             Ok(Response::Sync(_)) | Err(Error::NoNode) => search.list(),
@@ -95,7 +102,7 @@ impl Search {
         let request = PathRecord {
             path: self.dir.clone(),
         };
-        self.send(OpCode::Sync, &request, Box::new(synced));
+        self.send(OpCode::Sync, &request, due, Box::new(synced));
     }
 
     fn list(self: &Arc<Self>) {
@@ -115,7 +122,7 @@ impl Search {
             path: self.dir.clone(),
             watch: false,
         };
-        self.send(OpCode::GetChildren, &request, Box::new(listed));
+        self.send(OpCode::GetChildren, &request, None, Box::new(listed));
     }
 
     /// Checks that the first of `names` belongs to this session, then the
@@ -138,7 +145,7 @@ impl Search {
             Ok(_) => search.failed(malformed("exists reply")),
             Err(e) => search.failed(e),
         };
-        self.send(OpCode::Exists, &request, Box::new(checked));
+        self.send(OpCode::Exists, &request, None, Box::new(checked));
     }
 
     fn is_ours(&self, owner: i64) -> bool {
@@ -147,12 +154,24 @@ impl Search {
             .is_some_and(|shared| shared.core().session.session_id() == owner)
     }
 
-    /// A look that got no answer starts over; anything else ends the
-    /// search.
+    /// A look that got no answer starts over, after a back-off if the
+    /// server throttled it (refused it unapplied, to shed load: asked again
+    /// at once, it would add to that load); anything else ends the search.
     fn failed(self: &Arc<Self>, e: Error) {
-        if unanswered(&e, &self.undecodable) {
+        if e == Error::ThrottledOp {
+            let times = self
+                .throttled
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
+            let back_off = throttled_back_off(times);
+            log::debug!(
+                "looking again for lock node {}* in {back_off:?}: {e}",
+                self.prefix
+            );
+            self.look(Some(Instant::now() + back_off));
+        } else if unanswered(&e, &self.undecodable) {
             log::debug!("looking again for lock node {}*: {e}", self.prefix);
-            self.look();
+            self.look(None);
         } else {
             self.done(Err(e));
         }
@@ -162,15 +181,21 @@ impl Search {
         (self.on_done)(found);
     }
 
-    /// Sends one request of the search, in its session. One that cannot
-    /// even be queued (the session is over) ends the search: trying again
-    /// would fail the same way at once.
-    fn send(&self, op: OpCode, body: &impl Record, on_reply: ReplyConsumer) {
+    /// Sends one request of the search, in its session, now or once `due`
+    /// comes. One that cannot even be queued (the session is over) ends the
+    /// search: trying again would fail the same way at once.
+    fn send(&self, op: OpCode, body: &impl Record, due: Option<Instant>, on_reply: ReplyConsumer) {
         let Some(shared) = self.shared.upgrade() else {
             return self.done(Err(Error::Closed));
         };
-        match shared.start_consumed(Some(self.session), op, body, on_reply) {
-            Ok(_) => shared.flush(),
+        let started = match due {
+            Some(due) => shared.start_consumed_at(self.session, due, op, body, on_reply),
+            None => shared
+                .start_consumed(Some(self.session), op, body, on_reply)
+                .map(drop),
+        };
+        match started {
+            Ok(()) => shared.flush(),
             Err(e) => self.done(Err(e)),
         }
     }

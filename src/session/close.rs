@@ -44,6 +44,7 @@ impl<T, W: Clone> Session<T, W> {
         for q in std::mem::take(&mut self.queued) {
             self.fail(q.purpose, Error::Closed);
         }
+        self.fail_delayed(&Error::Closed);
         if self.conn == Conn::Established {
             // The reply to closeSession ends the session; see `close_replied`.
             self.send_close(now);

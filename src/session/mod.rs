@@ -10,6 +10,7 @@
 
 mod batch;
 mod close;
+mod delayed;
 mod hosts;
 mod probe;
 mod receive;
@@ -27,6 +28,8 @@ mod batch_tests;
 mod close_tests;
 #[cfg(test)]
 mod deadline_tests;
+#[cfg(test)]
+mod delayed_tests;
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]
@@ -277,6 +280,9 @@ pub struct Session<T, W> {
     /// Set once a server refused a multiRead: reads then go one by one.
     batch_refused: bool,
     queued: VecDeque<Queued<T, W>>,
+    /// Requests made to go later (see [`Session::submit_at`]), in the
+    /// order they fall due.
+    delayed: Vec<delayed::Delayed<T, W>>,
     background: Vec<(String, i32)>,
     /// Background deletes not sent yet, with when they are due.
     deferred: Vec<(Release, Instant)>,
@@ -321,6 +327,7 @@ impl<T, W: Clone> Session<T, W> {
             open_batch: None,
             batch_refused: false,
             queued: VecDeque::new(),
+            delayed: Vec::new(),
             background: Vec::new(),
             deferred: Vec::new(),
             throttled: Vec::new(),
@@ -565,8 +572,8 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
-    /// Timers: the close's, handshake and read timeouts, pings, and
-    /// deadlines of requests waiting for a connection.
+    /// Timers: the close's, handshake and read timeouts, pings, deadlines
+    /// of requests waiting for a connection, and delayed requests.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.conn != Conn::Established {
             if let Some(at) = self.local_expiry() {
@@ -621,6 +628,9 @@ impl<T, W: Clone> Session<T, W> {
         }
         if self.next_throttled_retry().is_some_and(|due| now >= due) {
             self.resend_throttled_deletes(now);
+        }
+        if self.next_delayed().is_some_and(|due| now >= due) {
+            self.release_due_delayed(now);
         }
         while self.queued.front().is_some_and(|q| now >= q.deadline) {
             if let Some(q) = self.queued.pop_front() {
@@ -804,10 +814,13 @@ impl<T, W: Clone> Session<T, W> {
             .request_deadline()
             .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
         let throttled = self.next_throttled_retry();
-        [conn, ping, closing, queued, expiry, request, throttled]
-            .into_iter()
-            .flatten()
-            .min()
+        let delayed = self.next_delayed();
+        [
+            conn, ping, closing, queued, expiry, request, throttled, delayed,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The longest the driver may wait on this connection without handing
@@ -1056,6 +1069,7 @@ impl<T, W: Clone> Session<T, W> {
         for q in std::mem::take(&mut self.queued) {
             self.fail(q.purpose, error.clone());
         }
+        self.fail_delayed(&error);
         for waiter in std::mem::take(&mut self.auth_waiters) {
             self.fail_auth(waiter, error.clone());
         }

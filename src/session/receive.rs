@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    malformed, reregister, AuthWaiter, Conn, Error, Event, Pending, Purpose, Release,
-    ReleaseOutcome, Result, Session, State, WatchKind, WatchedEvent,
+    malformed, reregister, AuthWaiter, Conn, Error, Event, Purpose, Release, ReleaseOutcome,
+    Result, Session, State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
     read_notification, read_reply_header, write_request, ConnectResponse, EventType, KeeperState,
@@ -103,18 +103,7 @@ impl<T, W: Clone> Session<T, W> {
             self.send_close(now);
         }
         for q in std::mem::take(&mut self.queued) {
-            let xid = self.next_xid();
-            let mut frame = q.frame;
-            if let Some(slot) = frame.get_mut(4..8) {
-                slot.copy_from_slice(&xid.to_be_bytes());
-            }
-            self.outbox.extend_from_slice(&frame);
-            self.pending.push_back(Pending {
-                xid,
-                op: q.op,
-                purpose: q.purpose,
-                sent: now,
-            });
+            self.send_encoded(now, q);
         }
         self.last_send = now;
     }

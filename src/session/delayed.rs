@@ -1,0 +1,101 @@
+//! Requests made to go later: a question the server throttled, asked again
+//! once its back-off is over. Until then the request is only data here, so
+//! the I/O thread needs no timer of its own for it.
+
+use std::time::Instant;
+
+use super::{Conn, Pending, Purpose, Queued, Session};
+use crate::error::{Error, Result};
+use crate::proto::{write_request, OpCode, Record};
+
+/// A request held back until `due`, encoded with a placeholder xid.
+#[derive(Debug)]
+pub(super) struct Delayed<T, W> {
+    due: Instant,
+    request: Queued<T, W>,
+}
+
+impl<T, W: Clone> Session<T, W> {
+    /// Like [`Session::submit`] (with no watch), but the request goes only
+    /// once `due` has come: then at once if connected, otherwise after the
+    /// next handshake, failing with `ConnectionLoss` if none completes
+    /// within the session timeout from `due`. A close or the session's end
+    /// fails it as it fails requests waiting for a connection. Until `due`,
+    /// it is in [`Session::poll_timeout`], and it is not among the requests
+    /// [`Session::withdraw_queued`] can take back.
+    pub fn submit_at(
+        &mut self,
+        now: Instant,
+        due: Instant,
+        op: OpCode,
+        body: &impl Record,
+        token: T,
+    ) -> Result<()> {
+        self.check_open()?;
+        let purpose = Purpose::User { token, watch: None };
+        if due <= now {
+            return self.enqueue(now, op, body, purpose);
+        }
+        let mut frame = Vec::new();
+        let len = write_request(&mut frame, 0, op, body);
+        self.check_frame_len(len)?;
+        let request = Queued {
+            op,
+            frame,
+            purpose,
+            // Set when it is due.
+            deadline: due,
+        };
+        let at = self.delayed.partition_point(|d| d.due <= due);
+        self.delayed.insert(at, Delayed { due, request });
+        Ok(())
+    }
+
+    /// When the first delayed request is due.
+    pub(super) fn next_delayed(&self) -> Option<Instant> {
+        self.delayed.first().map(|d| d.due)
+    }
+
+    /// Sends, or queues for the next connection, the delayed requests due
+    /// by `now`, in the order they fall due.
+    pub(super) fn release_due_delayed(&mut self, now: Instant) {
+        let due = self.delayed.partition_point(|d| d.due <= now);
+        let timeout = self.negotiated.unwrap_or(self.config.session_timeout);
+        for Delayed { request, .. } in self.delayed.drain(..due).collect::<Vec<_>>() {
+            if self.conn == Conn::Established {
+                self.send_held_back_deletes(now);
+                self.send_encoded(now, request);
+            } else {
+                self.queued.push_back(Queued {
+                    deadline: now + timeout,
+                    ..request
+                });
+            }
+        }
+    }
+
+    /// Fails every delayed request with `error`.
+    pub(super) fn fail_delayed(&mut self, error: &Error) {
+        for Delayed { request, .. } in std::mem::take(&mut self.delayed) {
+            self.fail(request.purpose, error.clone());
+        }
+    }
+
+    /// Writes a request encoded earlier (with a placeholder xid) to the
+    /// outbox under the next xid.
+    pub(super) fn send_encoded(&mut self, now: Instant, request: Queued<T, W>) {
+        let xid = self.next_xid();
+        let mut frame = request.frame;
+        if let Some(slot) = frame.get_mut(4..8) {
+            slot.copy_from_slice(&xid.to_be_bytes());
+        }
+        self.outbox.extend_from_slice(&frame);
+        self.pending.push_back(Pending {
+            xid,
+            op: request.op,
+            purpose: request.purpose,
+            sent: now,
+        });
+        self.last_send = now;
+    }
+}
