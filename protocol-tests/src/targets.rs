@@ -1071,6 +1071,10 @@ pub const SESSION_LATE_AUTH_TOKEN: u32 = 2200;
 /// create, as a lock's next acquisition in the same directory sends it.
 pub const SESSION_JOINT_TOKEN: u32 = 2203;
 
+/// Token of a sync made to go 100 ms after the session connected (see
+/// `Session::submit_at`).
+pub const SESSION_DELAYED_TOKEN: u32 = 2204;
+
 /// The directory of the release that [`SESSION_JOINT_TOKEN`] takes back.
 fn joint_dir(root: &str) -> String {
     format!("{root}/rw")
@@ -1087,6 +1091,7 @@ fn joint_released(root: &str) -> String {
 /// removeWatches (whose success removes local watchers), a release taken
 /// back to travel with a create in one transaction
 /// ([`SESSION_JOINT_TOKEN`], settled by [`settle_joint`] when answered), a
+/// sync made to go 100 ms later ([`SESSION_DELAYED_TOKEN`]), a
 /// release announced with a note (a `multi` sent at once), and a plain one
 /// left to linger until [`Session::send_due_deletes`] or a later request
 /// sends it. Returns the calls made, as (token, op).
@@ -1142,6 +1147,19 @@ pub fn submit_extras(session: &mut FuzzSession, flags: u8, now: Instant) -> Vec<
                 Err(_) => session.settle_withdrawn_delete(now, &old.path, false),
             }
         }
+    }
+
+    // A question asked again after a back-off, as the search for a lock
+    // node does when the server throttled it.
+    let sync = PathRecord {
+        path: format!("{root}/locks"),
+    };
+    let due = now + Duration::from_millis(100);
+    if session
+        .submit_at(now, due, OpCode::Sync, &sync, SESSION_DELAYED_TOKEN)
+        .is_ok()
+    {
+        calls.push((SESSION_DELAYED_TOKEN, OpCode::Sync));
     }
 
     let noted = Release {
@@ -1359,9 +1377,9 @@ fn probe_read_write(session: &mut FuzzSession, answers: &mut Xorshift, now: Inst
 /// submits a batch of requests (see [`session_new`]) and connects; the stream
 /// is what the server sends. Once connected, it also submits three reads
 /// that go out as one `multiRead`, setData calls batched in a `multi`, and
-/// the calls of [`submit_extras`] (credentials, removeWatches, releases
-/// with notes, a release taken back into a transaction and settled by its
-/// reply, a lingering one). After each delivery the clock may advance
+/// the calls of [`submit_extras`] (credentials, removeWatches, a request
+/// made to go later, releases with notes, a release taken back into a
+/// transaction and settled by its reply, a lingering one). After each delivery the clock may advance
 /// (`time_seed` non-zero) and timers run, the client's release timer and,
 /// with `SESSION_CAN_BE_READ_ONLY`, its prober too; a connection the
 /// session drops is replaced by a new one, which the rest of the stream then
