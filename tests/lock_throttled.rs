@@ -22,7 +22,7 @@ use std::time::Duration;
 use lock_common::*;
 use zklock::proto::OpCode;
 use zklock::testing::{FaultProxy, ProxyMode, TestServer};
-use zklock::{Acl, Client, CreateMode, EventType, Mutex, Stat};
+use zklock::{Acl, Client, CreateMode, EventType, LockState, Mutex, Stat};
 
 const FLUSH_DELAY: &str = "1000";
 const THROTTLED_AFTER: &str = "200";
@@ -281,6 +281,55 @@ fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
     );
     assert_eq!(children(&blocker, dir), [leaf(guard.node()).to_owned()]);
     guard.unlock().unwrap();
+    assert!(children(&blocker, dir).is_empty());
+    holder.close().unwrap();
+    blocker.close().unwrap();
+}
+
+/// A guard's watch on its node that the server throttled is asked for
+/// again after a back-off. Nothing else would set it (the connection stays
+/// up), and without it an operator's deletion of the node would go unseen:
+/// the guard would say `Held` for the rest of the session.
+#[test]
+fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let blocker_gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let blocker = connect_slowly(&blocker_gate.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-watch";
+    for path in [scratch, dir] {
+        blocker
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    // Uncontended: the guard sets its watch when first asked.
+    let guard = mutex.lock().unwrap();
+    assert_eq!(sent(&gate, OpCode::Exists), 0);
+    let throttled_before = throttled_ops(&server);
+
+    // Asked behind the write that holds the turn: throttled.
+    let write = hold_the_turn(&blocker, &blocker_gate, scratch);
+    let changes = guard.state_changes();
+    write.join().expect("the write");
+    wait_until("the watch asked for again", WAIT, || {
+        sent(&gate, OpCode::Exists) == 2
+    });
+    assert!(throttled_ops(&server) > throttled_before);
+    let pause = pause_after_throttling(&gate, OpCode::Exists);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "asked for again {pause:?} after the throttling"
+    );
+    assert_eq!(guard.state(), LockState::Held);
+
+    blocker.delete(guard.node(), None).unwrap();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
+    assert_eq!(guard.state(), LockState::Lost);
+    assert_eq!(gate.connection_count(), 1);
+    drop(guard);
     assert!(children(&blocker, dir).is_empty());
     holder.close().unwrap();
     blocker.close().unwrap();

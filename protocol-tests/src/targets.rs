@@ -1156,7 +1156,7 @@ pub fn submit_extras(session: &mut FuzzSession, flags: u8, now: Instant) -> Vec<
     };
     let due = now + Duration::from_millis(100);
     if session
-        .submit_at(now, due, OpCode::Sync, &sync, SESSION_DELAYED_TOKEN)
+        .submit_at(now, due, OpCode::Sync, &sync, SESSION_DELAYED_TOKEN, None)
         .is_ok()
     {
         calls.push((SESSION_DELAYED_TOKEN, OpCode::Sync));

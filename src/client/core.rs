@@ -312,7 +312,7 @@ impl Shared {
         op: OpCode,
         body: &impl Record,
     ) -> Result<Response> {
-        let slot = self.start_slot(generation, op, body, None, ReplySlot::default())?;
+        let slot = self.start_slot(generation, None, op, body, None, ReplySlot::default())?;
         self.flush();
         self.wait(&slot)
     }
@@ -334,17 +334,22 @@ impl Shared {
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
     ) -> Result<Arc<ReplySlot>> {
-        self.start_slot(None, op, body, watch, ReplySlot::default())
+        self.start_slot(None, None, op, body, watch, ReplySlot::default())
     }
 
     /// Like `start`, with `on_reply` run (on the I/O thread) when the reply
     /// arrives: for requests nobody waits for but whose outcome matters.
     /// Sent only in the session `generation` if given (see
     /// [`Self::call_in_session`]): a watch an old session's lock set in the
-    /// new one would outlive it there.
+    /// new one would outlive it there. With `due`, it goes only once `due`
+    /// has come (see [`Session::submit_at`]): for the I/O thread's reply
+    /// handlers, since the I/O thread looks at the session's timers before
+    /// each wait, while one made so on another thread could go up to one
+    /// wait (at most a second) late.
     pub(crate) fn start_with_callback(
         &self,
         generation: Option<u64>,
+        due: Option<Instant>,
         op: OpCode,
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
@@ -354,39 +359,29 @@ impl Shared {
             on_reply: Some(on_reply),
             ..ReplySlot::default()
         };
-        self.start_slot(generation, op, body, watch, slot)
+        self.start_slot(generation, due, op, body, watch, slot)
     }
 
     /// Starts a request whose reply only `consume` takes, on the I/O
     /// thread: nothing can wait for it. Sent only in the session
-    /// `generation` if given.
+    /// `generation` if given, and only once `due` has come if given (as in
+    /// [`Self::start_with_callback`]).
     pub(crate) fn start_consumed(
         &self,
         generation: Option<u64>,
+        due: Option<Instant>,
         op: OpCode,
         body: &impl Record,
         consume: ReplyConsumer,
     ) -> Result<Arc<ReplySlot>> {
-        self.start_slot(generation, op, body, None, ReplySlot::consumed(consume))
-    }
-
-    /// Like [`Self::start_consumed`], but the request goes only once `due`
-    /// has come (see [`Session::submit_at`]). For the I/O thread's own
-    /// reply consumers: the I/O thread looks at the session's timers before
-    /// each wait, while a request made this way on another thread could go
-    /// up to one wait (at most a second) late.
-    pub(crate) fn start_consumed_at(
-        &self,
-        generation: u64,
-        due: Instant,
-        op: OpCode,
-        body: &impl Record,
-        consume: ReplyConsumer,
-    ) -> Result<()> {
-        let slot = Arc::new(ReplySlot::consumed(consume));
-        let mut core = self.core();
-        core.session.check_generation(generation)?;
-        core.session.submit_at(Instant::now(), due, op, body, slot)
+        self.start_slot(
+            generation,
+            due,
+            op,
+            body,
+            None,
+            ReplySlot::consumed(consume),
+        )
     }
 
     /// Takes back `first`, and `then` made after it, if `first` still waits
@@ -412,6 +407,7 @@ impl Shared {
     fn start_slot(
         &self,
         generation: Option<u64>,
+        due: Option<Instant>,
         op: OpCode,
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
@@ -423,8 +419,13 @@ impl Shared {
         if let Some(generation) = generation {
             core.session.check_generation(generation)?;
         }
-        core.session
-            .submit(Instant::now(), op, body, slot.clone(), watch)?;
+        let now = Instant::now();
+        match due {
+            Some(due) => core
+                .session
+                .submit_at(now, due, op, body, slot.clone(), watch),
+            None => core.session.submit(now, op, body, slot.clone(), watch),
+        }?;
         Ok(slot)
     }
 

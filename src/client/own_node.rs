@@ -188,14 +188,8 @@ impl Search {
         let Some(shared) = self.shared.upgrade() else {
             return self.done(Err(Error::Closed));
         };
-        let started = match due {
-            Some(due) => shared.start_consumed_at(self.session, due, op, body, on_reply),
-            None => shared
-                .start_consumed(Some(self.session), op, body, on_reply)
-                .map(drop),
-        };
-        match started {
-            Ok(()) => shared.flush(),
+        match shared.start_consumed(Some(self.session), due, op, body, on_reply) {
+            Ok(_) => shared.flush(),
             Err(e) => self.done(Err(e)),
         }
     }

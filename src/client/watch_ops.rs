@@ -5,6 +5,7 @@
 //! waiter wakes once, with the answer, rather than once per step.
 
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 use super::core::{lock, NotifyFn, ReplyCallback, ReplyConsumer, ReplySlot, Shared, Watcher};
 use super::ops::Created;
@@ -203,8 +204,13 @@ impl Client {
             let listed = Some(children_of(reply));
             on_done(CreatedListed { created, listed });
         });
-        let listing =
-            shared.start_consumed(Some(node.session), OpCode::GetChildren, &list, on_reply);
+        let listing = shared.start_consumed(
+            Some(node.session),
+            None,
+            OpCode::GetChildren,
+            &list,
+            on_reply,
+        );
         shared.flush();
         match listing {
             Ok(listing) => Some(Unsent {
@@ -232,12 +238,15 @@ impl Client {
     /// waiting for a creation. Like every watch a lock sets, it is set only
     /// in the lock's `session` (see
     /// [`Session::generation`](crate::session::Session::generation)), and
-    /// fails with `SessionExpired` once a new one has replaced it.
+    /// fails with `SessionExpired` once a new one has replaced it. With
+    /// `due`, it goes only once `due` has come (for the I/O thread: see
+    /// `start_with_callback`).
     pub(crate) fn start_watch_exists(
         &self,
         session: u64,
         path: &str,
         watcher: Watcher,
+        due: Option<Instant>,
         on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
     ) -> Result<Arc<ReplySlot>> {
         let path = self.server_path(path)?;
@@ -252,6 +261,7 @@ impl Client {
         };
         self.shared().start_with_callback(
             Some(session),
+            due,
             OpCode::Exists,
             &request,
             Some(watch),
@@ -345,8 +355,14 @@ impl Client {
                 on_reply(reply);
             }
         });
-        self.shared()
-            .start_with_callback(Some(session), op, request, Some(watch), on_reply)?;
+        self.shared().start_with_callback(
+            Some(session),
+            None,
+            op,
+            request,
+            Some(watch),
+            on_reply,
+        )?;
         Ok(DataWatch { outcome, forget })
     }
 
@@ -439,6 +455,7 @@ impl DataWatch {
         // A new session has no such watch to remove.
         let sent = shared.start_with_callback(
             Some(self.forget.session),
+            None,
             OpCode::RemoveWatches,
             &request,
             None,
@@ -499,6 +516,7 @@ impl Lister {
             Box::new(move |reply: Result<Response>| on_reply_listed(children_of(reply)));
         match shared.start_consumed(
             Some(self.session),
+            None,
             OpCode::GetChildren,
             &self.request,
             on_reply,

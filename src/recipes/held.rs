@@ -2,7 +2,7 @@
 //! guaranteed release.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use crate::changes::{Listeners, StateChanges};
 use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
-use crate::session::{Release, State, Successor};
+use crate::session::{throttled_back_off, Release, State, Successor};
 use crate::{Client, Op, OpOutcome};
 
 use super::acquire::ask_until_answered;
@@ -48,6 +48,9 @@ struct Shared {
     /// Set while a watch fired by a write to the node is being set again:
     /// until its reply, a deletion of the node could be unheard of.
     rewatching: AtomicBool,
+    /// How many times in a row the server throttled the node watch's
+    /// request: its next back-off grows with it.
+    watch_throttled: AtomicU32,
 }
 
 #[derive(Debug)]
@@ -69,6 +72,7 @@ impl Shared {
             changed: Condvar::new(),
             watch_unset: AtomicBool::new(false),
             rewatching: AtomicBool::new(false),
+            watch_throttled: AtomicU32::new(0),
         }
     }
 
@@ -160,8 +164,11 @@ fn lock_state(state: State) -> LockState {
 /// fires the one-shot watch too, and a caller's removal of its own watches
 /// on the node takes it (the server has one per session and path): either
 /// way it is set again at once, else the node's later deletion would go
-/// unseen. A failed reply (lost with a connection, undecodable, a refusal)
-/// leaves no watch, and marks the watch unset in `shared`. `None` if it
+/// unseen. One the server throttled (refused unapplied, on a connection
+/// that stays up, so no reconnect would set it again) is asked for again
+/// after a back-off, as if fired. Any other failed reply (lost with a
+/// connection, undecodable, a refusal) leaves no watch, and marks the watch
+/// unset in `shared`. Sent only once `due` has come, if given. `None` if it
 /// cannot be queued (and `shared` lost if the session is over).
 fn start_node_watch(
     client: &Client,
@@ -169,10 +176,12 @@ fn start_node_watch(
     node: &str,
     shared: &Arc<Shared>,
     on_lost: Arc<dyn Fn() + Send + Sync>,
+    due: Option<Instant>,
 ) -> Option<Arc<ReplySlot>> {
     let (on_event, lost_event) = (shared.clone(), on_lost.clone());
     // Weak: the watcher lives in the session, which must not keep itself open.
     let again = client.downgrade();
+    let throttled_again = again.clone();
     let watcher = Watcher::Notify(Arc::new(move |event| match event.event_type {
         EventType::NodeDeleted | EventType::None => {
             on_event.set(LockState::Lost);
@@ -185,7 +194,8 @@ fn start_node_watch(
                 on_event.rewatching.store(true, Ordering::SeqCst);
                 // The event's path is the node's, as the user sees it.
                 let path = &event.path;
-                let again = start_node_watch(&client, session, path, &on_event, lost_event.clone());
+                let again =
+                    start_node_watch(&client, session, path, &on_event, lost_event.clone(), None);
                 if again.is_none() {
                     on_event.rewatching.store(false, Ordering::SeqCst);
                 }
@@ -195,18 +205,33 @@ fn start_node_watch(
         _ => {}
     }));
     let on_reply = shared.clone();
-    let queued = client.start_watch_exists(session, node, watcher, move |reply| {
+    let node_path = node.to_owned();
+    let queued = client.start_watch_exists(session, node, watcher, due, move |reply| {
         match reply {
             Err(Error::NoNode) => {
                 on_reply.set(LockState::Lost);
                 on_lost();
+            }
+            Err(Error::ThrottledOp) if on_reply.get() != LockState::Lost => {
+                let times = on_reply.watch_throttled.fetch_add(1, Ordering::SeqCst);
+                let due = Instant::now() + throttled_back_off(times.saturating_add(1));
+                on_reply.rewatching.store(true, Ordering::SeqCst);
+                let again = throttled_again.upgrade().and_then(|client| {
+                    let lost = on_lost.clone();
+                    start_node_watch(&client, session, &node_path, &on_reply, lost, Some(due))
+                });
+                if again.is_some() {
+                    // Still being set: `rewatching` stays until it is.
+                    return;
+                }
+                on_reply.watch_unset.store(true, Ordering::SeqCst);
             }
             // No watcher was kept: the watch is not set, and no reconnect
             // sets it again. An undecodable reply (the server set it, but
             // the connection it was set on is dropped) leaves it as unset
             // as a lost connection does.
             Err(_) => on_reply.watch_unset.store(true, Ordering::SeqCst),
-            Ok(_) => {}
+            Ok(_) => on_reply.watch_throttled.store(0, Ordering::SeqCst),
         }
         on_reply.rewatching.store(false, Ordering::SeqCst);
     });
@@ -232,7 +257,7 @@ impl NodeWatch {
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
         let shared = Arc::new(Shared::new());
-        let reply = start_node_watch(client, session, node, &shared, Arc::new(on_lost));
+        let reply = start_node_watch(client, session, node, &shared, Arc::new(on_lost), None);
         NodeWatch { shared, reply }
     }
 
@@ -358,6 +383,7 @@ impl Tracker {
             &self.node,
             &self.shared,
             Arc::new(|| {}),
+            None,
         )?;
         *watching = Watching::Set((!take_reply).then(|| slot.clone()));
         drop(watching);

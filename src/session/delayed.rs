@@ -1,10 +1,10 @@
-//! Requests made to go later: a question the server throttled, asked again
-//! once its back-off is over. Until then the request is only data here, so
+//! Requests made to go later: a question the server throttled, or a watch
+//! it refused to set, asked again once its back-off is over. Until then the request is only data here, so
 //! the I/O thread needs no timer of its own for it.
 
 use std::time::Instant;
 
-use super::{Conn, Pending, Purpose, Queued, Session};
+use super::{reregister, Conn, Pending, Purpose, Queued, Session, WatchRequest};
 use crate::error::{Error, Result};
 use crate::proto::{write_request, OpCode, Record};
 
@@ -16,7 +16,7 @@ pub(super) struct Delayed<T, W> {
 }
 
 impl<T, W: Clone> Session<T, W> {
-    /// Like [`Session::submit`] (with no watch), but the request goes only
+    /// Like [`Session::submit`], but the request goes only
     /// once `due` has come: then at once if connected, otherwise after the
     /// next handshake, failing with `ConnectionLoss` if none completes
     /// within the session timeout from `due`. A close or the session's end
@@ -30,9 +30,13 @@ impl<T, W: Clone> Session<T, W> {
         op: OpCode,
         body: &impl Record,
         token: T,
+        watch: Option<WatchRequest<W>>,
     ) -> Result<()> {
         self.check_open()?;
-        let purpose = Purpose::User { token, watch: None };
+        if let Some(watch) = &watch {
+            reregister::check_fits(&watch.path, self.config.max_request)?;
+        }
+        let purpose = Purpose::User { token, watch };
         if due <= now {
             return self.enqueue(now, op, body, purpose);
         }
@@ -49,6 +53,11 @@ impl<T, W: Clone> Session<T, W> {
         let at = self.delayed.partition_point(|d| d.due <= due);
         self.delayed.insert(at, Delayed { due, request });
         Ok(())
+    }
+
+    /// What the delayed requests are for.
+    pub(super) fn delayed_purposes(&self) -> impl Iterator<Item = &Purpose<T, W>> {
+        self.delayed.iter().map(|d| &d.request.purpose)
     }
 
     /// When the first delayed request is due.

@@ -29,8 +29,15 @@ fn a_delayed_request_goes_when_due_and_its_caller_gets_the_reply() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(at(0), at(100), OpCode::GetData, &get_data("/app/a"), 7)
-        .unwrap();
+    s.submit_at(
+        at(0),
+        at(100),
+        OpCode::GetData,
+        &get_data("/app/a"),
+        7,
+        None,
+    )
+    .unwrap();
     assert!(sent(&mut s).is_empty(), "not before it is due");
     assert_eq!(s.poll_timeout(), Some(at(100)));
     s.handle_timeout(at(99));
@@ -48,10 +55,24 @@ fn delayed_requests_go_in_the_order_they_fall_due_behind_earlier_requests() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(at(0), at(200), OpCode::GetData, &get_data("/app/late"), 1)
-        .unwrap();
-    s.submit_at(at(0), at(100), OpCode::GetData, &get_data("/app/early"), 2)
-        .unwrap();
+    s.submit_at(
+        at(0),
+        at(200),
+        OpCode::GetData,
+        &get_data("/app/late"),
+        1,
+        None,
+    )
+    .unwrap();
+    s.submit_at(
+        at(0),
+        at(100),
+        OpCode::GetData,
+        &get_data("/app/early"),
+        2,
+        None,
+    )
+    .unwrap();
     s.submit(at(0), OpCode::GetData, &get_data("/app/now"), 3, None)
         .unwrap();
     assert_eq!(sent_ops(&mut s), [(1, get_data_op())]);
@@ -76,7 +97,7 @@ fn delayed_requests_go_in_the_order_they_fall_due_behind_earlier_requests() {
 fn a_request_due_already_goes_at_once() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.submit_at(now, now, OpCode::GetData, &get_data("/app/a"), 7)
+    s.submit_at(now, now, OpCode::GetData, &get_data("/app/a"), 7, None)
         .unwrap();
     assert_eq!(sent_ops(&mut s), [(1, get_data_op())]);
 }
@@ -86,8 +107,15 @@ fn a_request_due_while_disconnected_goes_after_the_handshake() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(at(0), at(100), OpCode::GetData, &get_data("/app/a"), 7)
-        .unwrap();
+    s.submit_at(
+        at(0),
+        at(100),
+        OpCode::GetData,
+        &get_data("/app/a"),
+        7,
+        None,
+    )
+    .unwrap();
     s.handle_disconnected(at(50));
     events(&mut s);
     s.handle_timeout(at(100));
@@ -103,8 +131,15 @@ fn a_reconnect_before_it_is_due_keeps_a_request_waiting() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(at(0), at(500), OpCode::GetData, &get_data("/app/a"), 7)
-        .unwrap();
+    s.submit_at(
+        at(0),
+        at(500),
+        OpCode::GetData,
+        &get_data("/app/a"),
+        7,
+        None,
+    )
+    .unwrap();
     assert!(reconnect(&mut s, at(100)).is_empty());
     events(&mut s);
     s.handle_timeout(at(499));
@@ -118,13 +153,13 @@ fn a_close_or_the_sessions_end_fails_a_delayed_request() {
     let now = Instant::now();
     let later = now + Duration::from_millis(100);
     let mut s = connected(now);
-    s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 7)
+    s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 7, None)
         .unwrap();
     s.close(now);
     assert_eq!(replies(&mut s), [(7, Err(Error::Closed))]);
 
     let mut s = connected(now);
-    s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 8)
+    s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 8, None)
         .unwrap();
     s.handle_disconnected(now);
     s.handle_connected(now);
@@ -135,7 +170,7 @@ fn a_close_or_the_sessions_end_fails_a_delayed_request() {
     assert!(sent(&mut s).is_empty(), "not sent after all");
     assert!(replies(&mut s).is_empty(), "failed once");
     assert_eq!(
-        s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 9),
+        s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 9, None),
         Err(Error::SessionExpired)
     );
 }
@@ -151,6 +186,7 @@ fn a_request_too_large_is_refused_when_made() {
         OpCode::GetData,
         &get_data(&long),
         7,
+        None,
     );
     assert!(
         matches!(refused, Err(Error::InvalidArgument(_))),
@@ -161,4 +197,39 @@ fn a_request_too_large_is_refused_when_made() {
         Some(now + Duration::from_millis(1000)),
         "the ping only"
     );
+}
+
+#[test]
+fn a_delayed_watch_is_pending_until_due_and_registered_by_its_reply() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    let path = "/app/lock/n1";
+    let watch = WatchRequest {
+        kind: WatchKind::Exist,
+        path: path.into(),
+        watcher: 42,
+    };
+    let request = crate::proto::ExistsRequest {
+        path: path.into(),
+        watch: true,
+    };
+    s.submit_at(at(0), at(100), OpCode::Exists, &request, 7, Some(watch))
+        .unwrap();
+    let kinds = [WatchKind::Exist];
+    assert!(
+        s.is_watched_or_pending(&kinds, path, |w| *w == 42),
+        "delayed"
+    );
+    assert_eq!(s.watcher_count(), 0);
+    s.handle_timeout(at(100));
+    assert_eq!(sent_ops(&mut s), [(1, OpCode::Exists.code())]);
+    let stat = crate::proto::ExistsResponse {
+        stat: crate::proto::Stat::default(),
+    };
+    s.handle_bytes(at(101), &reply(1, 5, 0, &stat));
+    assert_eq!(replies(&mut s).len(), 1);
+    // The node exists: the server keeps it as a data watch.
+    assert_eq!(s.watcher_count(), 1, "registered");
+    assert!(s.is_watched_or_pending(&[WatchKind::Data], path, |w| *w == 42));
 }

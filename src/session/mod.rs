@@ -740,8 +740,8 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// True if a watcher of one of `kinds` on `path` that `matches` picks
-    /// is registered, or will be when the reply to a request sent or
-    /// queued arrives. The server keeps one watch per session and path,
+    /// is registered, or will be when the reply to a request sent, queued
+    /// or delayed arrives. The server keeps one watch per session and path,
     /// whoever set it, and handles requests in order: a removeWatches sent
     /// now would also take the watch that such a request sets.
     pub fn is_watched_or_pending(
@@ -755,8 +755,9 @@ impl<T, W: Clone> Session<T, W> {
             .any(|&kind| self.watches.any_where(kind, path, &matches));
         let sent = self.pending.iter().map(|p| &p.purpose);
         let queued = self.queued.iter().map(|q| &q.purpose);
+        let delayed = self.delayed_purposes();
         registered
-            || sent.chain(queued).any(|purpose| {
+            || sent.chain(queued).chain(delayed).any(|purpose| {
                 matches!(purpose, Purpose::User { watch: Some(w), .. }
                     if w.path == path && kinds.contains(&w.kind) && matches(&w.watcher))
             })
