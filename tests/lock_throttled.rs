@@ -294,13 +294,12 @@ fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
 fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
     let server = throttling_server();
     let gate = proxy(&server);
-    let blocker_gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    let blocker = connect_slowly(&blocker_gate.connect_string(), Duration::ZERO);
+    let operator = connect_slowly(&server.connect_string(), Duration::ZERO);
     let scratch = "/throttled-scratch";
     let dir = "/throttled-watch";
     for path in [scratch, dir] {
-        blocker
+        operator
             .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
             .unwrap();
     }
@@ -310,8 +309,9 @@ fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
     assert_eq!(sent(&gate, OpCode::Exists), 0);
     let throttled_before = throttled_ops(&server);
 
-    // Asked behind the write that holds the turn: throttled.
-    let write = hold_the_turn(&blocker, &blocker_gate, scratch);
+    // Asked behind the write that holds the turn, on the same connection:
+    // throttled.
+    let write = hold_the_turn(&holder, &gate, scratch);
     let changes = guard.state_changes();
     write.join().expect("the write");
     wait_until("the watch asked for again", WAIT, || {
@@ -325,12 +325,12 @@ fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
     );
     assert_eq!(guard.state(), LockState::Held);
 
-    blocker.delete(guard.node(), None).unwrap();
+    operator.delete(guard.node(), None).unwrap();
     assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
     assert_eq!(guard.state(), LockState::Lost);
     assert_eq!(gate.connection_count(), 1);
     drop(guard);
-    assert!(children(&blocker, dir).is_empty());
+    assert!(children(&operator, dir).is_empty());
     holder.close().unwrap();
-    blocker.close().unwrap();
+    operator.close().unwrap();
 }
