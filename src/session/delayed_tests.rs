@@ -20,6 +20,17 @@ fn sent_ops(s: &mut TestSession) -> Vec<(i32, i32)> {
         .collect()
 }
 
+/// Makes a getData of `path` go at `due`.
+fn get_data_at(
+    s: &mut TestSession,
+    now: Instant,
+    due: Instant,
+    path: &str,
+    token: u32,
+) -> Result<()> {
+    s.submit_at(now, due, OpCode::GetData, &get_data(path), token, None)
+}
+
 fn get_data_op() -> i32 {
     OpCode::GetData.code()
 }
@@ -29,15 +40,7 @@ fn a_delayed_request_goes_when_due_and_its_caller_gets_the_reply() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(
-        at(0),
-        at(100),
-        OpCode::GetData,
-        &get_data("/app/a"),
-        7,
-        None,
-    )
-    .unwrap();
+    get_data_at(&mut s, at(0), at(100), "/app/a", 7).unwrap();
     assert!(sent(&mut s).is_empty(), "not before it is due");
     assert_eq!(s.poll_timeout(), Some(at(100)));
     s.handle_timeout(at(99));
@@ -55,24 +58,8 @@ fn delayed_requests_go_in_the_order_they_fall_due_behind_earlier_requests() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(
-        at(0),
-        at(200),
-        OpCode::GetData,
-        &get_data("/app/late"),
-        1,
-        None,
-    )
-    .unwrap();
-    s.submit_at(
-        at(0),
-        at(100),
-        OpCode::GetData,
-        &get_data("/app/early"),
-        2,
-        None,
-    )
-    .unwrap();
+    get_data_at(&mut s, at(0), at(200), "/app/late", 1).unwrap();
+    get_data_at(&mut s, at(0), at(100), "/app/early", 2).unwrap();
     s.submit(at(0), OpCode::GetData, &get_data("/app/now"), 3, None)
         .unwrap();
     assert_eq!(sent_ops(&mut s), [(1, get_data_op())]);
@@ -97,8 +84,7 @@ fn delayed_requests_go_in_the_order_they_fall_due_behind_earlier_requests() {
 fn a_request_due_already_goes_at_once() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.submit_at(now, now, OpCode::GetData, &get_data("/app/a"), 7, None)
-        .unwrap();
+    get_data_at(&mut s, now, now, "/app/a", 7).unwrap();
     assert_eq!(sent_ops(&mut s), [(1, get_data_op())]);
 }
 
@@ -107,15 +93,7 @@ fn a_request_due_while_disconnected_goes_after_the_handshake() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(
-        at(0),
-        at(100),
-        OpCode::GetData,
-        &get_data("/app/a"),
-        7,
-        None,
-    )
-    .unwrap();
+    get_data_at(&mut s, at(0), at(100), "/app/a", 7).unwrap();
     s.handle_disconnected(at(50));
     events(&mut s);
     s.handle_timeout(at(100));
@@ -131,15 +109,7 @@ fn a_reconnect_before_it_is_due_keeps_a_request_waiting() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
     let mut s = connected(start);
-    s.submit_at(
-        at(0),
-        at(500),
-        OpCode::GetData,
-        &get_data("/app/a"),
-        7,
-        None,
-    )
-    .unwrap();
+    get_data_at(&mut s, at(0), at(500), "/app/a", 7).unwrap();
     assert!(reconnect(&mut s, at(100)).is_empty());
     events(&mut s);
     s.handle_timeout(at(499));
@@ -153,14 +123,12 @@ fn a_close_or_the_sessions_end_fails_a_delayed_request() {
     let now = Instant::now();
     let later = now + Duration::from_millis(100);
     let mut s = connected(now);
-    s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 7, None)
-        .unwrap();
+    get_data_at(&mut s, now, later, "/app/a", 7).unwrap();
     s.close(now);
     assert_eq!(replies(&mut s), [(7, Err(Error::Closed))]);
 
     let mut s = connected(now);
-    s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 8, None)
-        .unwrap();
+    get_data_at(&mut s, now, later, "/app/a", 8).unwrap();
     s.handle_disconnected(now);
     s.handle_connected(now);
     sent(&mut s);
@@ -170,7 +138,7 @@ fn a_close_or_the_sessions_end_fails_a_delayed_request() {
     assert!(sent(&mut s).is_empty(), "not sent after all");
     assert!(replies(&mut s).is_empty(), "failed once");
     assert_eq!(
-        s.submit_at(now, later, OpCode::GetData, &get_data("/app/a"), 9, None),
+        get_data_at(&mut s, now, later, "/app/a", 9),
         Err(Error::SessionExpired)
     );
 }
@@ -180,14 +148,7 @@ fn a_request_too_large_is_refused_when_made() {
     let now = Instant::now();
     let mut s = connected(now);
     let long = format!("/app/{}", "x".repeat(crate::proto::JUTE_MAX_BUFFER));
-    let refused = s.submit_at(
-        now,
-        now + Duration::from_secs(1),
-        OpCode::GetData,
-        &get_data(&long),
-        7,
-        None,
-    );
+    let refused = get_data_at(&mut s, now, now + Duration::from_secs(1), &long, 7);
     assert!(
         matches!(refused, Err(Error::InvalidArgument(_))),
         "{refused:?}"

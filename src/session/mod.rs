@@ -650,11 +650,7 @@ impl<T, W: Clone> Session<T, W> {
         token: T,
         watch: Option<WatchRequest<W>>,
     ) -> Result<()> {
-        self.check_open()?;
-        if let Some(watch) = &watch {
-            reregister::check_fits(&watch.path, self.config.max_request)?;
-        }
-        self.enqueue(now, op, body, Purpose::User { token, watch })
+        self.submit_at(now, now, op, body, token, watch)
     }
 
     /// Deletes `path` at `version` for sure: the delete is retried after
