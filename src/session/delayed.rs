@@ -1,6 +1,7 @@
 //! Requests made to go later: a question the server throttled, or a watch
-//! it refused to set, asked again once its back-off is over. Until then the request is only data here, so
-//! the I/O thread needs no timer of its own for it.
+//! it refused to set, asked again once its back-off is over. Until then
+//! the request is only data here, so the I/O thread needs no timer of its
+//! own for it.
 
 use std::time::Instant;
 
@@ -16,10 +17,11 @@ pub(super) struct Delayed<T, W> {
 }
 
 impl<T, W: Clone> Session<T, W> {
-    /// Like [`Session::submit`], but the request goes only
-    /// once `due` has come: then at once if connected, otherwise after the
-    /// next handshake, failing with `ConnectionLoss` if none completes
-    /// within the session timeout from `due`. A close or the session's end
+    /// Queues a request that goes only once `due` has come
+    /// ([`Session::submit`] is this with `due` now): then at once if
+    /// connected, otherwise after the next handshake, failing with
+    /// `ConnectionLoss` if none completes within the session timeout from
+    /// `due`. A close or the session's end
     /// fails it as it fails requests waiting for a connection. Until `due`,
     /// it is in [`Session::poll_timeout`], and it is not among the requests
     /// [`Session::withdraw_queued`] can take back.
