@@ -62,10 +62,19 @@ fn connect_slowly(connect_string: &str, linger: Duration) -> Client {
         .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
 }
 
+const ZTHROTTLEDOP: i32 = -127;
+
+/// How many throttled replies `gate` passed on.
+fn throttled_replies(gate: &FaultProxy) -> usize {
+    gate.error_replies()
+        .iter()
+        .filter(|(_, err)| *err == ZTHROTTLEDOP)
+        .count()
+}
+
 /// The time from the first throttled reply `gate` passed on to the last
 /// request with `op` it saw.
 fn pause_after_throttling(gate: &FaultProxy, op: OpCode) -> Duration {
-    const ZTHROTTLEDOP: i32 = -127;
     let throttled_at = gate
         .error_replies()
         .into_iter()
@@ -333,4 +342,85 @@ fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
     assert!(children(&operator, dir).is_empty());
     holder.close().unwrap();
     operator.close().unwrap();
+}
+
+/// A waiter's watches are set again after a reconnect by one setWatches.
+/// One the server throttled goes again after a back-off, the same record:
+/// before, it was logged and dropped, and the waiter, its predecessor watch
+/// unset on the server, never heard of the release and waited out its
+/// deadline.
+#[test]
+fn a_waiters_throttled_set_watches_goes_again_and_it_acquires_on_the_release() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder_gate = proxy(&server);
+    let holder = connect_slowly(&holder_gate.connect_string(), Duration::ZERO);
+    let waiter = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-rewatch";
+    for path in [scratch, dir] {
+        holder
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let held = Mutex::new(&holder, dir).unwrap();
+    let guard = held.lock().unwrap();
+    let holder_node = guard.node().to_owned();
+    let waiting = Mutex::new(&waiter, dir).unwrap();
+    let waiter_session = waiter.session_id();
+    let throttled_before = throttled_ops(&server);
+
+    let acquired = std::thread::scope(|scope| {
+        let attempt = scope.spawn(|| {
+            let guard = waiting.try_lock_for(WAIT).unwrap();
+            guard.map(|g| g.node().to_owned())
+        });
+        wait_until("the waiter watching the holder's node", WAIT, || {
+            watches_by_path(&server)
+                .get(&holder_node)
+                .is_some_and(|sessions| sessions.contains(&waiter_session))
+        });
+        // The waiter's connection is cut, and its reconnect held before the
+        // server while the holder takes the server's only turn: the
+        // setWatches that follows the handshake queues behind the write
+        // and is throttled.
+        gate.refuse(true);
+        gate.cut();
+        wait_until("the waiter cut off", WAIT, || gate.connection_count() == 0);
+        gate.set_mode(ProxyMode::Blackhole);
+        gate.refuse(false);
+        wait_until("the reconnect held", WAIT, || gate.connection_count() == 1);
+        let write = hold_the_turn(&holder, &holder_gate, scratch);
+        gate.set_mode(ProxyMode::Pass);
+        write.join().expect("the write");
+        wait_until("the setWatches throttled", WAIT, || {
+            throttled_ops(&server) > throttled_before
+        });
+        assert_eq!(sent(&gate, OpCode::SetWatches), 1);
+        drop(guard);
+        attempt.join().expect("the attempt")
+    });
+    let node = acquired.unwrap_or_else(|| panic!("the waiter did not acquire within {WAIT:?}"));
+    // Sent again once for each time it was throttled (the release's delete
+    // may hold the turn too, and the waiter's other requests may be
+    // throttled as well), the first no sooner than 100 ms after.
+    let set_watches = sent(&gate, OpCode::SetWatches);
+    assert!(
+        (2..=throttled_replies(&gate) + 1).contains(&set_watches),
+        "{set_watches} setWatches, {} throttled replies",
+        throttled_replies(&gate)
+    );
+    let pause = pause_after_throttling(&gate, OpCode::SetWatches);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "sent again {pause:?} after the throttling"
+    );
+    assert_ne!(node, holder_node);
+    // The waiter's release may hold the turn in turn: a listing behind it
+    // would be throttled.
+    wait_until("both released", WAIT, || {
+        holder.get_children(dir).is_ok_and(|c| c.is_empty())
+    });
+    holder.close().unwrap();
+    waiter.close().unwrap();
 }

@@ -158,7 +158,7 @@ impl<T, W: Clone> Session<T, W> {
             return Some((read, token));
         };
         let op = read.op();
-        pending.purpose = match std::mem::replace(&mut pending.purpose, Purpose::SetWatches) {
+        pending.purpose = match std::mem::replace(&mut pending.purpose, Purpose::Close) {
             Purpose::User {
                 token: first,
                 watch: None,

@@ -52,9 +52,21 @@ impl<T, W: Clone> Session<T, W> {
             // Set when it is due.
             deadline: due,
         };
+        self.insert_delayed(due, request);
+        Ok(())
+    }
+
+    /// Holds `request`, encoded already, until `due`.
+    pub(super) fn insert_delayed(&mut self, due: Instant, request: Queued<T, W>) {
         let at = self.delayed.partition_point(|d| d.due <= due);
         self.delayed.insert(at, Delayed { due, request });
-        Ok(())
+    }
+
+    /// Drops re-registrations of watches waiting out a back-off: the next
+    /// handshake sets every watch again.
+    pub(super) fn drop_delayed_set_watches(&mut self) {
+        self.delayed
+            .retain(|d| !matches!(d.request.purpose, Purpose::SetWatches { .. }));
     }
 
     /// What the delayed requests are for.

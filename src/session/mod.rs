@@ -198,7 +198,14 @@ enum Purpose<T, W> {
         path: String,
         watcher_type: WatcherType,
     },
-    SetWatches,
+    /// A re-registration record (see `reregister.rs`), kept encoded (with
+    /// a placeholder xid) to be sent again if the server throttles it.
+    SetWatches {
+        op: OpCode,
+        frame: Vec<u8>,
+        /// How many times in a row this connection's server throttled it.
+        throttled: u32,
+    },
     Background {
         path: String,
         /// Sent as a transaction with a release note.
@@ -293,6 +300,10 @@ pub struct Session<T, W> {
     auth_waiters: VecDeque<AuthWaiter<T>>,
     deferred_auth_waiters: Vec<(usize, T)>,
     watches: WatchRegistry<W>,
+    /// The zxid the watches were last known to be set as of on the
+    /// servers, while a re-registration sent with it is unconfirmed; see
+    /// `reregister.rs`.
+    rewatch: Option<reregister::Unconfirmed>,
 
     events: VecDeque<Event<T, W>>,
     disconnect: Option<Error>,
@@ -335,6 +346,7 @@ impl<T, W: Clone> Session<T, W> {
             auth_waiters: VecDeque::new(),
             deferred_auth_waiters: Vec::new(),
             watches: WatchRegistry::new(),
+            rewatch: None,
             events: VecDeque::new(),
             disconnect: None,
             probe: None,
@@ -546,6 +558,8 @@ impl<T, W: Clone> Session<T, W> {
         // Still background deletes: the reconnect sends them.
         self.deferred.clear();
         self.throttled.clear();
+        // The next handshake sets every watch again.
+        self.drop_delayed_set_watches();
         if was == Conn::None {
             return;
         }
@@ -1079,6 +1093,7 @@ impl<T, W: Clone> Session<T, W> {
         self.background.clear();
         self.deferred.clear();
         self.throttled.clear();
+        self.rewatch = None;
         let watchers = self.watches.drain();
         if !watchers.is_empty() {
             self.events.push_back(Event::Watch {
@@ -1113,7 +1128,7 @@ impl<T, W: Clone> Session<T, W> {
             }),
             Purpose::Reads { reads } => self.fail_reads(reads, error),
             Purpose::Writes { tokens, .. } => self.fail_tokens(tokens, error),
-            Purpose::SetWatches | Purpose::Background { .. } | Purpose::Close => {}
+            Purpose::SetWatches { .. } | Purpose::Background { .. } | Purpose::Close => {}
         }
     }
 }

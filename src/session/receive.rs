@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    malformed, reregister, AuthWaiter, Conn, Error, Event, Purpose, Release, ReleaseOutcome,
-    Result, Session, State, WatchKind, WatchedEvent,
+    malformed, AuthWaiter, Conn, Error, Event, Purpose, Release, ReleaseOutcome, Result, Session,
+    State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
     read_notification, read_reply_header, write_request, ConnectResponse, EventType, KeeperState,
@@ -84,18 +84,7 @@ impl<T, W: Clone> Session<T, W> {
                 .map(|at| deferred.swap_remove(at).1);
             self.auth_waiters.push_back(AuthWaiter { token, sent: now });
         }
-        let records =
-            reregister::set_watches(&self.watches, self.last_zxid, self.config.max_request);
-        for (op, record) in records {
-            let sent = match &record {
-                reregister::SetWatchesRecord::V1(r) => self.send(now, op, r, Purpose::SetWatches),
-                reregister::SetWatchesRecord::V2(r) => self.send(now, op, r, Purpose::SetWatches),
-            };
-            if let Err(e) = sent {
-                // Only a path too long for any record of its own gets here.
-                log::warn!("watches not re-registered: {e}");
-            }
-        }
+        self.set_watches_again(now);
         for (path, version) in self.background.clone() {
             let _ = self.send_background_delete(now, path, version);
         }
@@ -210,11 +199,11 @@ impl<T, W: Clone> Session<T, W> {
             }
             Purpose::Reads { reads } => self.complete_reads(reads, result),
             Purpose::Writes { tokens, ops } => self.complete_writes(tokens, ops, result),
-            Purpose::SetWatches => {
-                if let Err(e) = result {
-                    log::warn!("re-registering watches failed: {e}");
-                }
-            }
+            Purpose::SetWatches {
+                op,
+                frame,
+                throttled,
+            } => self.set_watches_answered(op, frame, throttled, result),
             Purpose::Background {
                 path,
                 noted,

@@ -1,8 +1,108 @@
 //! Re-registering watches after a reconnect.
 
-use crate::proto::{OpCode, SetWatches, SetWatches2};
+use std::time::Instant;
 
-use super::{WatchKind, WatchRegistry};
+use crate::error::Error;
+use crate::proto::{write_request, OpCode, Response, SetWatches, SetWatches2};
+
+use super::release::throttled_back_off;
+use super::{Purpose, Queued, Session, WatchKind, WatchRegistry};
+
+/// A re-registration sent and not yet confirmed: until it is, the watches
+/// are set on the servers only as of `zxid`.
+#[derive(Debug)]
+pub(super) struct Unconfirmed {
+    /// The relative zxid it was sent with.
+    zxid: i64,
+    /// How many of its records have not been answered with success yet.
+    records: usize,
+}
+
+impl<T, W: Clone> Session<T, W> {
+    /// After a handshake: sets every watch again, relative to the last
+    /// zxid seen, or to an earlier one that a re-registration not yet
+    /// confirmed was sent with (throttled, then cut off with its
+    /// connection): the server fires at once the watches whose nodes
+    /// changed since that zxid, so no change in between goes unheard.
+    pub(super) fn set_watches_again(&mut self, now: Instant) {
+        let zxid = self
+            .rewatch
+            .take()
+            .map_or(self.last_zxid, |u| u.zxid.min(self.last_zxid));
+        let mut records = 0;
+        for (op, record) in set_watches(&self.watches, zxid, self.config.max_request) {
+            let mut frame = Vec::new();
+            let len = match &record {
+                SetWatchesRecord::V1(r) => write_request(&mut frame, 0, op, r),
+                SetWatchesRecord::V2(r) => write_request(&mut frame, 0, op, r),
+            };
+            if let Err(e) = self.check_frame_len(len) {
+                // Only a path too long for any record of its own gets here.
+                log::warn!("watches not re-registered: {e}");
+                continue;
+            }
+            let purpose = Purpose::SetWatches {
+                op,
+                frame: frame.clone(),
+                throttled: 0,
+            };
+            let request = Queued {
+                op,
+                frame,
+                purpose,
+                deadline: now,
+            };
+            self.send_encoded(now, request);
+            records += 1;
+        }
+        if records > 0 {
+            self.rewatch = Some(Unconfirmed { zxid, records });
+        }
+    }
+
+    /// The server answered a re-registration record. One it throttled
+    /// (refused unapplied, on a connection that stays up) goes again, the
+    /// same record, after a back-off: without it, every watch it names
+    /// would stay unset on the server while the client waits for its events
+    /// (a lock's waiter, for its predecessor's deletion, for ever).
+    pub(super) fn set_watches_answered(
+        &mut self,
+        op: OpCode,
+        frame: Vec<u8>,
+        throttled: u32,
+        result: crate::Result<Response>,
+    ) {
+        match result {
+            Ok(_) => {
+                if let Some(unconfirmed) = &mut self.rewatch {
+                    unconfirmed.records = unconfirmed.records.saturating_sub(1);
+                    if unconfirmed.records == 0 {
+                        self.rewatch = None;
+                    }
+                }
+            }
+            // Not after closeSession, which the server answers last.
+            Err(Error::ThrottledOp) if self.background_can_go() => {
+                let times = throttled.saturating_add(1);
+                let due = self.last_recv + throttled_back_off(times);
+                log::debug!("re-registration of watches throttled; again after a back-off");
+                let purpose = Purpose::SetWatches {
+                    op,
+                    frame: frame.clone(),
+                    throttled: times,
+                };
+                let request = Queued {
+                    op,
+                    frame,
+                    purpose,
+                    deadline: due,
+                };
+                self.insert_delayed(due, request);
+            }
+            Err(e) => log::warn!("re-registering watches failed: {e}"),
+        }
+    }
+}
 
 /// Each record stops growing once its paths hold this many bytes, which keeps
 /// it far below the server's 1 MiB request limit (the Java client's rule).

@@ -262,3 +262,106 @@ fn the_throttled_back_off_doubles_from_100_ms_up_to_2_s() {
     let millis = times.map(|t| throttled_back_off(t).as_millis());
     assert_eq!(millis, [100, 100, 200, 400, 800, 1600, 2000, 2000, 2000]);
 }
+
+/// A session with a data watch on `/app/w` set as of zxid 20, reconnected:
+/// returns the re-registration record it sent (one frame).
+fn rewatching(start: Instant) -> (TestSession, Vec<u8>) {
+    let mut s = connected(start);
+    let watch = WatchRequest {
+        kind: WatchKind::Data,
+        path: "/app/w".into(),
+        watcher: 5,
+    };
+    let request = crate::proto::GetDataRequest {
+        path: "/app/w".into(),
+        watch: true,
+    };
+    s.submit(start, OpCode::GetData, &request, 1, Some(watch))
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(start, &reply(1, 20, 0, &super::tests::data_v()));
+    events(&mut s);
+    let mut frames = reconnect(&mut s, start);
+    events(&mut s);
+    assert_eq!(frames.len(), 1, "one re-registration record");
+    let frame = frames.remove(0);
+    assert_eq!(set_watches_of(&frame), (20, vec!["/app/w".to_owned()]));
+    (s, frame)
+}
+
+/// The relative zxid and data watches of a setWatches frame.
+fn set_watches_of(frame: &[u8]) -> (i64, Vec<String>) {
+    assert_eq!(header(frame).op, OpCode::SetWatches.code());
+    let record = crate::proto::SetWatches::from_bytes(&frame[8..]).unwrap();
+    (record.relative_zxid, record.data_watches)
+}
+
+#[test]
+fn a_throttled_set_watches_goes_again_on_the_same_connection_after_a_back_off() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let (mut s, first) = rewatching(start);
+    s.handle_bytes(at(10), &reply(header(&first).xid, 0, throttled(), &()));
+    assert!(sent(&mut s).is_empty(), "not at once");
+    let mut due = 10;
+    for back_off in [100, 200] {
+        due += back_off;
+        assert_eq!(s.poll_timeout(), Some(at(due)), "after {back_off} ms");
+        s.handle_timeout(at(due - 1));
+        assert!(sent(&mut s).is_empty(), "early, after {back_off} ms");
+        s.handle_timeout(at(due));
+        let frames = sent(&mut s);
+        assert_eq!(frames.len(), 1);
+        // The same record: the watches as of the zxid they were set at.
+        assert_eq!(set_watches_of(&frames[0]), set_watches_of(&first));
+        assert_ne!(header(&frames[0]).xid, header(&first).xid);
+        let err = if back_off == 100 { throttled() } else { 0 };
+        s.handle_bytes(at(due), &reply(header(&frames[0]).xid, 0, err, &()));
+    }
+    assert!(events(&mut s).is_empty());
+    // Answered: nothing more to send, and the next reconnect sets the
+    // watch as of the last zxid seen.
+    s.handle_timeout(at(due + 500));
+    assert!(sent(&mut s).is_empty());
+    s.submit(at(due), OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(at(due), &reply(xid, 30, 0, &super::tests::data_v()));
+    let frames = reconnect(&mut s, at(due));
+    assert_eq!(set_watches_of(&frames[0]), (30, vec!["/app/w".to_owned()]));
+}
+
+#[test]
+fn a_throttled_set_watches_cut_off_goes_with_the_next_handshake_as_of_its_zxid() {
+    let start = Instant::now();
+    let (mut s, first) = rewatching(start);
+    s.handle_bytes(start, &reply(header(&first).xid, 0, throttled(), &()));
+    // A later reply raises the last zxid seen, while the watch is unset on
+    // the server from zxid 20 on.
+    s.submit(start, OpCode::GetData, &get_data("/app/q"), 2, None)
+        .unwrap();
+    let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(start, &reply(xid, 30, 0, &super::tests::data_v()));
+    events(&mut s);
+    let frames = reconnect(&mut s, start);
+    assert_eq!(frames.len(), 1, "one re-registration, not the old one too");
+    assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+    // Dropped with its connection: the back-off sends nothing more.
+    s.handle_timeout(start + Duration::from_millis(500));
+    assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
+}
+
+#[test]
+fn a_set_watches_throttled_while_closing_is_not_sent_again() {
+    let start = Instant::now();
+    let (mut s, first) = rewatching(start);
+    s.close(start);
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).op, OpCode::CloseSession.code());
+    s.handle_bytes(start, &reply(header(&first).xid, 0, throttled(), &()));
+    s.handle_timeout(start + Duration::from_secs(3));
+    assert!(
+        sent(&mut s).iter().all(|f| header(f).xid == PING_XID),
+        "nothing but pings after closeSession"
+    );
+}
