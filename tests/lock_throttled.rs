@@ -424,3 +424,39 @@ fn a_waiters_throttled_set_watches_goes_again_and_it_acquires_on_the_release() {
     holder.close().unwrap();
     waiter.close().unwrap();
 }
+
+/// `unlock` waits for the server to confirm the delete: one the server
+/// throttled is asked for again after a back-off, and `unlock` returns
+/// `Ok` once the node is deleted. Before, it returned `ThrottledOp`, the
+/// delete left to the background.
+#[test]
+fn a_throttled_unlock_is_asked_for_again_and_confirms_the_release() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-unlock";
+    for path in [scratch, dir] {
+        holder
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let guard = mutex.lock().unwrap();
+    let throttled_before = throttled_ops(&server);
+
+    // The delete queues behind the write that holds the turn: throttled.
+    let write = hold_the_turn(&holder, &gate, scratch);
+    assert_eq!(guard.unlock(), Ok(()));
+    write.join().expect("the write");
+    assert!(throttled_ops(&server) > throttled_before);
+    assert_eq!(sent(&gate, OpCode::Delete), 2, "a delete, and one again");
+    let pause = pause_after_throttling(&gate, OpCode::Delete);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "asked for again {pause:?} after the throttling"
+    );
+    assert!(children(&holder, dir).is_empty());
+    assert_eq!(gate.connection_count(), 1);
+    holder.close().unwrap();
+}

@@ -18,6 +18,11 @@ use super::acquire::ask_until_answered;
 use super::naming::release_note;
 use crate::client::path::last_segment;
 
+/// How many times `unlock` asks again for a release the server throttled
+/// before it returns `ThrottledOp`, leaving the delete to the background:
+/// 13.1 s of back-offs in all.
+const MAX_THROTTLED_RELEASES: u32 = 10;
+
 /// Whether a held lock can still be relied on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockState {
@@ -694,12 +699,38 @@ impl HeldLock {
         }
     }
 
+    /// Asks for the release until the server does more than throttle it
+    /// (refuse it unapplied, to shed load), after a back-off each time (see
+    /// [`throttled_back_off`]), up to [`MAX_THROTTLED_RELEASES`] times: the
+    /// node is still there, and the caller waits for its deletion.
+    fn release_unthrottled(&self) -> Result<()> {
+        let release = self.release_of_node();
+        let mut throttled = 0;
+        loop {
+            match self
+                .tracker
+                .client
+                .release_now(&release, self.tracker.session)
+            {
+                Err(Error::ThrottledOp) if throttled < MAX_THROTTLED_RELEASES => {
+                    throttled += 1;
+                    log::debug!(
+                        "release of {} throttled; again after a back-off",
+                        self.server_node
+                    );
+                    std::thread::sleep(throttled_back_off(throttled));
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     /// Deletes the node and waits for the server to confirm.
     pub(crate) fn release(mut self) -> Result<()> {
         self.released = true;
         let lost = self.known_state() == LockState::Lost;
         let client = &self.tracker.client;
-        let result = match client.release_now(&self.release_of_node(), self.tracker.session) {
+        let result = match self.release_unthrottled() {
             // Already lost: whatever the delete says (NoNode, or the
             // session's own end: SessionExpired, Closed...), the lock was
             // not held up to this release.

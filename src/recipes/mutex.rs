@@ -274,7 +274,10 @@ impl MutexGuard<'_> {
     /// (a [retryable](Error::is_retryable) one such as `ConnectionLoss` or
     /// `Timeout`, or an undecodable reply's `Protocol`) leaves the delete
     /// to be retried in the background while the session lives, as a
-    /// dropped guard's is; the guard is gone either way.
+    /// dropped guard's is; the guard is gone either way. A delete the
+    /// server throttles (refuses unapplied, to shed load) is asked for
+    /// again after a back-off of 100 ms doubling to 2 s, up to 10 times,
+    /// before `ThrottledOp` leaves it to the background too.
     pub fn unlock(self) -> Result<()> {
         self.hold.unlock()
     }
