@@ -972,3 +972,25 @@ fn attempts_made_while_disconnected_take_back_their_unsent_create() {
     assert_eq!(proxy.requests_seen(CREATE2), creates_before + 1);
     assert!(children(&observer, DIR).is_empty());
 }
+
+/// The first lock on a path makes its directory. A connection cut right
+/// after that directory's create went out is retried as the node's own
+/// create is: the attempt acquires, with one node and nothing left over.
+/// Before, the attempt failed with `ConnectionLoss`.
+#[test]
+fn a_lock_directory_create_cut_off_is_made_again_and_the_lock_acquired() {
+    let server = server();
+    let gate = proxy(&server);
+    let client = connect(&gate.connect_string());
+    let dir = "/cut-dir/a/b";
+    gate.cut_after_request(|op| op == zklock::proto::OpCode::CreateContainer.code());
+    let mutex = Mutex::new(&client, dir).unwrap();
+    let guard = mutex
+        .try_lock_for(WAIT)
+        .unwrap()
+        .unwrap_or_else(|| panic!("not acquired within {WAIT:?}"));
+    assert!(!gate.is_cut_armed(), "the cut fired");
+    assert_eq!(children(&client, dir), [leaf(guard.node()).to_owned()]);
+    guard.unlock().unwrap();
+    assert!(children(&client, dir).is_empty());
+}

@@ -803,8 +803,18 @@ impl Attempt<'_> {
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
                     client.check_session(session)?;
-                    self.ensure_dir(&self.spec.path)?;
-                    last_error = Error::NoNode;
+                    last_error = match self.ensure_dir(&self.spec.path) {
+                        Ok(()) => Error::NoNode,
+                        // Making a container again is harmless: the next
+                        // create finds the directory, or makes it again.
+                        Err(e) if e.is_retryable() => {
+                            if !wakeup.back_off_if_throttled(&e, &mut throttled, withdraw_at)? {
+                                return Ok(None);
+                            }
+                            e
+                        }
+                        Err(e) => return Err(e),
+                    };
                 }
                 // Refused unapplied (load shedding, after the server held
                 // it a while): create again, with nothing to look for.

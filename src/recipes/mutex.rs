@@ -75,7 +75,8 @@ impl Mutex {
     /// holds it. A request the server refuses ends it with that error
     /// (`NoAuth` from the lock path's ACL, `NotReadOnly` on a read-only
     /// server...). Lost connections and throttled creates are retried: the
-    /// create up to 10 times, the wait's other requests until two session
+    /// create (with, on a path's first use, its directory's) up to 10
+    /// times, the wait's other requests until two session
     /// timeouts pass without progress, and then their last error ends it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
         self.acquire(None)?
