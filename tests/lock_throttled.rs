@@ -323,8 +323,9 @@ fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
     let write = hold_the_turn(&holder, &gate, scratch);
     let changes = guard.state_changes();
     write.join().expect("the write");
+    // Asked for again: whether the node is still there, then the watch.
     wait_until("the watch asked for again", WAIT, || {
-        sent(&gate, OpCode::Exists) == 2
+        sent(&gate, OpCode::Exists) == 3
     });
     assert!(throttled_ops(&server) > throttled_before);
     let pause = pause_after_throttling(&gate, OpCode::Exists);
@@ -459,4 +460,49 @@ fn a_throttled_unlock_is_asked_for_again_and_confirms_the_release() {
     assert!(children(&holder, dir).is_empty());
     assert_eq!(gate.connection_count(), 1);
     holder.close().unwrap();
+}
+
+/// A guard's node watch throttled, and its node deleted (by an operator)
+/// during the back-off: the guard turns `Lost`, and no watch is left
+/// behind. The watch is set again only after a plain exists finds the node
+/// still there; set straight away, it would have found the node gone and
+/// stayed on the server, waiting for a creation that never comes, for the
+/// rest of the session.
+#[test]
+fn a_guards_throttled_node_watch_leaves_no_watch_when_its_node_goes_meanwhile() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let operator = connect_slowly(&server.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-watch-gone";
+    for path in [scratch, dir] {
+        operator
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let guard = mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+    let throttled_before = throttled_ops(&server);
+
+    let write = hold_the_turn(&holder, &gate, scratch);
+    let changes = guard.state_changes();
+    write.join().expect("the write");
+    wait_until("the watch throttled", WAIT, || {
+        throttled_ops(&server) > throttled_before
+    });
+    operator.delete(&node, None).unwrap();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
+    let watched: Vec<i64> = watches_by_path(&server)
+        .get(&node)
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !watched.contains(&holder.session_id()),
+        "a watch left on {node}"
+    );
+    drop(guard);
+    holder.close().unwrap();
+    operator.close().unwrap();
 }

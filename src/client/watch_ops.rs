@@ -238,15 +238,12 @@ impl Client {
     /// waiting for a creation. Like every watch a lock sets, it is set only
     /// in the lock's `session` (see
     /// [`Session::generation`](crate::session::Session::generation)), and
-    /// fails with `SessionExpired` once a new one has replaced it. With
-    /// `due`, it goes only once `due` has come (for the I/O thread: see
-    /// `start_with_callback`).
+    /// fails with `SessionExpired` once a new one has replaced it.
     pub(crate) fn start_watch_exists(
         &self,
         session: u64,
         path: &str,
         watcher: Watcher,
-        due: Option<Instant>,
         on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
     ) -> Result<Arc<ReplySlot>> {
         let path = self.server_path(path)?;
@@ -261,10 +258,35 @@ impl Client {
         };
         self.shared().start_with_callback(
             Some(session),
-            due,
+            None,
             OpCode::Exists,
             &request,
             Some(watch),
+            Box::new(on_reply),
+        )
+    }
+
+    /// Queues an exists on `path` (a user path), with no watch, to go once
+    /// `due` has come (for the I/O thread's reply handlers: see
+    /// `start_with_callback`), in the lock's `session` only; `on_reply`
+    /// runs on the I/O thread with the reply.
+    pub(crate) fn start_exists_at(
+        &self,
+        session: u64,
+        path: &str,
+        due: Instant,
+        on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
+    ) -> Result<Arc<ReplySlot>> {
+        let request = ExistsRequest {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        self.shared().start_with_callback(
+            Some(session),
+            Some(due),
+            OpCode::Exists,
+            &request,
+            None,
             Box::new(on_reply),
         )
     }

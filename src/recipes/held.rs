@@ -171,17 +171,16 @@ fn lock_state(state: State) -> LockState {
 /// way it is set again at once, else the node's later deletion would go
 /// unseen. One the server throttled (refused unapplied, on a connection
 /// that stays up, so no reconnect would set it again) is asked for again
-/// after a back-off, as if fired. Any other failed reply (lost with a
-/// connection, undecodable, a refusal) leaves no watch, and marks the watch
-/// unset in `shared`. Sent only once `due` has come, if given. `None` if it
-/// cannot be queued (and `shared` lost if the session is over).
+/// after a back-off (see [`rewatch_after_throttling`]). Any other failed
+/// reply (lost with a connection, undecodable, a refusal) leaves no watch,
+/// and marks the watch unset in `shared`. `None` if it cannot be queued
+/// (and `shared` lost if the session is over).
 fn start_node_watch(
     client: &Client,
     session: u64,
     node: &str,
     shared: &Arc<Shared>,
     on_lost: Arc<dyn Fn() + Send + Sync>,
-    due: Option<Instant>,
 ) -> Option<Arc<ReplySlot>> {
     let (on_event, lost_event) = (shared.clone(), on_lost.clone());
     // Weak: the watcher lives in the session, which must not keep itself open.
@@ -199,8 +198,7 @@ fn start_node_watch(
                 on_event.rewatching.store(true, Ordering::SeqCst);
                 // The event's path is the node's, as the user sees it.
                 let path = &event.path;
-                let again =
-                    start_node_watch(&client, session, path, &on_event, lost_event.clone(), None);
+                let again = start_node_watch(&client, session, path, &on_event, lost_event.clone());
                 if again.is_none() {
                     on_event.rewatching.store(false, Ordering::SeqCst);
                 }
@@ -211,21 +209,18 @@ fn start_node_watch(
     }));
     let on_reply = shared.clone();
     let node_path = node.to_owned();
-    let queued = client.start_watch_exists(session, node, watcher, due, move |reply| {
+    let queued = client.start_watch_exists(session, node, watcher, move |reply| {
         match reply {
             Err(Error::NoNode) => {
                 on_reply.set(LockState::Lost);
                 on_lost();
             }
             Err(Error::ThrottledOp) if on_reply.get() != LockState::Lost => {
-                let times = on_reply.watch_throttled.fetch_add(1, Ordering::SeqCst);
-                let due = Instant::now() + throttled_back_off(times.saturating_add(1));
                 on_reply.rewatching.store(true, Ordering::SeqCst);
-                let again = throttled_again.upgrade().and_then(|client| {
-                    let lost = on_lost.clone();
-                    start_node_watch(&client, session, &node_path, &on_reply, lost, Some(due))
+                let again = throttled_again.upgrade().is_some_and(|client| {
+                    rewatch_after_throttling(&client, session, &node_path, &on_reply, &on_lost)
                 });
-                if again.is_some() {
+                if again {
                     // Still being set: `rewatching` stays until it is.
                     return;
                 }
@@ -251,6 +246,61 @@ fn start_node_watch(
     }
 }
 
+/// Sets the node watch again after the server throttled it. Once the
+/// back-off is over, a plain exists (no watch) asks whether the node is
+/// still there, and the watch is set only if the lock is not lost by then:
+/// set as it was, a watch whose node went meanwhile (released, say) would
+/// wait for a creation that never comes, on the server and in every
+/// re-registration, for the rest of the session. False if the question
+/// cannot be queued (the session is over); `rewatching` stays set until
+/// the watch is set or given up.
+fn rewatch_after_throttling(
+    client: &Client,
+    session: u64,
+    node: &str,
+    shared: &Arc<Shared>,
+    on_lost: &Arc<dyn Fn() + Send + Sync>,
+) -> bool {
+    let times = shared.watch_throttled.fetch_add(1, Ordering::SeqCst);
+    let due = Instant::now() + throttled_back_off(times.saturating_add(1));
+    let (weak, node_path) = (client.downgrade(), node.to_owned());
+    let (shared, on_lost) = (shared.clone(), on_lost.clone());
+    let answered = move |reply: &Result<Response>| {
+        // `Some(true)`: being set (its reply clears `rewatching`);
+        // `Some(false)`: not set; `None`: not wanted any more.
+        let being_set = if shared.get() == LockState::Lost {
+            None
+        } else {
+            match (reply, weak.upgrade()) {
+                (Err(Error::NoNode), _) => {
+                    shared.set(LockState::Lost);
+                    on_lost();
+                    None
+                }
+                (Ok(_), Some(client)) => {
+                    let lost = on_lost.clone();
+                    let set = start_node_watch(&client, session, &node_path, &shared, lost);
+                    client.shared().flush();
+                    Some(set.is_some())
+                }
+                (Err(Error::ThrottledOp), Some(client)) => Some(rewatch_after_throttling(
+                    &client, session, &node_path, &shared, &on_lost,
+                )),
+                _ => Some(false),
+            }
+        };
+        match being_set {
+            Some(true) => {}
+            Some(false) => {
+                shared.watch_unset.store(true, Ordering::SeqCst);
+                shared.rewatching.store(false, Ordering::SeqCst);
+            }
+            None => shared.rewatching.store(false, Ordering::SeqCst),
+        }
+    };
+    client.start_exists_at(session, node, due, answered).is_ok()
+}
+
 impl NodeWatch {
     /// Queues an exists watch on `node` (a user path) without sending it: it
     /// goes out with this client's next write. `on_lost` runs (on the I/O
@@ -262,7 +312,7 @@ impl NodeWatch {
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> NodeWatch {
         let shared = Arc::new(Shared::new());
-        let reply = start_node_watch(client, session, node, &shared, Arc::new(on_lost), None);
+        let reply = start_node_watch(client, session, node, &shared, Arc::new(on_lost));
         NodeWatch { shared, reply }
     }
 
@@ -388,7 +438,6 @@ impl Tracker {
             &self.node,
             &self.shared,
             Arc::new(|| {}),
-            None,
         )?;
         *watching = Watching::Set((!take_reply).then(|| slot.clone()));
         drop(watching);
