@@ -194,3 +194,17 @@ fn a_delayed_watch_is_pending_until_due_and_registered_by_its_reply() {
     assert_eq!(s.watcher_count(), 1, "registered");
     assert!(s.is_watched_or_pending(&[WatchKind::Data], path, |w| *w == 42));
 }
+
+#[test]
+fn a_lingering_delete_goes_ahead_of_a_delayed_request_released_after_it() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    s.defer_background_delete(at(0), Release::plain("/app/lock/n1"), at(200))
+        .unwrap();
+    get_data_at(&mut s, at(0), at(100), "/app/a", 7).unwrap();
+    assert!(sent(&mut s).is_empty());
+    s.handle_timeout(at(100));
+    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Delete.code(), get_data_op()]);
+}

@@ -365,3 +365,52 @@ fn a_set_watches_throttled_while_closing_is_not_sent_again() {
         "nothing but pings after closeSession"
     );
 }
+
+#[test]
+fn a_re_registration_is_confirmed_only_once_every_record_is() {
+    let start = Instant::now();
+    // Room for one watch per record: two records.
+    let config = SessionConfig {
+        max_request: 50,
+        ..super::tests::config()
+    };
+    let mut s = super::tests::connected_with(config, start);
+    for (token, path) in [(1, "/app/w1"), (2, "/app/w2")] {
+        let watch = WatchRequest {
+            kind: WatchKind::Data,
+            path: path.into(),
+            watcher: 5,
+        };
+        let request = crate::proto::GetDataRequest {
+            path: path.into(),
+            watch: true,
+        };
+        s.submit(start, OpCode::GetData, &request, token, Some(watch))
+            .unwrap();
+        let xid = header(&sent(&mut s)[0]).xid;
+        s.handle_bytes(start, &reply(xid, 20, 0, &super::tests::data_v()));
+    }
+    events(&mut s);
+    let records = reconnect(&mut s, start);
+    assert_eq!(records.len(), 2);
+    // One confirmed, one throttled; a later reply raises the last zxid.
+    s.handle_bytes(start, &reply(header(&records[0]).xid, 0, 0, &()));
+    s.handle_bytes(start, &reply(header(&records[1]).xid, 0, throttled(), &()));
+    s.submit(start, OpCode::GetData, &get_data("/app/q"), 3, None)
+        .unwrap();
+    let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(start, &reply(xid, 30, 0, &super::tests::data_v()));
+    events(&mut s);
+    // Cut off before the throttled record went again: every watch is set
+    // again as of zxid 20.
+    let records = reconnect(&mut s, start);
+    let zxids: Vec<i64> = records.iter().map(|f| set_watches_of(f).0).collect();
+    assert_eq!(zxids, [20, 20]);
+    for record in &records {
+        s.handle_bytes(start, &reply(header(record).xid, 0, 0, &()));
+    }
+    // Both confirmed: the next reconnect goes by the last zxid seen.
+    let records = reconnect(&mut s, start);
+    let zxids: Vec<i64> = records.iter().map(|f| set_watches_of(f).0).collect();
+    assert_eq!(zxids, [30, 30]);
+}
