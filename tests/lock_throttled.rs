@@ -506,3 +506,73 @@ fn a_guards_throttled_node_watch_leaves_no_watch_when_its_node_goes_meanwhile() 
     holder.close().unwrap();
     operator.close().unwrap();
 }
+
+/// A waiter that gives up removes its watch on its predecessor's release
+/// note from the server: the note may never come. A removal the server
+/// throttled is looked at again after a back-off, and made. Before, it
+/// was dropped, and the watch stayed on the server for the session.
+#[test]
+fn a_given_up_waiters_throttled_note_watch_removal_is_made_again() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&server.connect_string(), Duration::ZERO);
+    let middle = connect_slowly(&server.connect_string(), Duration::ZERO);
+    let waiter = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let scratch = "/throttled-scratch";
+    let dir = "/throttled-note";
+    for path in [scratch, dir] {
+        holder
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+    }
+    let held = Mutex::new(&holder, dir).unwrap();
+    let guard = held.lock().unwrap();
+    let middle_mutex = Mutex::new(&middle, dir).unwrap();
+    let waiting = Mutex::new(&waiter, dir).unwrap();
+    let session = waiter.session_id();
+    let watched_by_waiter = |path: &str| {
+        watches_by_path(&server)
+            .get(path)
+            .is_some_and(|sessions| sessions.contains(&session))
+    };
+    let throttled_before = throttled_ops(&server);
+
+    std::thread::scope(|scope| {
+        // A waiter between the holder and ours, whose release ours would
+        // learn of from its note.
+        let between = scope.spawn(|| middle_mutex.try_lock_for(WAIT).map(|g| g.is_some()));
+        wait_until("the middle waiter queued", WAIT, || {
+            holder.get_children(dir).is_ok_and(|c| c.len() == 2)
+        });
+        let attempt = scope.spawn(|| waiting.try_lock_for(WAIT).map(|g| g.is_some()));
+        wait_until("our waiter queued", WAIT, || {
+            holder.get_children(dir).is_ok_and(|c| c.len() == 3)
+        });
+        let note = format!("{dir}/{}.released", children(&holder, dir)[1]);
+        wait_until("the waiter watching the note", WAIT, || {
+            watched_by_waiter(&note)
+        });
+        // Given up behind a write that holds the turn: the removal (and
+        // the waiter's delete) are throttled.
+        let write = hold_the_turn(&waiter, &gate, scratch);
+        waiting.cancel();
+        assert_eq!(
+            attempt.join().expect("the attempt"),
+            Err(zklock::Error::Cancelled)
+        );
+        write.join().expect("the write");
+        wait_until("the removal throttled", WAIT, || {
+            throttled_ops(&server) > throttled_before
+        });
+        wait_until("the note watch removed", WAIT, || !watched_by_waiter(&note));
+        assert!(sent(&gate, OpCode::RemoveWatches) >= 2, "removed again");
+        drop(guard);
+        assert_eq!(between.join().expect("the middle waiter"), Ok(true));
+    });
+    wait_until("every node gone", WAIT, || {
+        holder.get_children(dir).is_ok_and(|c| c.is_empty())
+    });
+    for client in [holder, middle, waiter] {
+        client.close().unwrap();
+    }
+}

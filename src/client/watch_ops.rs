@@ -17,7 +17,7 @@ use crate::proto::{
     Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
     RemoveWatchesRequest, Response, WatcherType,
 };
-use crate::session::{WatchKind, WatchRequest};
+use crate::session::{throttled_back_off, WatchKind, WatchRequest};
 
 /// A lock node to create, and its lock directory to list behind it.
 pub(crate) struct NewLockNode<'a> {
@@ -442,50 +442,7 @@ impl DataWatch {
     /// path that may never change.
     pub(crate) fn remove(&self) {
         self.abandon();
-        let Some(shared) = self.forget.shared.upgrade() else {
-            return;
-        };
-        let path = &self.forget.path;
-        let own = &self.forget.on_event;
-        // What a removal of data watches takes on the server: getData and
-        // exists watches, and persistent ones, which a 3.6-3.8 server keeps
-        // among its data watches too.
-        let removed_kinds = [
-            WatchKind::Data,
-            WatchKind::Exist,
-            WatchKind::Persistent,
-            WatchKind::PersistentRecursive,
-        ];
-        let shared_watch = shared
-            .core()
-            .session
-            .is_watched_or_pending(&removed_kinds, path, |w| !w.is_notify(own));
-        if shared_watch {
-            // Another watcher of this session on the path (a second waiter,
-            // a caller's own watch) shares the server's watch: removing it
-            // would silence that one. So would a removal sent behind a
-            // request that sets it, still unanswered: the server sets it,
-            // then takes it away, and its watcher never hears again.
-            return;
-        }
-        let request = RemoveWatchesRequest {
-            path: path.clone(),
-            watcher_type: WatcherType::Data,
-        };
-        // NoWatcher (it fired meanwhile) or a lost connection (which takes
-        // the server's watches with it) leave nothing to do.
-        // A new session has no such watch to remove.
-        let sent = shared.start_with_callback(
-            Some(self.forget.session),
-            None,
-            OpCode::RemoveWatches,
-            &request,
-            None,
-            Box::new(|_| {}),
-        );
-        if sent.is_ok() {
-            shared.flush();
-        }
+        self.forget.remove_from_server(0);
     }
 }
 
@@ -501,6 +458,86 @@ struct Forget {
 }
 
 impl Forget {
+    /// Removes the watch from the server, unless another watcher of this
+    /// session on the path shares it. One the server throttled (refused
+    /// unapplied) is looked at again after a back-off (the
+    /// `throttled`-th in a row): a plain exists made then has its reply
+    /// make the same check again, for a watch set meanwhile by another
+    /// caller must not be taken with it.
+    fn remove_from_server(&self, throttled: u32) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let own = &self.on_event;
+        // What a removal of data watches takes on the server: getData and
+        // exists watches, and persistent ones, which a 3.6-3.8 server keeps
+        // among its data watches too.
+        let removed_kinds = [
+            WatchKind::Data,
+            WatchKind::Exist,
+            WatchKind::Persistent,
+            WatchKind::PersistentRecursive,
+        ];
+        let shared_watch =
+            shared
+                .core()
+                .session
+                .is_watched_or_pending(&removed_kinds, &self.path, |w| !w.is_notify(own));
+        if shared_watch {
+            // Another watcher of this session on the path (a second waiter,
+            // a caller's own watch) shares the server's watch: removing it
+            // would silence that one. So would a removal sent behind a
+            // request that sets it, still unanswered: the server sets it,
+            // then takes it away, and its watcher never hears again.
+            return;
+        }
+        let request = RemoveWatchesRequest {
+            path: self.path.clone(),
+            watcher_type: WatcherType::Data,
+        };
+        let again = self.clone();
+        // NoWatcher (it fired meanwhile) or a lost connection (which takes
+        // the server's watches with it) leave nothing to do.
+        // A new session has no such watch to remove.
+        let sent = shared.start_with_callback(
+            Some(self.session),
+            None,
+            OpCode::RemoveWatches,
+            &request,
+            None,
+            Box::new(move |reply| {
+                if matches!(reply, Err(Error::ThrottledOp)) {
+                    again.remove_after_back_off(throttled.saturating_add(1));
+                }
+            }),
+        );
+        if sent.is_ok() {
+            shared.flush();
+        }
+    }
+
+    /// Tries [`Forget::remove_from_server`] again once the back-off of a
+    /// removal throttled `times` in a row is over.
+    fn remove_after_back_off(&self, times: u32) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let due = Instant::now() + throttled_back_off(times);
+        let probe = ExistsRequest {
+            path: self.path.clone(),
+            watch: false,
+        };
+        let again = self.clone();
+        let _ = shared.start_with_callback(
+            Some(self.session),
+            Some(due),
+            OpCode::Exists,
+            &probe,
+            None,
+            Box::new(move |_| again.remove_from_server(times)),
+        );
+    }
+
     fn run(&self) {
         if let Some(shared) = self.shared.upgrade() {
             let f = &self.on_event;
