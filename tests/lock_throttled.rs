@@ -40,6 +40,18 @@ fn throttling_server() -> TestServer {
         .expect("start a throttling ZooKeeper server")
 }
 
+/// The node the writes that hold the server's turn go to.
+const SCRATCH: &str = "/throttled-scratch";
+
+/// Creates [`SCRATCH`] and the lock directory `dir`, with `client`.
+fn make_dirs(client: &Client, dir: &str) {
+    for path in [SCRATCH, dir] {
+        client
+            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap_or_else(|e| panic!("create {path}: {e}"));
+    }
+}
+
 /// The server's count of requests it throttled, from `mntr`.
 fn throttled_ops(server: &TestServer) -> u64 {
     let mntr = server.four_letter("mntr").expect("mntr");
@@ -109,7 +121,7 @@ fn a_throttled_release_is_sent_again_on_the_same_connection() {
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
     let states = holder.state_changes();
     let observer = connect_slowly(&server.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
+    let scratch = SCRATCH;
     holder
         .create(scratch, b"", &Acl::open_unsafe(), CreateMode::Persistent)
         .unwrap();
@@ -148,7 +160,7 @@ fn a_throttled_release_joined_to_the_next_acquisition_is_sent_again() {
     let gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::from_secs(1));
     let states = holder.state_changes();
-    let scratch = "/throttled-scratch";
+    let scratch = SCRATCH;
     holder
         .create(scratch, b"", &Acl::open_unsafe(), CreateMode::Persistent)
         .unwrap();
@@ -192,13 +204,8 @@ fn a_throttled_create_is_made_again_after_a_back_off() {
     let server = throttling_server();
     let gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-create";
-    for path in [scratch, dir] {
-        holder
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-create");
+    make_dirs(&holder, dir);
     let mutex = Mutex::new(&holder, dir).unwrap();
     let throttled_before = throttled_ops(&server);
 
@@ -236,13 +243,8 @@ fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
     let blocker_gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
     let blocker = connect_slowly(&blocker_gate.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-search";
-    for path in [scratch, dir] {
-        blocker
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-search");
+    make_dirs(&blocker, dir);
     let mutex = Mutex::new(&holder, dir).unwrap();
     let throttled_before = throttled_ops(&server);
 
@@ -305,13 +307,8 @@ fn a_guards_throttled_node_watch_is_set_again_and_sees_its_node_deleted() {
     let gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
     let operator = connect_slowly(&server.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-watch";
-    for path in [scratch, dir] {
-        operator
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-watch");
+    make_dirs(&operator, dir);
     let mutex = Mutex::new(&holder, dir).unwrap();
     // Uncontended: the guard sets its watch when first asked.
     let guard = mutex.lock().unwrap();
@@ -357,13 +354,8 @@ fn a_waiters_throttled_set_watches_goes_again_and_it_acquires_on_the_release() {
     let holder_gate = proxy(&server);
     let holder = connect_slowly(&holder_gate.connect_string(), Duration::ZERO);
     let waiter = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-rewatch";
-    for path in [scratch, dir] {
-        holder
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-rewatch");
+    make_dirs(&holder, dir);
     let held = Mutex::new(&holder, dir).unwrap();
     let guard = held.lock().unwrap();
     let holder_node = guard.node().to_owned();
@@ -435,13 +427,8 @@ fn a_throttled_unlock_is_asked_for_again_and_confirms_the_release() {
     let server = throttling_server();
     let gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-unlock";
-    for path in [scratch, dir] {
-        holder
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-unlock");
+    make_dirs(&holder, dir);
     let mutex = Mutex::new(&holder, dir).unwrap();
     let guard = mutex.lock().unwrap();
     let throttled_before = throttled_ops(&server);
@@ -474,13 +461,8 @@ fn a_guards_throttled_node_watch_leaves_no_watch_when_its_node_goes_meanwhile() 
     let gate = proxy(&server);
     let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
     let operator = connect_slowly(&server.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-watch-gone";
-    for path in [scratch, dir] {
-        operator
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-watch-gone");
+    make_dirs(&operator, dir);
     let mutex = Mutex::new(&holder, dir).unwrap();
     let guard = mutex.lock().unwrap();
     let node = guard.node().to_owned();
@@ -518,13 +500,8 @@ fn a_given_up_waiters_throttled_note_watch_removal_is_made_again() {
     let holder = connect_slowly(&server.connect_string(), Duration::ZERO);
     let middle = connect_slowly(&server.connect_string(), Duration::ZERO);
     let waiter = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    let scratch = "/throttled-scratch";
-    let dir = "/throttled-note";
-    for path in [scratch, dir] {
-        holder
-            .create(path, b"", &Acl::open_unsafe(), CreateMode::Persistent)
-            .unwrap();
-    }
+    let (scratch, dir) = (SCRATCH, "/throttled-note");
+    make_dirs(&holder, dir);
     let held = Mutex::new(&holder, dir).unwrap();
     let guard = held.lock().unwrap();
     let middle_mutex = Mutex::new(&middle, dir).unwrap();

@@ -41,18 +41,7 @@ impl<T, W: Clone> Session<T, W> {
                 log::warn!("watches not re-registered: {e}");
                 continue;
             }
-            let purpose = Purpose::SetWatches {
-                op,
-                frame: frame.clone(),
-                throttled: 0,
-            };
-            let request = Queued {
-                op,
-                frame,
-                purpose,
-                deadline: now,
-            };
-            self.send_encoded(now, request);
+            self.send_encoded(now, record_request(op, frame, 0, now));
             records += 1;
         }
         if records > 0 {
@@ -86,21 +75,32 @@ impl<T, W: Clone> Session<T, W> {
                 let times = throttled.saturating_add(1);
                 let due = self.last_recv + throttled_back_off(times);
                 log::debug!("re-registration of watches throttled; again after a back-off");
-                let purpose = Purpose::SetWatches {
-                    op,
-                    frame: frame.clone(),
-                    throttled: times,
-                };
-                let request = Queued {
-                    op,
-                    frame,
-                    purpose,
-                    deadline: due,
-                };
-                self.insert_delayed(due, request);
+                self.insert_delayed(due, record_request(op, frame, times, due));
             }
             Err(e) => log::warn!("re-registering watches failed: {e}"),
         }
+    }
+}
+
+/// A re-registration record encoded as `frame` (with a placeholder xid),
+/// as a request that keeps a copy of itself to be sent again; throttled
+/// `throttled` times in a row so far.
+fn record_request<T, W>(
+    op: OpCode,
+    frame: Vec<u8>,
+    throttled: u32,
+    deadline: Instant,
+) -> Queued<T, W> {
+    let purpose = Purpose::SetWatches {
+        op,
+        frame: frame.clone(),
+        throttled,
+    };
+    Queued {
+        op,
+        frame,
+        purpose,
+        deadline,
     }
 }
 
