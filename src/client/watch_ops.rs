@@ -75,6 +75,27 @@ fn successor_created(
     CreatedListed { created, listed }
 }
 
+/// Queues an exists on the server path `path`, with no watch, to go once
+/// `due` has come, in the session `session` only: a question asked again
+/// after a throttling, whose reply `on_reply` (on the I/O thread) acts on.
+fn start_exists_at(
+    shared: &Shared,
+    session: u64,
+    path: String,
+    due: Instant,
+    on_reply: ReplyCallback,
+) -> Result<Arc<ReplySlot>> {
+    let request = ExistsRequest { path, watch: false };
+    shared.start_with_callback(
+        Some(session),
+        Some(due),
+        OpCode::Exists,
+        &request,
+        None,
+        on_reply,
+    )
+}
+
 /// The children in a getChildren reply handed to a callback.
 pub(super) fn children_of(reply: Result<Response>) -> Result<Vec<String>> {
     match reply? {
@@ -277,18 +298,8 @@ impl Client {
         due: Instant,
         on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
     ) -> Result<Arc<ReplySlot>> {
-        let request = ExistsRequest {
-            path: self.server_path(path)?,
-            watch: false,
-        };
-        self.shared().start_with_callback(
-            Some(session),
-            Some(due),
-            OpCode::Exists,
-            &request,
-            None,
-            Box::new(on_reply),
-        )
+        let path = self.server_path(path)?;
+        start_exists_at(self.shared(), session, path, due, Box::new(on_reply))
     }
 
     /// Sends a getData with a data watch on `path` (a user path) and queued
@@ -523,19 +534,9 @@ impl Forget {
             return;
         };
         let due = Instant::now() + throttled_back_off(times);
-        let probe = ExistsRequest {
-            path: self.path.clone(),
-            watch: false,
-        };
         let again = self.clone();
-        let _ = shared.start_with_callback(
-            Some(self.session),
-            Some(due),
-            OpCode::Exists,
-            &probe,
-            None,
-            Box::new(move |_| again.remove_from_server(times)),
-        );
+        let look_again = Box::new(move |_: &Result<Response>| again.remove_from_server(times));
+        let _ = start_exists_at(&shared, self.session, self.path.clone(), due, look_again);
     }
 
     fn run(&self) {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{reregister, Conn, Pending, Purpose, Queued, Session, WatchRequest};
 use crate::error::{Error, Result};
-use crate::proto::{write_request, OpCode, Record};
+use crate::proto::{OpCode, Record};
 
 /// A request held back until `due`, encoded with a placeholder xid.
 #[derive(Debug)]
@@ -21,9 +21,9 @@ impl<T, W: Clone> Session<T, W> {
     /// ([`Session::submit`] is this with `due` now): then at once if
     /// connected, otherwise after the next handshake, failing with
     /// `ConnectionLoss` if none completes within the session timeout from
-    /// `due`. A close or the session's end
-    /// fails it as it fails requests waiting for a connection. Until `due`,
-    /// it is in [`Session::poll_timeout`], and it is not among the requests
+    /// `due`. A close or the session's end fails it as it fails requests
+    /// waiting for a connection. Until `due`, it is in
+    /// [`Session::poll_timeout`], and it is not among the requests
     /// [`Session::withdraw_queued`] can take back.
     pub fn submit_at(
         &mut self,
@@ -42,12 +42,9 @@ impl<T, W: Clone> Session<T, W> {
         if due <= now {
             return self.enqueue(now, op, body, purpose);
         }
-        let mut frame = Vec::new();
-        let len = write_request(&mut frame, 0, op, body);
-        self.check_frame_len(len)?;
         let request = Queued {
             op,
-            frame,
+            frame: self.encode_unsent(op, body)?,
             purpose,
             // Set when it is due.
             deadline: due,

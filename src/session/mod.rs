@@ -986,9 +986,7 @@ impl<T, W: Clone> Session<T, W> {
         if self.conn == Conn::Established {
             return self.send(now, op, body, purpose);
         }
-        let mut frame = Vec::new();
-        let len = write_request(&mut frame, 0, op, body);
-        self.check_frame_len(len)?;
+        let frame = self.encode_unsent(op, body)?;
         let deadline = now + self.negotiated.unwrap_or(self.config.session_timeout);
         self.queued.push_back(Queued {
             op,
@@ -997,6 +995,15 @@ impl<T, W: Clone> Session<T, W> {
             deadline,
         });
         Ok(())
+    }
+
+    /// A request's frame for later, with a placeholder xid that
+    /// [`Session::send_encoded`] fills in; refused if over `max_request`.
+    fn encode_unsent(&self, op: OpCode, body: &impl Record) -> Result<Vec<u8>> {
+        let mut frame = Vec::new();
+        let len = write_request(&mut frame, 0, op, body);
+        self.check_frame_len(len)?;
+        Ok(frame)
     }
 
     fn send(

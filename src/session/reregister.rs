@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use crate::error::Error;
-use crate::proto::{write_request, OpCode, Response, SetWatches, SetWatches2};
+use crate::proto::{OpCode, Response, SetWatches, SetWatches2};
 
 use super::release::throttled_back_off;
 use super::{Purpose, Queued, Session, WatchKind, WatchRegistry};
@@ -31,16 +31,19 @@ impl<T, W: Clone> Session<T, W> {
             .map_or(self.last_zxid, |u| u.zxid.min(self.last_zxid));
         let mut records = 0;
         for (op, record) in set_watches(&self.watches, zxid, self.config.max_request) {
-            let mut frame = Vec::new();
-            let len = match &record {
-                SetWatchesRecord::V1(r) => write_request(&mut frame, 0, op, r),
-                SetWatchesRecord::V2(r) => write_request(&mut frame, 0, op, r),
+            let encoded = match &record {
+                SetWatchesRecord::V1(r) => self.encode_unsent(op, r),
+                SetWatchesRecord::V2(r) => self.encode_unsent(op, r),
             };
-            if let Err(e) = self.check_frame_len(len) {
-                // Only a path too long for any record of its own gets here.
-                log::warn!("watches not re-registered: {e}");
-                continue;
-            }
+            let frame = match encoded {
+                Ok(frame) => frame,
+                Err(e) => {
+                    // Only a path too long for any record of its own gets
+                    // here.
+                    log::warn!("watches not re-registered: {e}");
+                    continue;
+                }
+            };
             self.send_encoded(now, record_request(op, frame, 0, now));
             records += 1;
         }
