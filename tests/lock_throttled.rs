@@ -563,3 +563,44 @@ fn a_given_up_waiters_throttled_note_watch_removal_is_made_again() {
         client.close().unwrap();
     }
 }
+
+/// `lock_queue`, for tools such as `zklock holders`, asks again for a read
+/// the server throttled, after a back-off, and lists the queue. Before, it
+/// returned `ThrottledOp`.
+#[test]
+fn a_throttled_read_of_a_lock_queue_is_asked_again_and_the_queue_listed() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let (scratch, dir) = (SCRATCH, "/throttled-queue");
+    make_dirs(&holder, dir);
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let guard = mutex.lock().unwrap();
+    let throttled_before = throttled_ops(&server);
+    let listed_before = sent(&gate, OpCode::GetChildren);
+
+    // The listing queues behind the write that holds the turn: throttled.
+    let write = hold_the_turn(&holder, &gate, scratch);
+    let queue = zklock::recipes::lock_queue(&holder, dir);
+    write.join().expect("the write");
+    let queue = queue.expect("the queue");
+    assert!(throttled_ops(&server) > throttled_before);
+    assert!(throttled_replies(&gate) >= 1);
+    assert!(
+        sent(&gate, OpCode::GetChildren) - listed_before >= 2,
+        "a listing, and again"
+    );
+    let pause = pause_after_throttling(&gate, OpCode::GetChildren);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "asked again {pause:?} after the throttling"
+    );
+    let listed: Vec<(&str, bool, i64)> = queue
+        .iter()
+        .map(|e| (e.name.as_str(), e.holds, e.session_id))
+        .collect();
+    assert_eq!(listed, [(leaf(guard.node()), true, holder.session_id())]);
+    assert_eq!(gate.connection_count(), 1);
+    guard.unlock().unwrap();
+    holder.close().unwrap();
+}

@@ -1,5 +1,6 @@
 //! Who holds a lock and who waits, for tools.
 
+use super::acquire::ask_until_answered;
 use super::naming::{
     contenders, ALL_MARKERS, KAZOO_MARKER, KAZOO_READ_MARKER, MUTEX_MARKER, READ_MARKER,
 };
@@ -75,16 +76,19 @@ fn kind_of(marker: &str) -> &'static str {
 /// The contenders at `path` in queue order, each saying whether it holds
 /// (see [`holding`]).
 /// Nodes that vanish while being read are skipped. An absent path is an
-/// empty queue.
+/// empty queue. Every read is idempotent, so one that got no answer (a
+/// lost connection, or a throttling, after a back-off) is asked again,
+/// until the session ends.
 pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
-    let children = match client.get_children(path) {
+    let children = match ask_until_answered(&path, || client.get_children(path)) {
         Ok(children) => children,
         Err(Error::NoNode) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let mut out = Vec::new();
     for node in queue_order(&children) {
-        let (data, stat) = match client.get_data(&join(path, node.name)) {
+        let node_path = join(path, node.name);
+        let (data, stat) = match ask_until_answered(&node_path, || client.get_data(&node_path)) {
             Ok(found) => found,
             Err(Error::NoNode) => continue,
             Err(e) => return Err(e),
