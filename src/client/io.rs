@@ -87,7 +87,7 @@ fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
 
 /// A TCP connection to `host` (one of its addresses, at random).
 pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
-    let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
+    let addrs = resolve(host)?;
     let addr = addrs.get(rng.below(addrs.len())).copied().ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
     })?;
@@ -96,6 +96,22 @@ pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Resul
     socket.connect_timeout(&addr.into(), timeout)?;
     socket.set_keepalive(true)?;
     Ok(socket.into())
+}
+
+/// The addresses of `host`, a `name:port` or `[IPv6 address]:port`. The
+/// address goes to the resolver without its brackets, so that a zone named
+/// after an interface (`[fe80::1%eth0]:2181`) is looked up, as the Java
+/// client does; the standard library's own parser takes only a zone's
+/// number.
+fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
+    let bracketed = host
+        .strip_prefix('[')
+        .and_then(|rest| rest.rsplit_once("]:"))
+        .and_then(|(addr, port)| Some((addr, port.parse::<u16>().ok()?)));
+    Ok(match bracketed {
+        Some(addr_port) => addr_port.to_socket_addrs()?.collect(),
+        None => host.to_socket_addrs()?.collect(),
+    })
 }
 
 /// One connection's life: handshake, then reads until it is lost.
@@ -214,5 +230,41 @@ impl SocketTimeout {
         if self.0 != Some(wanted) && set(Some(wanted)).is_ok() {
             self.0 = Some(wanted);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scopes(host: &str) -> Vec<(String, u32)> {
+        resolve(host)
+            .unwrap_or_else(|e| panic!("resolve {host}: {e}"))
+            .into_iter()
+            .map(|a| match a {
+                SocketAddr::V6(v6) => (v6.to_string(), v6.scope_id()),
+                SocketAddr::V4(v4) => (v4.to_string(), 0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_ipv6_zone_may_be_named_after_an_interface_or_numbered() {
+        // `lo` is interface 1 on Linux; nothing is sent, only resolved.
+        assert_eq!(
+            scopes("[fe80::1%lo]:2181"),
+            [("[fe80::1%1]:2181".to_owned(), 1)]
+        );
+        assert_eq!(
+            scopes("[fe80::1%7]:2181"),
+            [("[fe80::1%7]:2181".to_owned(), 7)]
+        );
+        assert_eq!(scopes("[::1]:3"), [("[::1]:3".to_owned(), 0)]);
+        assert_eq!(scopes("127.0.0.1:9"), [("127.0.0.1:9".to_owned(), 0)]);
+    }
+
+    #[test]
+    fn an_unknown_zone_is_an_error_not_a_guess() {
+        assert!(resolve("[fe80::1%no-such-interface0]:2181").is_err());
     }
 }

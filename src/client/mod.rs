@@ -92,7 +92,9 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Connects with the default configuration and waits until the session
-    /// is established. `connect_string` is `host[:port][,host[:port]...][/chroot]`.
+    /// is established. `connect_string` is `host[:port][,host[:port]...][/chroot]`;
+    /// an IPv6 host goes in brackets, with its zone, if any, by number or
+    /// by interface name (`[fe80::1%eth0]:2181`). The port defaults to 2181.
     pub fn connect(connect_string: &str) -> Result<Client> {
         Client::builder().connect(connect_string)
     }
