@@ -104,6 +104,25 @@ fn a_request_due_while_disconnected_goes_after_the_handshake() {
     assert!(replies(&mut s).is_empty());
 }
 
+/// A request that falls due in the tick that drops the connection (its
+/// read timeout) is not written into it, to be failed with
+/// `ConnectionLoss` unsent: it waits for the next handshake.
+#[test]
+fn a_request_due_as_the_connection_times_out_goes_after_the_next_handshake() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    // 2/3 of the negotiated 3 s without a byte from the server.
+    get_data_at(&mut s, at(0), at(2000), "/app/a", 7).unwrap();
+    s.handle_timeout(at(2000));
+    assert!(s.poll_disconnect().is_some(), "the read timeout");
+    assert_eq!(s.queued(), 1, "waiting for a connection");
+    let frames = reconnect(&mut s, at(2100));
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [get_data_op()]);
+    assert!(replies(&mut s).is_empty(), "nothing failed");
+}
+
 #[test]
 fn a_reconnect_before_it_is_due_keeps_a_request_waiting() {
     let start = Instant::now();
