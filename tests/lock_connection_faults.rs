@@ -994,3 +994,65 @@ fn a_lock_directory_create_cut_off_is_made_again_and_the_lock_acquired() {
     guard.unlock().unwrap();
     assert!(children(&client, dir).is_empty());
 }
+
+/// The first lock on a path makes its directory. A server gone silent
+/// (the connection up, no reply) while that directory's create is out does
+/// not hold the attempt past its deadline, nor past `cancel`: each returns
+/// long before the client gives up on the connection (2/3 of the session
+/// timeout). Before, both blocked until then. No node is left, and the
+/// lock is taken on the next connection.
+#[test]
+fn a_lock_directory_create_on_a_silent_connection_keeps_the_deadline_and_cancel() {
+    const DEADLINE: Duration = Duration::from_millis(500);
+    /// The client drops a silent connection after 4 s (2/3 of it).
+    const SESSION: Duration = Duration::from_secs(6);
+    const CREATE_CONTAINER: i32 = 19;
+    let server = server();
+    let gate = proxy(&server);
+    let client = connect_with(&gate.connect_string(), SESSION);
+    let observer = connect(&server.connect_string());
+    let mut took = Vec::new();
+    for (dir, cancelled) in [
+        ("/silent-dir/timed/lock", false),
+        ("/silent-dir/cancelled/lock", true),
+    ] {
+        let changes = client.state_changes();
+        let mutex = Mutex::new(&client, dir).unwrap();
+        gate.silence_from_request(|op| op == CREATE_CONTAINER);
+        let started = std::time::Instant::now();
+        let outcome = std::thread::scope(|scope| {
+            if !cancelled {
+                return mutex.try_lock_for(DEADLINE).map(|g| g.is_some());
+            }
+            scope.spawn(|| {
+                std::thread::sleep(DEADLINE);
+                mutex.cancel();
+            });
+            mutex.lock().map(|_| true)
+        });
+        took.push(started.elapsed());
+        assert!(!gate.is_cut_armed(), "the directory's create went out");
+        match cancelled {
+            false => assert_eq!(outcome, Ok(false)),
+            true => assert_eq!(outcome, Err(Error::Cancelled)),
+        }
+        // The client drops the silent connection in time, and gets the
+        // lock on the next one, with no node left from the attempt.
+        for state in [zklock::State::Disconnected, zklock::State::Connected] {
+            assert_eq!(changes.recv_timeout(WAIT), Ok(state));
+        }
+        assert!(children(&observer, dir).is_empty());
+        let guard = mutex
+            .try_lock_for(WAIT)
+            .unwrap()
+            .unwrap_or_else(|| panic!("not acquired within {WAIT:?}"));
+        assert_eq!(children(&observer, dir), [leaf(guard.node()).to_owned()]);
+        guard.unlock().unwrap();
+    }
+    for took in took {
+        assert!(
+            took < SESSION / 3,
+            "returned after {took:?}, not at its deadline or cancel"
+        );
+    }
+}

@@ -287,6 +287,30 @@ impl Client {
         )
     }
 
+    /// Sends the create of a container `path` (a user path), a lock
+    /// directory or one of its ancestors, in the lock's `session` only;
+    /// `on_reply` runs on the I/O thread with the reply, so the caller can
+    /// wait for it within a deadline and `cancel`.
+    pub(crate) fn start_create_container(
+        &self,
+        session: u64,
+        path: &str,
+        acl: &[Acl],
+        on_reply: impl Fn(&Result<Response>) + Send + Sync + 'static,
+    ) -> Result<Arc<ReplySlot>> {
+        let request = self.create_request(path, &[], acl, CreateMode::Container)?;
+        let slot = self.shared().start_with_callback(
+            Some(session),
+            None,
+            OpCode::CreateContainer,
+            &request,
+            None,
+            Box::new(on_reply),
+        )?;
+        self.shared().flush();
+        Ok(slot)
+    }
+
     /// Queues an exists on `path` (a user path), with no watch, to go once
     /// `due` has come (for the I/O thread's reply handlers: see
     /// `start_with_callback`), in the lock's `session` only; `on_reply`

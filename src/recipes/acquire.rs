@@ -14,7 +14,7 @@ use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
 use crate::client::{unanswered, CreatedListed, DataWatch, Found, NewLockNode, Unsent, WeakClient};
 use crate::error::{Error, Result};
-use crate::proto::{Acl, CreateMode, EventType, Response};
+use crate::proto::{Acl, EventType, Response};
 use crate::rand::Rng;
 use crate::session::{throttled_back_off, Successor, WatchedEvent};
 use crate::Client;
@@ -219,6 +219,10 @@ struct WakeFlags {
     /// The answer to the search for our node after an ambiguous create
     /// (see [`Wakeup::wait_search`]).
     found: Option<Result<Found>>,
+    /// The answer to the create of the lock directory or an ancestor (see
+    /// [`Attempt::ensure_dir`]): whether the node is there now (`false`:
+    /// its parent is missing).
+    dir_made: Option<Result<bool>>,
     /// The attempt gave up on that search: a node it finds is not ours to
     /// hand over, and is deleted.
     search_abandoned: bool,
@@ -358,6 +362,14 @@ impl Wakeup {
     /// such a wait within its deadline.
     fn wait_listing(&self, deadline: Option<Instant>) -> Result<Option<Result<Vec<String>>>> {
         self.wait_for(deadline, |flags| flags.listing.take())
+    }
+
+    /// The answer to the create of a lock directory or an ancestor, on the
+    /// I/O thread.
+    fn dir_made(&self, made: Result<bool>) {
+        let mut flags = lock(&self.flags);
+        flags.dir_made = Some(made);
+        self.wake(flags);
     }
 
     /// The answer to the search for our node, on the I/O thread. Handed
@@ -767,7 +779,16 @@ impl Attempt<'_> {
         let data = self.spec.node_data();
         let mut last_error = Error::ConnectionLoss;
         let mut throttled = 0;
-        for _ in 0..MAX_CREATE_ATTEMPTS {
+        for attempt in 0..MAX_CREATE_ATTEMPTS {
+            // Made again (see below) only while the attempt still waits.
+            if attempt > 0 {
+                if wakeup.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                if withdraw_at.is_some_and(|at| Instant::now() >= at) {
+                    return Ok(None);
+                }
+            }
             let node = NewLockNode {
                 prefix: &full_prefix,
                 data: &data,
@@ -803,8 +824,9 @@ impl Attempt<'_> {
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
                     client.check_session(session)?;
-                    last_error = match self.ensure_dir(&self.spec.path) {
-                        Ok(()) => Error::NoNode,
+                    last_error = match self.ensure_dir(session, wakeup, withdraw_at) {
+                        Ok(Some(())) => Error::NoNode,
+                        Ok(None) => return Ok(None),
                         // Making a container again is harmless: the next
                         // create finds the directory, or makes it again.
                         Err(e) if e.is_retryable() => {
@@ -842,14 +864,7 @@ impl Attempt<'_> {
                         };
                         return Ok(Some((node, Then::Listed(None))));
                     }
-                    // Not created: a new create only while the attempt
-                    // still waits.
-                    if wakeup.is_cancelled() {
-                        return Err(Error::Cancelled);
-                    }
-                    if withdraw_at.is_some_and(|at| Instant::now() >= at) {
-                        return Ok(None);
-                    }
+                    // Not created.
                     last_error = e;
                 }
                 Some(Err(e)) => return Err(e),
@@ -925,37 +940,63 @@ impl Attempt<'_> {
         Ok(found)
     }
 
-    /// Creates `dir` and its missing ancestors as containers, which the
-    /// server deletes once they are empty: up to the deepest ancestor that
-    /// exists, then down again. A loop, not a recursion, so a path as deep
-    /// as the server takes needs no stack for it. An ancestor reaped while
-    /// the way down is under way (an empty container) is made again.
-    fn ensure_dir(&self, dir: &str) -> Result<()> {
+    /// Creates the lock directory and its missing ancestors as containers,
+    /// which the server deletes once they are empty: up to the deepest
+    /// ancestor that exists, then down again. A loop, not a recursion, so a
+    /// path as deep as the server takes needs no stack for it. An ancestor
+    /// reaped while the way down is under way (an empty container) is made
+    /// again. Each create is waited for within `give_up_at` (`Ok(None)`
+    /// once it passes) and `cancel` (`Cancelled`), whatever the connection
+    /// does; a create given up on may still be applied, which is harmless:
+    /// an empty container goes again.
+    fn ensure_dir(
+        &self,
+        session: u64,
+        wakeup: &Arc<Wakeup>,
+        give_up_at: Option<Instant>,
+    ) -> Result<Option<()>> {
         let client = &self.spec.client;
-        // False if the parent is missing.
-        let made =
-            |path: &str| match client.create(path, &[], &self.spec.acl, CreateMode::Container) {
-                Ok(_) | Err(Error::NodeExists) => Ok(true),
-                Err(Error::NoNode) => Ok(false),
-                Err(e) => Err(e),
-            };
+        // Whether `path` is there now (false if its parent is missing);
+        // `None` when the attempt gives up first.
+        let made = |path: &str| -> Result<Option<bool>> {
+            let answer = wakeup.clone();
+            client.start_create_container(session, path, &self.spec.acl, move |reply| {
+                answer.dir_made(match reply {
+                    Ok(_) | Err(Error::NodeExists) => Ok(true),
+                    Err(Error::NoNode) => Ok(false),
+                    Err(e) => Err(e.clone()),
+                });
+            })?;
+            wakeup
+                .wait_for(give_up_at, |flags| flags.dir_made.take())?
+                .transpose()
+        };
+        let dir = self.spec.path.as_str();
         for _ in 0..MAX_CREATE_ATTEMPTS {
             let mut missing = Vec::new();
             let mut at = dir;
-            while !made(at)? {
-                missing.push(at);
+            loop {
+                match made(at)? {
+                    None => return Ok(None),
+                    Some(true) => break,
+                    Some(false) => missing.push(at),
+                }
                 // The root (or the chroot) is missing: nothing to make.
                 at = parent(at).filter(|p| *p != "/").ok_or(Error::NoNode)?;
             }
             let mut complete = true;
             for path in missing.iter().rev() {
-                if !made(path)? {
-                    complete = false;
-                    break;
+                match made(path)? {
+                    None => return Ok(None),
+                    Some(true) => {}
+                    Some(false) => {
+                        complete = false;
+                        break;
+                    }
                 }
             }
             if complete {
-                return Ok(());
+                return Ok(Some(()));
             }
         }
         Err(Error::NoNode)

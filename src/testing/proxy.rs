@@ -33,8 +33,19 @@ pub enum ProxyMode {
     Delay(Duration),
 }
 
-/// The predicate of [`FaultProxy::cut_after_request`].
+/// The predicate of [`FaultProxy::cut_after_request`] and
+/// [`FaultProxy::silence_from_request`].
 pub(crate) type Trigger = Box<dyn Fn(i32) -> bool + Send>;
+
+/// What an armed trigger does once a request matches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnRequest {
+    /// Forward the request, then close the connection.
+    Cut,
+    /// Forward the request and keep the connection, but let no byte from
+    /// the server reach the client any more.
+    Silence,
+}
 
 /// The proxy settings the connection threads read.
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +65,7 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     conns: Mutex<Vec<ConnEntry>>,
     open: AtomicUsize,
-    trigger: Mutex<Option<Trigger>>,
+    trigger: Mutex<Option<(Trigger, OnRequest)>>,
     /// How many client requests of each opcode went through, and when the
     /// last one did.
     requests: Mutex<HashMap<i32, (usize, Instant)>>,
@@ -81,20 +92,19 @@ impl Shared {
         let _ = self.changed.wait_timeout(guard, POLL);
     }
 
-    /// Counts a client request with `opcode`, and takes the cut trigger if
-    /// it is armed and matches it.
-    pub(crate) fn on_request(&self, opcode: i32) -> bool {
+    /// Counts a client request with `opcode`, and takes the trigger if it
+    /// is armed and matches it: what it does then.
+    pub(crate) fn on_request(&self, opcode: i32) -> Option<OnRequest> {
         let now = Instant::now();
         let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
         let (count, last) = requests.entry(opcode).or_insert((0, now));
         (*count, *last) = (*count + 1, now);
         drop(requests);
         let mut trigger = self.trigger.lock().unwrap_or_else(|p| p.into_inner());
-        if trigger.as_ref().is_some_and(|matches| matches(opcode)) {
-            *trigger = None;
-            true
+        if trigger.as_ref().is_some_and(|(matches, _)| matches(opcode)) {
+            trigger.take().map(|(_, then)| then)
         } else {
-            false
+            None
         }
     }
 
@@ -253,14 +263,29 @@ impl FaultProxy {
     /// the client never sees the reply. Replaces any trigger still armed;
     /// `predicate` must not panic.
     pub fn cut_after_request(&self, predicate: impl Fn(i32) -> bool + Send + 'static) {
+        self.arm(Box::new(predicate), OnRequest::Cut);
+    }
+
+    /// Arms a one-shot trigger like [`cut_after_request`](Self::cut_after_request),
+    /// except that the connection stays open: the matching request and
+    /// those after it reach the server, but from the moment the proxy
+    /// reads it, no byte from the server reaches the client. A server gone
+    /// silent (a hang, a partition with TCP up), as the client sees it,
+    /// until the client gives up on the connection.
+    pub fn silence_from_request(&self, predicate: impl Fn(i32) -> bool + Send + 'static) {
+        self.arm(Box::new(predicate), OnRequest::Silence);
+    }
+
+    fn arm(&self, predicate: Trigger, then: OnRequest) {
         *self
             .shared
             .trigger
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(predicate));
+            .unwrap_or_else(|p| p.into_inner()) = Some((predicate, then));
     }
 
-    /// Whether a [`cut_after_request`](Self::cut_after_request) trigger is
+    /// Whether a [`cut_after_request`](Self::cut_after_request) or
+    /// [`silence_from_request`](Self::silence_from_request) trigger is
     /// armed and has not fired yet.
     pub fn is_cut_armed(&self) -> bool {
         self.shared

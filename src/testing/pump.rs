@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::proxy::{is_timeout, ProxyMode, Shared, POLL};
+use super::proxy::{is_timeout, OnRequest, ProxyMode, Shared, POLL};
 use super::util::shutdown_quietly;
 
 /// The most bytes queued in one direction before reading pauses.
@@ -281,7 +281,15 @@ impl<'a> Pump<'a> {
                         false
                     });
                 } else {
-                    let on_request = |header: &[u8]| shared.on_request(opcode(header));
+                    let conn = self.conn;
+                    let on_request = |header: &[u8]| match shared.on_request(opcode(header)) {
+                        Some(OnRequest::Cut) => true,
+                        Some(OnRequest::Silence) => {
+                            conn.frozen.store(true, Ordering::SeqCst);
+                            false
+                        }
+                        None => false,
+                    };
                     if let Some(end) = self.parser.feed(data, on_request) {
                         // Forward up to the end of the request, then cut;
                         // from now on nothing reaches the client.
