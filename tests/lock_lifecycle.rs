@@ -446,3 +446,39 @@ fn dropped_state_change_receivers_of_a_hold_are_unregistered() {
     assert_eq!(monitor.state_listener_count(), 0, "after {CALLS} dropped");
     guard.unlock().unwrap();
 }
+
+/// A lock granted at once whose node an operator deleted before its state
+/// was first asked for: the exists that sets the node watch then finds the
+/// node gone, and the hold is `Lost`. The server and the client keep such a
+/// watch, waiting for a creation that never comes (the name is unique); it
+/// is removed from both, so nothing is left per incident, and a watchdog's
+/// `state_changes()` channel disconnects once the guard and its monitors
+/// are dropped. Before, the watch stayed, and with it the hold's senders:
+/// the channel never disconnected.
+#[test]
+fn a_node_deleted_before_its_watch_was_set_leaves_no_watch() {
+    const LOCK: &str = "/deleted-unwatched/lock";
+    let server = server();
+    let c = connect(&server.connect_string());
+    let operator = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+    let monitor = guard.monitor();
+    operator.delete(&node, None).unwrap();
+
+    let changes = monitor.state_changes();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Lost));
+    assert_eq!(guard.state(), LockState::Lost);
+    drop(guard);
+    drop(monitor);
+    assert_eq!(
+        changes.recv_timeout(WAIT),
+        Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+    );
+    // A round trip behind anything the hold sent.
+    c.exists(LOCK).unwrap();
+    assert_eq!(c.local_watcher_count(), 0);
+    let watched = watches_by_path(&server);
+    assert!(!watched.contains_key(&node), "{node} watched: {watched:?}");
+}

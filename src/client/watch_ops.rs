@@ -423,6 +423,27 @@ impl Client {
         Ok(DataWatch { outcome, forget })
     }
 
+    /// Takes the watcher `on_event` of an exists watch on `node` (a user
+    /// path) whose reply said the node is gone: it waits for a creation
+    /// that never comes (a lock node's name is unique), on the server too.
+    /// From the client at once, and from the server unless another watcher
+    /// of this session shares it (see [`Forget::remove_from_server`]). For
+    /// the reply's callback, on the I/O thread: the reply has registered
+    /// the watcher by then.
+    pub(crate) fn drop_creation_watch(&self, session: u64, node: &str, on_event: NotifyFn) {
+        let Ok(path) = self.server_path(node) else {
+            return;
+        };
+        let forget = Forget {
+            shared: Arc::downgrade(&self.inner.shared),
+            session,
+            path,
+            on_event,
+        };
+        forget.run();
+        forget.remove_from_server(0);
+    }
+
     /// A way to list `dir` (a user path) from a watch callback, in the
     /// lock's `session` only.
     pub(crate) fn lister(&self, session: u64, dir: &str) -> Result<Lister> {

@@ -8,7 +8,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crate::changes::{Listeners, StateChanges};
-use crate::client::core::{lock, time_left, wait_on, ReplySlot, Watcher};
+use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
 use crate::session::{throttled_back_off, Release, State, Successor};
@@ -185,8 +185,8 @@ fn start_node_watch(
     let (on_event, lost_event) = (shared.clone(), on_lost.clone());
     // Weak: the watcher lives in the session, which must not keep itself open.
     let again = client.downgrade();
-    let throttled_again = again.clone();
-    let watcher = Watcher::Notify(Arc::new(move |event| match event.event_type {
+    let reply_client = again.clone();
+    let notify: NotifyFn = Arc::new(move |event| match event.event_type {
         EventType::NodeDeleted | EventType::None => {
             on_event.set(LockState::Lost);
             lost_event();
@@ -206,18 +206,25 @@ fn start_node_watch(
             }
         }
         _ => {}
-    }));
+    });
     let on_reply = shared.clone();
     let node_path = node.to_owned();
+    let watcher = Watcher::Notify(notify.clone());
     let queued = client.start_watch_exists(session, node, watcher, move |reply| {
         match reply {
             Err(Error::NoNode) => {
                 on_reply.set(LockState::Lost);
                 on_lost();
+                // The reply left a watch for the node's creation, which
+                // never comes; it would hold this hold's state, and its
+                // listeners' channels open, for the rest of the session.
+                if let Some(client) = reply_client.upgrade() {
+                    client.drop_creation_watch(session, &node_path, notify.clone());
+                }
             }
             Err(Error::ThrottledOp) if on_reply.get() != LockState::Lost => {
                 on_reply.rewatching.store(true, Ordering::SeqCst);
-                let again = throttled_again.upgrade().is_some_and(|client| {
+                let again = reply_client.upgrade().is_some_and(|client| {
                     rewatch_after_throttling(&client, session, &node_path, &on_reply, &on_lost)
                 });
                 if again {
