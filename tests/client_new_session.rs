@@ -530,3 +530,43 @@ impl Drop for ReleasedOnDrop {
         self.0.release();
     }
 }
+
+/// Credentials added between an expiry and the new session's handshake,
+/// while no server answers: the new session has no timeout of its own yet,
+/// so it cannot expire, but the call still fails with `ConnectionLoss`
+/// after the session timeout, as other calls do. The credentials go with
+/// the handshake once a server answers: a node only they may read is
+/// readable. Before, `add_auth` blocked until a handshake came.
+#[test]
+fn credentials_added_before_the_new_sessions_handshake_fail_in_time_and_go_with_it() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let _bob = create_bobs_node(&zk, "/bobs", b"for bob");
+    let c = renewing().connect(&gate.connect_string()).expect("connect");
+    let states = c.state_changes();
+    gate.set_mode(ProxyMode::Blackhole);
+    assert_eq!(
+        states_until(&states, State::Expired),
+        [State::Disconnected, State::Expired]
+    );
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+
+    let (added_tx, added) = mpsc::channel();
+    let adder = c.clone();
+    let adding = std::thread::spawn(move || {
+        let _ = added_tx.send(adder.add_auth("digest", b"bob:secret"));
+    });
+    assert_eq!(
+        added.recv_timeout(WAIT).expect("add_auth's outcome"),
+        Err(Error::ConnectionLoss)
+    );
+    adding.join().unwrap();
+    assert_eq!(c.session_id(), 0, "no new session granted yet");
+    gate.set_mode(ProxyMode::Pass);
+    assert_eq!(states_until(&states, State::Connected), [State::Connected]);
+    assert_eq!(c.get_data("/bobs").expect("bob reads").0, b"for bob");
+    c.close().expect("close");
+}

@@ -448,6 +448,9 @@ impl Client {
     /// [`request_timeout`](crate::Config::request_timeout), a server that
     /// does not answer in time fails the call with `Timeout`, as any other
     /// call, and the credentials are still sent again after the reconnect.
+    /// Made while disconnected, it waits for a handshake up to the session
+    /// timeout, then fails with `ConnectionLoss`, as any other call; the
+    /// credentials still go with the next handshake.
     pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
         if scheme.is_empty() {
             return Err(Error::InvalidArgument(

@@ -132,3 +132,27 @@ fn without_a_request_timeout_an_auth_waits_as_long_as_the_connection_lives() {
     s.handle_bytes(at(3100), &reply(AUTH_XID, 0, 0, &()));
     assert_eq!(replies(&mut s), [(1, Ok(Response::Empty))]);
 }
+
+/// Credentials added while no server is connected wait for a handshake,
+/// like any call, up to the session timeout: then the caller gets
+/// `ConnectionLoss`. The packet is kept, and goes with the next handshake.
+#[test]
+fn an_auth_added_while_disconnected_fails_after_the_session_timeout_and_goes_later() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected_with(config(), start);
+    s.handle_disconnected(at(0));
+    replies(&mut s);
+    s.add_auth(at(100), digest_auth(), 7).unwrap();
+    // The negotiated 3 s from the call.
+    assert_eq!(s.poll_timeout(), Some(at(3100)));
+    s.handle_timeout(at(3099));
+    assert!(replies(&mut s).is_empty());
+    s.handle_timeout(at(3100));
+    assert_eq!(replies(&mut s), [(7, Err(Error::ConnectionLoss))]);
+    let frames = reconnect(&mut s, at(3200));
+    let xids: Vec<i32> = frames.iter().map(|f| header(f).xid).collect();
+    assert_eq!(xids, [AUTH_XID], "the credentials, with no one waiting");
+    s.handle_bytes(at(3201), &reply(AUTH_XID, 0, 0, &()));
+    assert!(replies(&mut s).is_empty());
+}

@@ -298,7 +298,10 @@ pub struct Session<T, W> {
     throttled: Vec<release::Throttled>,
     auths: Vec<AuthPacket>,
     auth_waiters: VecDeque<AuthWaiter<T>>,
-    deferred_auth_waiters: Vec<(usize, T)>,
+    /// Callers of `add_auth` made while not connected: the index of their
+    /// packet in `auths`, and when they get `ConnectionLoss` if no
+    /// handshake sends it first (the packet stays, for the next one).
+    deferred_auth_waiters: Vec<(usize, T, Instant)>,
     watches: WatchRegistry<W>,
     /// The zxid the watches were last known to be set as of on the
     /// servers, while a re-registration sent with it is unconfirmed; see
@@ -651,6 +654,16 @@ impl<T, W: Clone> Session<T, W> {
                 self.fail(q.purpose, Error::ConnectionLoss);
             }
         }
+        let (due, waiting) = std::mem::take(&mut self.deferred_auth_waiters)
+            .into_iter()
+            .partition(|(_, _, deadline)| now >= *deadline);
+        self.deferred_auth_waiters = waiting;
+        for (_, token, _) in due {
+            self.events.push_back(Event::Reply {
+                token,
+                result: Err(Error::ConnectionLoss),
+            });
+        }
     }
 
     /// Queues a request. Sent at once when connected; otherwise sent after
@@ -706,7 +719,9 @@ impl<T, W: Clone> Session<T, W> {
         self.send(now, OpCode::Delete, &request, purpose)
     }
 
-    /// Adds credentials. They are also re-sent after every reconnect.
+    /// Adds credentials. They are also re-sent after every reconnect. Made
+    /// while not connected, the caller waits for the next handshake up to
+    /// the session timeout, then gets `ConnectionLoss` (the packet stays).
     pub fn add_auth(&mut self, now: Instant, auth: AuthPacket, token: T) -> Result<()> {
         self.check_open()?;
         // The packet is re-sent after every reconnect: one over the server's
@@ -722,7 +737,9 @@ impl<T, W: Clone> Session<T, W> {
             });
             self.last_send = now;
         } else {
-            self.deferred_auth_waiters.push((self.auths.len(), token));
+            let deadline = now + self.negotiated.unwrap_or(self.config.session_timeout);
+            self.deferred_auth_waiters
+                .push((self.auths.len(), token, deadline));
         }
         self.auths.push(auth);
         Ok(())
@@ -818,6 +835,11 @@ impl<T, W: Clone> Session<T, W> {
         let ping = (self.conn == Conn::Established).then(|| self.last_send + self.ping_interval());
         let closing = self.next_close_timer();
         let queued = self.queued.iter().map(|q| q.deadline).min();
+        let auths = self
+            .deferred_auth_waiters
+            .iter()
+            .map(|(_, _, at)| *at)
+            .min();
         let expiry = self
             .local_expiry()
             .filter(|_| self.conn != Conn::Established);
@@ -827,7 +849,7 @@ impl<T, W: Clone> Session<T, W> {
         let throttled = self.next_throttled_retry();
         let delayed = self.next_delayed();
         [
-            conn, ping, closing, queued, expiry, request, throttled, delayed,
+            conn, ping, closing, queued, auths, expiry, request, throttled, delayed,
         ]
         .into_iter()
         .flatten()
@@ -1091,7 +1113,7 @@ impl<T, W: Clone> Session<T, W> {
         for waiter in std::mem::take(&mut self.auth_waiters) {
             self.fail_auth(waiter, error.clone());
         }
-        for (_, waiter) in std::mem::take(&mut self.deferred_auth_waiters) {
+        for (_, waiter, _) in std::mem::take(&mut self.deferred_auth_waiters) {
             self.events.push_back(Event::Reply {
                 token: waiter,
                 result: Err(error.clone()),

@@ -80,7 +80,7 @@ impl<T, W: Clone> Session<T, W> {
             write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, auth);
             let token = deferred
                 .iter()
-                .position(|(index, _)| *index == i)
+                .position(|(index, _, _)| *index == i)
                 .map(|at| deferred.swap_remove(at).1);
             self.auth_waiters.push_back(AuthWaiter { token, sent: now });
         }

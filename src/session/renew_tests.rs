@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::tests::{
     accepted, config, connected_with, data_v, digest_auth, events, expired, get_data, header,
-    replies, reply, sent, states_of, TestSession,
+    replies, reply, sent, states_of, TestSession, TIMEOUT,
 };
 use super::*;
 
@@ -277,4 +277,26 @@ fn without_the_option_an_expiry_ends_the_session() {
         s.submit(now, OpCode::GetData, &get_data("/app/q"), 1, None),
         Err(Error::SessionExpired)
     );
+}
+
+/// After an expiry replaced the session, the new one has no timeout of its
+/// own until its handshake, so it cannot expire while no server answers;
+/// credentials added meanwhile still fail their caller with
+/// `ConnectionLoss` after the configured session timeout, as other calls
+/// do, rather than wait for a handshake that may never come.
+#[test]
+fn an_auth_added_before_a_new_sessions_handshake_fails_after_the_session_timeout() {
+    let start = Instant::now();
+    let mut s = connected_with_auth_and_watch(start);
+    s.handle_disconnected(start);
+    let expiry = start + Duration::from_millis(4000);
+    s.handle_timeout(expiry);
+    events(&mut s);
+    assert_eq!(s.generation(), 1);
+    s.add_auth(expiry, digest_auth(), 8).unwrap();
+    let deadline = expiry + TIMEOUT;
+    assert_eq!(s.poll_timeout(), Some(deadline));
+    s.handle_timeout(deadline);
+    assert_eq!(replies(&mut s), [(8, Err(Error::ConnectionLoss))]);
+    assert_eq!(s.poll_timeout(), None);
 }

@@ -11,7 +11,7 @@ use crate::proto::{
 
 pub(super) type TestSession = Session<u32, u32>;
 
-const TIMEOUT: Duration = Duration::from_millis(3000);
+pub(super) const TIMEOUT: Duration = Duration::from_millis(3000);
 
 pub(super) fn config() -> SessionConfig {
     SessionConfig {
