@@ -18,6 +18,7 @@ use crossbeam_channel::Receiver;
 use hostile::{reply_frame, After, Hostile, Peer};
 use lock_common::*;
 use zklock::proto::OpCode;
+use zklock::proto::Record as _;
 use zklock::testing::FaultProxy;
 use zklock::{Client, LockState, Mutex, Stat, State};
 
@@ -177,6 +178,62 @@ fn an_unlock_answered_undecodably_is_still_released() {
         matches!(unlocked, Err(zklock::Error::Protocol(_))),
         "{unlocked:?}"
     );
+    gate.set_upstream(real.addr());
+    gate.cut();
+
+    let operator = connect(&real.connect_string());
+    wait_until(&format!("{node} to be deleted"), WAIT, || {
+        operator.exists(&node) == Ok(None)
+    });
+    let other = Mutex::new(&operator, DIR).unwrap();
+    assert!(other.try_lock().unwrap().is_some());
+}
+
+/// Resumes the session read-only, as a server before 3.8 could, and
+/// answers the first delete as such a server does: `NotReadOnly`.
+fn answer_delete_read_only(peer: &mut Peer) -> io::Result<After> {
+    let request = peer.read_connect()?;
+    let response = zklock::proto::ConnectResponse {
+        read_only: true,
+        ..hostile::healthy_response(&request, HOSTILE_TIMEOUT_MS)
+    };
+    peer.send(&hostile::frame(&response.to_bytes()))?;
+    let xid = peer.expect_request(OpCode::Delete)?;
+    peer.reply(xid, NOT_READ_ONLY, &[])?;
+    Ok(After::Hold)
+}
+
+const NOT_READ_ONLY: i32 = -119;
+
+/// An `unlock` on a connection to a read-only server (one before 3.8 may
+/// let a lock's session in) fails with `NotReadOnly`, and the release is
+/// still guaranteed: it goes again once the client is on a read-write
+/// server, as a dropped guard's does. Before, `unlock` gave up on it, and
+/// the node stayed for the rest of the session, keeping every other
+/// contender out.
+#[test]
+fn an_unlock_refused_by_a_read_only_server_is_still_released() {
+    const DIR: &str = "/hostile/unlock-read-only";
+    let real = server();
+    let gate = proxy(&real);
+    let client = Client::builder()
+        .session_timeout(REAL_SESSION_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .release_linger(Duration::ZERO)
+        .can_be_read_only(true)
+        .connect(&gate.connect_string())
+        .unwrap_or_else(|e| panic!("connect through the gate: {e}"));
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+    let node = guard.node().to_owned();
+
+    let hostile = Hostile::start(answer_delete_read_only);
+    gate.set_upstream(hostile.addr());
+    gate.cut();
+    wait_state(&states, State::Disconnected);
+    wait_state(&states, State::ConnectedReadOnly);
+    assert_eq!(guard.unlock(), Err(zklock::Error::NotReadOnly));
     gate.set_upstream(real.addr());
     gate.cut();
 

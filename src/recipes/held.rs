@@ -11,7 +11,7 @@ use crate::changes::{Listeners, StateChanges};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
-use crate::session::{throttled_back_off, Release, State, Successor};
+use crate::session::{refused_for_now, throttled_back_off, Release, State, Successor};
 use crate::{Client, Op, OpOutcome};
 
 use super::acquire::ask_until_answered;
@@ -795,8 +795,10 @@ impl HeldLock {
             // The node went with the session, or someone deleted it.
             Err(Error::NoNode | Error::SessionExpired) => Err(Error::LockLost),
             Err(e) => {
-                // Still guarantee the release if the session lives on.
-                if e.outcome_unknown() && !self.tracker.session_replaced() {
+                // Still guarantee the release if the session lives on: the
+                // delete may not have happened, or may on another server
+                // (a read-only one refuses it).
+                if refused_for_now(&e) && !self.tracker.session_replaced() {
                     let _ = client.delete_in_background(self.server_node.clone());
                 }
                 Err(e)

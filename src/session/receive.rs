@@ -322,14 +322,14 @@ fn rest_below<'p>(chroot: &str, path: &'p str) -> Option<&'p str> {
         .filter(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// True if a background delete was refused in a way another server, or the
-/// same one later, may not repeat (a read-only server, a timeout), or its
+/// True if a delete (a background one, or `unlock`'s) was refused in a way
+/// another server, or the same one later, may not repeat (a read-only server, a timeout), or its
 /// reply made no sense, which drops the connection and so leaves the
 /// outcome as open as a disconnect does. (Throttling is retried on the same
 /// connection first.) Every other error means
 /// the delete can never succeed (NoAuth, NotEmpty, BadVersion at a version
 /// other than -1).
-fn refused_for_now(error: &Error) -> bool {
+pub(crate) fn refused_for_now(error: &Error) -> bool {
     error.is_retryable() || matches!(error, Error::NotReadOnly | Error::Protocol(_))
 }
 
