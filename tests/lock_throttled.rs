@@ -604,3 +604,41 @@ fn a_throttled_read_of_a_lock_queue_is_asked_again_and_the_queue_listed() {
     guard.unlock().unwrap();
     holder.close().unwrap();
 }
+
+/// The listing sent right behind an acquisition's create waits in the
+/// throttler while the create holds the turn, and is throttled; the create
+/// itself is applied. The listing is asked again after a back-off, not at
+/// once, and the lock is taken: one node, one create.
+#[test]
+fn a_throttled_listing_behind_a_create_is_asked_again_after_a_back_off() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let holder = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let (scratch, dir) = (SCRATCH, "/throttled-listing");
+    make_dirs(&holder, dir);
+    let mutex = Mutex::new(&holder, dir).unwrap();
+    let throttled_before = throttled_ops(&server);
+    let listed_before = sent(&gate, OpCode::GetChildren);
+
+    // Right after a flush, the create holds the turn for the flush delay.
+    holder.set_data(scratch, b"flush", None).expect("set_data");
+    let guard = mutex
+        .try_lock_for(WAIT)
+        .unwrap()
+        .unwrap_or_else(|| panic!("not acquired within {WAIT:?}"));
+    assert!(throttled_ops(&server) > throttled_before);
+    assert_eq!(sent(&gate, OpCode::Create2), 1, "the create went once");
+    assert_eq!(
+        sent(&gate, OpCode::GetChildren) - listed_before,
+        2,
+        "a listing, and one again"
+    );
+    let pause = pause_after_throttling(&gate, OpCode::GetChildren);
+    assert!(
+        pause >= Duration::from_millis(100),
+        "listed again {pause:?} after the throttling"
+    );
+    assert_eq!(children(&holder, dir), [leaf(guard.node()).to_owned()]);
+    guard.unlock().unwrap();
+    holder.close().unwrap();
+}

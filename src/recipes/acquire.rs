@@ -574,7 +574,7 @@ impl Attempt<'_> {
         let mut retry_budget = RetryBudget::new(client);
         let mut throttled = 0;
         let (mut own_watch, mut listed_early, mut waited) = match then {
-            Then::Listed(listed) => (None, listed.map(Ok), None),
+            Then::Listed(listed) => (None, listed, None),
             Then::Queued(waiting, woken) => (
                 Some(waiting.own_watch),
                 None,
@@ -818,7 +818,14 @@ impl Attempt<'_> {
                     };
                     return Ok(Some((
                         node,
-                        Then::Listed(listed.listed.and_then(Result::ok)),
+                        // A listing the server throttled is asked again
+                        // after the back-off; one that failed otherwise
+                        // (lost with the connection, say) at once.
+                        Then::Listed(
+                            listed
+                                .listed
+                                .filter(|l| matches!(l, Ok(_) | Err(Error::ThrottledOp))),
+                        ),
                     )));
                 }
                 Some(Err(Error::NoNode)) => {
@@ -1260,7 +1267,7 @@ fn on_reply(wakeup: &Arc<Wakeup>) -> ReplyCallback {
 /// How a created node's first step went.
 enum Then {
     /// The calling thread decides, with this listing if there is one.
-    Listed(Option<Vec<String>>),
+    Listed(Option<Result<Vec<String>>>),
     /// The I/O thread queued the node, and its wait is over: with what
     /// ended it.
     Queued(Waiting, Result<Option<Woken>>),
