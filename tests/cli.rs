@@ -16,6 +16,7 @@ mod child;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -651,6 +652,56 @@ fn a_signal_while_the_command_starts_exits_75() {
     let run = Run::spawn(exec(&[], PATH, &script).env("PATH", search));
     wait_for_file(&starting);
     run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: interrupted before the command could start; not running the command"
+    );
+    assert!(!mark.exists(), "the command ran");
+    assert!(children(&client(), PATH).is_empty());
+}
+
+/// A Ctrl-C (SIGINT to zklock's process group, as a terminal sends it)
+/// while zklock checks that setpriv can set a parent-death signal, once
+/// the lock is held: the check, in a group of its own, is not ended by it,
+/// so setpriv is not taken for an old one, and zklock exits 75 with the
+/// command never started. Before, the check died with zklock's group, a
+/// false warning followed, and the command started without setpriv, the
+/// signal then passed on to it.
+#[test]
+fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
+    const PATH: &str = "/cli/sigint-checking";
+    let dir = TempDir::new("checking");
+    let checking = dir.join("checking");
+    let search = path_with_fake(
+        &dir,
+        "setpriv",
+        &format!(
+            "case \"$4\" in */true)\n\
+               touch '{}'\n\
+               i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
+               exec \"$4\";;\n\
+             esac\n\
+             shift 3; exec \"$@\"",
+            checking.display()
+        ),
+    );
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let run = Run::spawn(
+        exec(&[], PATH, &script)
+            .env("PATH", search)
+            .process_group(0),
+    );
+    wait_for_file(&checking);
+    let status = Command::new("kill")
+        .arg("-INT")
+        .arg("--")
+        .arg(format!("-{}", run.pid()))
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT the group of {}", run.pid());
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
     assert_eq!(

@@ -31,7 +31,7 @@ use nix::unistd::Pid;
 use zklock::{LockMonitor, LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
-use crate::tied::{spawn_tied, Tied};
+use crate::tied::{Launcher, Tied};
 use crate::{Outcome, EXIT_ERROR};
 
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
@@ -107,9 +107,19 @@ pub fn run<'a>(
             recv(signals) -> _ => return Ran::InterruptedBeforeStart,
         }
     }
-    let (mut child, tied) = match spawn_tied(program, rest, envs) {
+    let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
+    let launcher = match Launcher::new(program) {
+        Ok(launcher) => launcher,
+        Err(e) => return cannot_run(e),
+    };
+    // A signal since the lock was granted, setpriv's check included, ends
+    // zklock before the command starts, not the command once started.
+    if signals.try_recv().is_ok() {
+        return Ran::InterruptedBeforeStart;
+    }
+    let (mut child, tied) = match launcher.spawn(rest, envs) {
         Ok(started) => started,
-        Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")).into(),
+        Err(e) => return cannot_run(e),
     };
     let Ok(pid) = i32::try_from(child.id()).map(Pid::from_raw) else {
         let _ = child.kill();

@@ -26,29 +26,55 @@ const SETPRIV: &str = "setpriv";
 /// agree).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
-/// Spawns `program` with `args` and `envs` as the leader of a new process
-/// group, tied to this process's life where `setpriv` can do it. Must be
-/// called on the main thread: the kernel sends the signal when the thread
-/// that spawned the child ends.
-pub fn spawn_tied<'a>(
-    program: &str,
-    args: &[String],
-    envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
-) -> io::Result<(Child, Tied)> {
-    // Resolved here, so that a missing command is reported as such rather
-    // than as setpriv's failure to run it.
-    let resolved = resolve(program)?;
-    let (mut command, wrapper) = match setpriv() {
-        Some(setpriv) => {
-            let wrapper = comm_of(&setpriv).filter(|w| comm_of(&resolved).as_ref() != Some(w));
-            let mut command = Command::new(setpriv);
-            command.args(["--pdeathsig", "KILL", "--"]).arg(&resolved);
-            (command, wrapper)
-        }
-        None => (Command::new(&resolved), None),
-    };
-    let child = command.args(args).envs(envs).process_group(0).spawn()?;
-    Ok((child, Tied { wrapper }))
+/// How `program` is to be started, tied to this process's life where
+/// `setpriv` can do it: found out before it is started, so that a signal
+/// that comes meanwhile (setpriv's check takes a moment) can still keep it
+/// from starting.
+pub struct Launcher {
+    command: Command,
+    wrapper: Option<String>,
+}
+
+impl Launcher {
+    pub fn new(program: &str) -> io::Result<Launcher> {
+        // Resolved here, so that a missing command is reported as such
+        // rather than as setpriv's failure to run it.
+        let resolved = resolve(program)?;
+        Ok(match setpriv() {
+            Some(setpriv) => {
+                let wrapper = comm_of(&setpriv).filter(|w| comm_of(&resolved).as_ref() != Some(w));
+                let mut command = Command::new(setpriv);
+                command.args(["--pdeathsig", "KILL", "--"]).arg(&resolved);
+                Launcher { command, wrapper }
+            }
+            None => Launcher {
+                command: Command::new(&resolved),
+                wrapper: None,
+            },
+        })
+    }
+
+    /// Spawns the program with `args` and `envs` as the leader of a new
+    /// process group. Must be called on the main thread: the kernel sends
+    /// the parent-death signal when the thread that spawned the child ends.
+    pub fn spawn<'a>(
+        mut self,
+        args: &[String],
+        envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
+    ) -> io::Result<(Child, Tied)> {
+        let child = self
+            .command
+            .args(args)
+            .envs(envs)
+            .process_group(0)
+            .spawn()?;
+        Ok((
+            child,
+            Tied {
+                wrapper: self.wrapper,
+            },
+        ))
+    }
 }
 
 /// How the command was started.
@@ -99,9 +125,12 @@ fn setpriv() -> Option<PathBuf> {
         warn(&format!("{SETPRIV} not found"));
         return None;
     };
+    // In a process group of its own, like the command: a Ctrl-C meant for
+    // zklock would otherwise end the check too, and pass for its failure.
     let probe = Command::new(&setpriv)
         .args(["--pdeathsig", "KILL", "--"])
         .arg(resolve("true").unwrap_or_else(|_| "true".into()))
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
