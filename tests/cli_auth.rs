@@ -111,6 +111,34 @@ fn exec_and_holders_use_the_digest_the_lock_path_asks_for() {
     );
 }
 
+/// `bench` takes `ZK_DIGEST` as the other subcommands do: its lock cycles
+/// on a path only `alice` may use run with her credentials, and fail
+/// without them. Before, it ignored them.
+#[test]
+fn bench_uses_the_digest_too() {
+    let server = server_with_a_locked_path();
+    let path = format!("{LOCKED}/bench");
+    let bench = [
+        "bench",
+        "--mode",
+        "uncontended",
+        "--ops",
+        "3",
+        "--path",
+        &path,
+    ];
+    let out = zklock(&server, None, &bench);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert_eq!(one_line(&out), NOT_AUTHORIZED);
+    let out = zklock(&server, Some("alice:secret"), &bench);
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains(r#""ops": 3,"#) && out.stdout.contains(r#""violations": 0}"#),
+        "{}",
+        out.stdout
+    );
+}
+
 #[test]
 fn a_malformed_digest_is_bad_usage_and_never_shown() {
     let server = server_with_a_locked_path();

@@ -113,10 +113,9 @@ struct Measured {
     elapsed: Duration,
 }
 
+/// A client as every subcommand makes one (`ZK_DIGEST` included).
 fn client(options: &Options) -> Result<Client, Error> {
-    Client::builder()
-        .session_timeout(options.common.session_timeout)
-        .connect(&options.common.connect)
+    options.common.client()
 }
 
 fn uncontended(options: &Options) -> Result<Measured, Error> {
