@@ -792,6 +792,35 @@ fn sigtstp_stops_the_command_with_zklock_and_sigcont_continues_both() {
     assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
 }
 
+/// SIGTTOU and SIGTTIN, which stop a background zklock that writes to its
+/// terminal (with `stty tostop`) or reads from it, stop the command's group
+/// with zklock, as Ctrl-Z does. Before, zklock alone stopped, and the
+/// command ran on while its session could expire.
+#[test]
+fn terminal_output_and_input_stops_stop_the_command_with_zklock() {
+    const PATH: &str = "/cli/sigttou";
+    let dir = TempDir::new("sigttou");
+    let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
+    let (command, _node) = started(&dir);
+    let zklock = run.pid();
+    for stop in ["TTOU", "TTIN"] {
+        run.signal(stop);
+        wait_until(
+            &format!("zklock and its command to stop on {stop}"),
+            WAIT,
+            || process_state(zklock) == Some('T') && process_state(command.0) == Some('T'),
+        );
+        run.signal("CONT");
+        wait_until("zklock and its command to continue", WAIT, || {
+            process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
+        });
+    }
+    run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+}
+
 /// A Ctrl-Z that outlasts the session: the server frees the lock, another
 /// contender takes it, and when zklock is continued, its command is not.
 /// zklock finds the lock lost and kills the still-stopped command, which

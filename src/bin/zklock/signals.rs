@@ -8,7 +8,10 @@
 //!
 //! SIGTSTP (Ctrl-Z) is handled here, on the signal thread: the command, in
 //! a process group of its own, no longer stops with zklock's group, and
-//! must not run on while zklock is stopped and its session expires. SIGCONT
+//! must not run on while zklock is stopped and its session expires. So are
+//! SIGTTOU and SIGTTIN, which stop a background zklock that writes to its
+//! terminal (with `stty tostop`: a line saying the lock was lost, say) or
+//! reads from it. SIGCONT
 //! does not continue the command from here: the stop may have outlasted the
 //! session, so the command stays stopped until the lock is confirmed held
 //! (see `supervise`).
@@ -28,6 +31,10 @@ const ENDING: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
+/// The signals that stop zklock, as a terminal's job control sends them:
+/// the command's group is stopped with it.
+const STOPPING: [Signal; 3] = [Signal::SIGTSTP, Signal::SIGTTOU, Signal::SIGTTIN];
+
 /// What the signal thread reports.
 pub struct Received {
     /// The ending signals.
@@ -41,7 +48,8 @@ pub struct Received {
 pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
     let handled = ENDING
         .iter()
-        .chain(&[Signal::SIGTSTP, Signal::SIGCONT])
+        .chain(&STOPPING)
+        .chain(&[Signal::SIGCONT])
         .map(|s| *s as i32);
     let mut signals = signal_hook::iterator::Signals::new(handled)?;
     let (tx, ending) = unbounded();
@@ -49,7 +57,7 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
     std::thread::spawn(move || {
         for raw in signals.forever() {
             match Signal::try_from(raw) {
-                Ok(Signal::SIGTSTP) => stop(&group),
+                Ok(signal) if STOPPING.contains(&signal) => stop(&group),
                 Ok(Signal::SIGCONT) => {
                     // Full: one is waiting already, and says the same.
                     let _ = resumed_tx.try_send(());
