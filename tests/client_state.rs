@@ -146,6 +146,41 @@ fn dropping_the_last_clone_closes_the_session() {
     assert!(!cons.contains(&format!("sid=0x{session:x},")), "{cons}");
 }
 
+/// The last clone dropped by the state handler (on the event thread, when
+/// the connection comes back): the session is closed, its ephemeral node
+/// goes at once, and the handler still hears `Closed`, which the I/O
+/// thread publishes once the close is answered.
+#[test]
+fn a_state_handler_dropping_the_last_clone_closes_the_session() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let observer = connect(&zk.connect_string());
+    let slot: std::sync::Arc<std::sync::Mutex<Option<zklock::Client>>> = Default::default();
+    let handler_slot = slot.clone();
+    let (seen_tx, seen) = crossbeam_channel::unbounded();
+    let c = builder()
+        .state_handler(move |state| {
+            if state == State::Connected {
+                let last = handler_slot.lock().ok().and_then(|mut s| s.take());
+                drop(last);
+            }
+            let _ = seen_tx.send(state);
+        })
+        .connect(&gate.connect_string())
+        .expect("connect");
+    c.create("/eph", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    assert_eq!(states_until(&seen, State::Connected), [State::Connected]);
+    *slot.lock().expect("slot") = Some(c);
+
+    gate.cut();
+    assert_eq!(
+        states_until(&seen, State::Closed),
+        [State::Disconnected, State::Connected, State::Closed]
+    );
+    assert_eq!(observer.exists("/eph").expect("exists"), None);
+}
+
 #[test]
 fn closing_while_disconnected_still_ends_the_session() {
     let zk = server();

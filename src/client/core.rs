@@ -596,10 +596,13 @@ impl Shared {
         }
         self.state_changed.notify_all();
         listeners.publish(state);
-        drop(listeners);
+        // Queued for the state handler still under the listeners' lock, so
+        // that it hears the changes in the order they were made, the end
+        // last (the channel is unbounded: the send never waits).
         if let Some(tx) = lock(&self.events).as_ref() {
             let _ = tx.send(state);
         }
+        drop(listeners);
     }
 
     /// Lets the event thread end once the queue is drained.

@@ -422,18 +422,26 @@ impl WeakClient {
 
 impl Inner {
     fn shutdown(&self) {
+        // Called from our own thread (a state handler dropping the last
+        // clone, say, or the I/O thread dropping a lock's last handle in a
+        // state callback, under the lock that orders state changes), the
+        // close's events are left to the I/O thread, which dispatches them
+        // once that is over: dispatched here, `Closed` would be published
+        // under that lock again, by the thread holding it. Nor can such a
+        // thread join itself: the threads end on their own.
+        let on_own_thread = self.own_threads.contains(&std::thread::current().id());
         let mut events = Vec::new();
         {
             let mut core = self.shared.core();
             core.session.close(Instant::now());
-            drain_events(&mut core.session, &mut events);
+            if !on_own_thread {
+                drain_events(&mut core.session, &mut events);
+            }
         }
         self.shared.dispatch(&mut events);
         self.shared.flush();
         let _ = self.wake.try_send(());
-        if self.own_threads.contains(&std::thread::current().id()) {
-            // Called from our own thread (e.g. a state handler dropping the
-            // last clone): it cannot join itself; it ends on its own.
+        if on_own_thread {
             return;
         }
         let mut threads = lock(&self.threads);
