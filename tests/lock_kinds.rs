@@ -728,3 +728,112 @@ fn a_reentrant_unlock_keeps_no_handle_on_the_client() {
     assert_eq!(states.recv_timeout(WAIT), Ok(zklock::State::Closed));
     assert_eq!(observer.exists("/eph").unwrap(), None);
 }
+
+/// Holds recorded out of grant order. Thread A's attempt is granted, and
+/// before A records its hold (held at a pause point), an operator deletes
+/// A's node, and thread B, on the same lock object, acquires and records
+/// its own hold. Then A records. B stays the recorded holder: locking again
+/// from B gives `WouldDeadlock`, and B's node stays. A's `Mutex` guard is
+/// `Lost`; A's `ReentrantMutex` attempt fails with `LockLost`. Before, A's
+/// record replaced B's: B's thread queued behind its own node, and a
+/// `ReentrantMutex` dropped B's hold, deleting B's node under it.
+#[test]
+fn a_hold_recorded_after_a_later_grant_leaves_that_grants_record() {
+    use zklock::testing::{Pause, PausePoint};
+    let server = server();
+    let c = connect(&server.connect_string());
+    let operator = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, "/late-record/mutex").unwrap();
+    let reentrant = ReentrantMutex::new(&c, "/late-record/reentrant").unwrap();
+
+    // What A ends with, and what B finds once A has recorded.
+    struct A {
+        lost: bool,
+    }
+    struct B {
+        node: String,
+        still_recorded: bool,
+        state: LockState,
+        /// The lock's nodes, looked at while B holds.
+        nodes: Vec<String>,
+    }
+    let run =
+        |dir: &str,
+         a_attempt: &(dyn Fn() -> A + Sync),
+         b_attempt: &(dyn Fn(&mpsc::Sender<()>, &mpsc::Receiver<()>) -> B + Sync)| {
+            std::thread::scope(|scope| {
+                let (paused_tx, paused) = mpsc::channel();
+                let a = scope.spawn(move || {
+                    let _ = paused_tx.send(Pause::arm(PausePoint::LockGranted));
+                    a_attempt()
+                });
+                let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("armed"));
+                assert!(pause.0.wait_reached(WAIT), "A not granted");
+                let a_node = children(&operator, dir);
+                assert_eq!(a_node.len(), 1, "{a_node:?}");
+                operator
+                    .delete(&format!("{dir}/{}", a_node[0]), None)
+                    .unwrap();
+                let (granted_tx, granted) = mpsc::channel();
+                let (recorded_tx, recorded) = mpsc::channel();
+                let b = scope.spawn(move || b_attempt(&granted_tx, &recorded));
+                granted.recv_timeout(WAIT).expect("B granted");
+                drop(pause);
+                let a = a.join().expect("A");
+                let _ = recorded_tx.send(());
+                let b = b.join().expect("B");
+                assert!(a.lost, "A's hold is not lost");
+                assert!(b.still_recorded, "B's record is gone");
+                assert_eq!(b.state, LockState::Held);
+                assert_eq!(b.nodes, [leaf(&b.node).to_owned()]);
+            });
+        };
+
+    run(
+        "/late-record/mutex",
+        &|| {
+            let guard = mutex.try_lock_for(WAIT).unwrap().expect("A granted");
+            A {
+                lost: guard.state() == LockState::Lost,
+            }
+        },
+        &|granted, recorded| {
+            let guard = mutex.try_lock_for(WAIT).unwrap().expect("B granted");
+            let _ = granted.send(());
+            recorded.recv_timeout(WAIT).expect("A recorded");
+            B {
+                node: guard.node().to_owned(),
+                still_recorded: mutex.try_lock().err() == Some(Error::WouldDeadlock),
+                state: guard.state(),
+                nodes: children(&operator, "/late-record/mutex"),
+            }
+        },
+    );
+    run(
+        "/late-record/reentrant",
+        &|| A {
+            lost: reentrant.try_lock_for(WAIT).err() == Some(Error::LockLost),
+        },
+        &|granted, recorded| {
+            let guard = reentrant.try_lock_for(WAIT).unwrap().expect("B granted");
+            let _ = granted.send(());
+            recorded.recv_timeout(WAIT).expect("A recorded");
+            B {
+                node: guard.node().to_owned(),
+                still_recorded: reentrant.hold_count() == 1,
+                state: guard.state(),
+                nodes: children(&operator, "/late-record/reentrant"),
+            }
+        },
+    );
+}
+
+/// Releases a paused thread when dropped, a failed assertion included, so
+/// that the scope joining it does not wait out the pause.
+struct ReleasedOnDrop(zklock::testing::Pause);
+
+impl Drop for ReleasedOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}

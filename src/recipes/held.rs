@@ -470,6 +470,12 @@ impl Tracker {
         }
     }
 
+    /// True once the lock is known to be lost, without asking the server.
+    fn is_known_lost(&self) -> bool {
+        self.lost_with_its_session();
+        self.shared.get() == LockState::Lost
+    }
+
     /// The state; the first time, after a round trip that sets the watch.
     pub(crate) fn state(self: &Arc<Self>) -> LockState {
         if let Some(slot) = self.watch(true) {
@@ -744,7 +750,14 @@ impl HeldLock {
 
     /// True once the lock is known to be lost, without asking the server.
     pub(crate) fn is_known_lost(&self) -> bool {
-        self.known_state() == LockState::Lost
+        self.tracker.is_known_lost()
+    }
+
+    /// True if the server says the node is gone, or the session is over,
+    /// already: asked (one round trip that sets the node watch) when a
+    /// hold of another thread was recorded since this one was granted.
+    pub(crate) fn is_lost_after_grant(&self) -> bool {
+        self.state() == LockState::Lost
     }
 
     fn release_of_node(&self) -> Release {
@@ -874,9 +887,19 @@ impl Holders {
     }
 
     fn add(&self, held: &HeldLock, exclusive: bool) {
+        // A new exclusive hold means any earlier one was lost: its record
+        // goes. Unless this one is the lost one, recorded after a later
+        // grant: granted, then its node deleted (by an operator, say) and
+        // the next holder, a thread of this object, granted and recorded,
+        // all before this thread got here. One round trip tells them apart
+        // (see `is_lost_after_grant`), asked only while another hold's
+        // record is not known lost, which is rare.
+        let keep_others = exclusive && {
+            let contested = lock(&self.0).iter().any(|h| !h.tracker.is_known_lost());
+            contested && held.is_lost_after_grant()
+        };
         let mut holders = lock(&self.0);
-        if exclusive {
-            // A new exclusive hold means any earlier one was lost.
+        if exclusive && !keep_others {
             holders.clear();
         }
         holders.push(Holder {

@@ -388,11 +388,23 @@ impl ReentrantMutex {
             return Ok(None);
         };
         let (hold, tracker) = (held.id(), held.tracker());
-        *lock(&self.holder) = Some(Reentry {
+        let mut holder = lock(&self.holder);
+        if holder.as_ref().is_some_and(|r| !r.held.is_known_lost()) {
+            // Another thread's hold was recorded since this one was granted
+            // (see `Holders::add`): one of the two is lost. If this one is,
+            // the other stays the holder, and its node with it.
+            drop(holder);
+            if held.is_lost_after_grant() {
+                return Err(Error::LockLost);
+            }
+            holder = lock(&self.holder);
+        }
+        *holder = Some(Reentry {
             thread: me,
             count: 1,
             held,
         });
+        drop(holder);
         Ok(Some(ReentrantMutexGuard {
             mutex: self,
             hold,
