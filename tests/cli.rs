@@ -861,6 +861,64 @@ fn a_stop_that_outlasts_the_session_kills_the_command_without_continuing_it() {
     assert_eq!(children(&other, PATH), [basename(guard.node()).to_owned()]);
 }
 
+/// A Ctrl-Z after the lock was granted, before the command starts (while
+/// zklock checks setpriv, held open by a fake one), that outlasts the
+/// session: another contender takes the lock, and when zklock is
+/// continued, it finds the lock lost and exits 75 with the command never
+/// started. The stop is counted before zklock stops, so it is seen at once
+/// when continued. Before, the command started unconfirmed (it ran, beside
+/// the other holder, until the continuation's message stopped it).
+#[test]
+fn a_stop_before_the_command_starts_that_outlasts_the_session_keeps_it_from_starting() {
+    const PATH: &str = "/cli/stop-before-start";
+    let dir = TempDir::new("stop-before-start");
+    let checking = dir.join("checking");
+    let search = path_with_fake(
+        &dir,
+        "setpriv",
+        &format!(
+            "case \"$4\" in */true)\n\
+               touch '{}'\n\
+               i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
+               exec \"$4\";;\n\
+             esac\n\
+             shift 3; exec \"$@\"",
+            checking.display()
+        ),
+    );
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let options = ["--session-timeout", "2000"];
+    let run = Run::spawn(exec(&options, PATH, &script).env("PATH", search));
+    wait_for_file(&checking);
+    let zklock = run.pid();
+    let other = client();
+    let node = children(&other, PATH);
+    assert_eq!(node.len(), 1, "{node:?}");
+    run.signal("TSTP");
+    wait_until("zklock to stop", WAIT, || {
+        process_state(zklock) == Some('T')
+    });
+    wait_until("the stopped session to expire", WAIT, || {
+        !children(&other, PATH).contains(&node[0])
+    });
+    let lock = other.mutex(PATH).expect("mutex");
+    let guard = lock
+        .try_lock_for(WAIT)
+        .expect("try_lock_for")
+        .expect("the lock, freed by the expiry");
+    run.signal("CONT");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: the lock could not be confirmed after zklock was stopped, before the command \
+         could start; not running the command"
+    );
+    assert!(!mark.exists(), "the command ran");
+    assert_eq!(guard.state(), zklock::LockState::Held);
+}
+
 /// A Ctrl-Z while waiting for the lock, shorter than the session: once
 /// continued, zklock acquires, finds the lock still held when it checks
 /// again because of the stop, and runs the command.

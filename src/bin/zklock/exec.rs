@@ -174,6 +174,7 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(guard) => guard,
         Err(outcome) => return outcome,
     };
+    let stops_at_grant = group.stop_count();
     // Subscribed before the state is read in `prepare`: no later change
     // goes unseen.
     let states = guard.state_changes();
@@ -199,6 +200,7 @@ pub fn run(mut args: Args) -> Outcome {
         signals,
         resumed,
         group,
+        stops_at_grant,
     };
     match supervise::run(&command, envs, watch, timeout, options.grace) {
         Ran::Exit(outcome) => outcome,

@@ -5,7 +5,6 @@
 //! not leave `worker` running. The group is only signalled while its leader
 //! is not reaped: until then its pid (the group id) cannot be reused.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nix::errno::Errno;
@@ -18,8 +17,16 @@ pub struct Group {
     /// Held while signalling, so that the leader is never reaped between
     /// the check and the signal.
     leader: Mutex<Option<Pid>>,
+    /// How zklock's stops and continues stand.
+    stops: Mutex<Stops>,
+}
+
+#[derive(Default)]
+struct Stops {
+    /// How many times zklock was stopped ([`Group::stop`]).
+    count: u64,
     /// Set by [`Group::stop`], cleared by [`Group::resume`].
-    stopped: AtomicBool,
+    stopped: bool,
 }
 
 impl Group {
@@ -27,30 +34,53 @@ impl Group {
         self.leader.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn stops(&self) -> MutexGuard<'_, Stops> {
+        self.stops.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The command with this pid has started, as the leader of its group.
     pub fn started(&self, pid: Pid) {
         *self.leader() = Some(pid);
-        self.stopped.store(false, Ordering::SeqCst);
+        self.stops().stopped = false;
     }
 
-    /// Stops the group (SIGSTOP, which it cannot ignore), if there is one.
+    /// zklock is stopping: counts the stop, and stops the group (SIGSTOP,
+    /// which it cannot ignore), if there is one. Counted before zklock
+    /// stops, so that its threads, continued, see it at once, whichever
+    /// runs first.
     pub fn stop(&self) {
+        let mut stops = self.stops();
+        stops.count += 1;
         if self.id().is_some() {
-            self.stopped.store(true, Ordering::SeqCst);
+            stops.stopped = true;
             self.signal_or_say(Signal::SIGSTOP);
         }
     }
 
-    /// Continues the group after [`Group::stop`].
-    pub fn resume(&self) {
-        self.stopped.store(false, Ordering::SeqCst);
+    /// How many times zklock was stopped so far (see [`Group::stop`]).
+    pub fn stop_count(&self) -> u64 {
+        self.stops().count
+    }
+
+    /// Continues the group after [`Group::stop`], unless zklock was stopped
+    /// again since the stop count was `as_of`: the lock was confirmed
+    /// before that stop, which may have outlasted the session. Made under
+    /// the same lock as a stop, so that a stop and a resume racing leave
+    /// the group as the later one says. False if not continued.
+    pub fn resume(&self, as_of: u64) -> bool {
+        let mut stops = self.stops();
+        if stops.count != as_of {
+            return false;
+        }
+        stops.stopped = false;
         self.signal_or_say(Signal::SIGCONT);
+        true
     }
 
     /// True from [`Group::stop`] to [`Group::resume`]: the group cannot act
     /// on any other signal meanwhile.
     pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.stops().stopped
     }
 
     /// The leader is about to be reaped: no more signals.

@@ -56,6 +56,9 @@ pub struct Watch {
     pub signals: Receiver<Signal>,
     pub resumed: Receiver<()>,
     pub group: Arc<Group>,
+    /// The group's stop count (see [`Group::stop_count`]) when the lock was
+    /// granted.
+    pub stops_at_grant: u64,
 }
 
 /// How the command's run ended.
@@ -96,22 +99,32 @@ pub fn run<'a>(
         mut signals,
         mut resumed,
         group,
+        stops_at_grant,
     } = watch;
-    // A stop since the lock was granted (while it was being checked, say)
-    // may have outlasted the session.
-    if resumed.try_recv().is_ok() {
+    let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
+    let launcher = match Launcher::new(program) {
+        Ok(launcher) => launcher,
+        Err(e) => return cannot_run(e),
+    };
+    // A stop since the lock was granted (while it was being checked, or
+    // setpriv's, say) may have outlasted the session. A Ctrl-Z is counted
+    // before zklock stops, so it is seen here at once; a SIGSTOP of zklock
+    // alone, which cannot be caught, only once the continuation's message
+    // is in. A stop during the confirmation calls for another.
+    let mut confirmed_as_of = stops_at_grant;
+    loop {
+        let as_of = group.stop_count();
+        if resumed.try_recv().is_err() && as_of == confirmed_as_of {
+            break;
+        }
         select! {
             recv(confirm_held(&monitor)) -> held => if held != Ok(true) {
                 return Ran::NotHeldAfterStop;
             },
             recv(signals) -> _ => return Ran::InterruptedBeforeStart,
         }
+        confirmed_as_of = as_of;
     }
-    let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
-    let launcher = match Launcher::new(program) {
-        Ok(launcher) => launcher,
-        Err(e) => return cannot_run(e),
-    };
     // A signal since the lock was granted, setpriv's check included, ends
     // zklock before the command starts, not the command once started.
     if signals.try_recv().is_ok() {
@@ -131,8 +144,16 @@ pub fn run<'a>(
     let kill_after = kill_delay(timeout, grace);
     let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_after).into();
     let mut suspended_since: Option<Instant> = None;
-    // While zklock, continued, confirms the lock, the group stays stopped.
-    let mut confirming: Option<Receiver<bool>> = None;
+    // While zklock, continued, confirms the lock, the group stays stopped:
+    // the confirmation, and the stop count it was asked at. One asked
+    // before a later stop is stale, and does not continue the group.
+    let mut confirming: Option<(Receiver<bool>, u64)> = None;
+    if group.stop_count() != confirmed_as_of {
+        // Stopped between that check and the start: the command started
+        // unconfirmed, and stays stopped until confirmed.
+        group.stop();
+        confirming = Some((confirm_held(&monitor), group.stop_count()));
+    }
     loop {
         let deadline = suspended_since
             .map(|since| after((since + grace).saturating_duration_since(Instant::now())));
@@ -174,16 +195,19 @@ pub fn run<'a>(
                     // if by a SIGSTOP of its own, which cannot be caught.
                     group.stop();
                     // An earlier confirmation's answer may predate this stop.
-                    confirming = Some(confirm_held(&monitor));
+                    confirming = Some((confirm_held(&monitor), group.stop_count()));
                 }
                 Err(_) => resumed = never(),
             },
-            recv(confirming.clone().unwrap_or_else(never)) -> held => {
+            recv(confirming.as_ref().map_or_else(never, |(c, _)| c.clone())) -> held => {
                 if held != Ok(true) {
                     return lost_lock(&mut child);
                 }
-                confirming = None;
-                group.resume();
+                // Not continued if zklock was stopped again since it was
+                // asked: that stop's continuation asks again.
+                if let Some((_, as_of)) = confirming.take() {
+                    group.resume(as_of);
+                }
             },
             recv(deadline.unwrap_or_else(never)) -> _ => return lost_lock(&mut child),
         }
