@@ -508,6 +508,56 @@ fn progress_lines_cost_a_listing_a_second() {
     );
 }
 
+/// A signal while waiting, with the server gone silent (the connection up,
+/// nothing answered) while a progress line's request is out: zklock exits
+/// 75 without waiting for that request, which would hold it until the
+/// client gave up on the connection (2/3 of the session timeout, 20 s
+/// here: about 13 s). What is left is the close, which tries for its 5 s
+/// to have the server delete the queued node at once.
+#[test]
+fn a_signal_while_waiting_on_a_silent_server_does_not_wait_for_a_progress_request() {
+    const PATH: &str = "/cli/silent-wait";
+    let holder = client();
+    let lock = holder.mutex(PATH).expect("mutex");
+    let _guard = lock.lock().expect("lock");
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    let proxy_connect = proxy.connect_string();
+    let waiter = Run::spawn(&mut zklock(&[
+        "exec",
+        "--connect",
+        &proxy_connect,
+        "--session-timeout",
+        "20000",
+        PATH,
+        "--",
+        "true",
+    ]));
+    wait_until("zklock exec to queue", WAIT, || queued(&holder, PATH) == 2);
+    // Its next listing goes through, and nothing comes back from then on.
+    proxy.silence_from_request(|op| op == GET_CHILDREN);
+    wait_until("a progress listing to go unanswered", WAIT, || {
+        !proxy.is_cut_armed()
+    });
+    let signalled = std::time::Instant::now();
+    waiter.signal("TERM");
+    let out = waiter.finish(WAIT * 2);
+    let took = out.exited_at.duration_since(signalled);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.lines().last(),
+        Some(
+            format!("zklock: interrupted while waiting for {PATH}; not running the command")
+                .as_str()
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        took < Duration::from_secs(9),
+        "exited {took:?} after the signal"
+    );
+}
+
 /// A `zklock exec` killed with SIGKILL (no chance to terminate anything)
 /// takes its command with it. Otherwise the command would run on without
 /// the lock: once the session expired, another exec's command would run

@@ -239,11 +239,12 @@ fn acquire<'a>(
                 recv(done_rx) -> _ => false,
             }
         });
+        let reporting = progress::Reporting::new();
         if !options.quiet && options.wait != Some(Duration::ZERO) {
-            let done = done_rx.clone();
-            scope.spawn(move || progress::report(client, path, &done));
+            progress::start(client.clone(), path.to_owned(), reporting.clone());
         }
         let result = lock.acquire(options.side, options.wait);
+        reporting.end();
         drop(done_tx);
         (result, watcher.join().unwrap_or(true))
     });

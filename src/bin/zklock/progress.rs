@@ -9,9 +9,9 @@
 //! second.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zklock::recipes::{holding, queue_order};
 use zklock::Client;
 
@@ -20,8 +20,43 @@ use crate::holders::printable;
 /// How often the queue is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
 
-/// Reports until `done` is dropped or sent on.
-pub fn report(client: &Client, path: &str, done: &Receiver<()>) {
+/// Whether progress lines may still be written: the waiting thread ends
+/// them, under this lock, before it says anything of its own, so that no
+/// line comes after. The reporter is not waited for: a request of its
+/// own, on a server gone silent, could hold it for 2/3 of the session
+/// timeout.
+pub struct Reporting(Mutex<bool>);
+
+impl Reporting {
+    pub fn new() -> Arc<Reporting> {
+        Arc::new(Reporting(Mutex::new(true)))
+    }
+
+    /// No line from now on.
+    pub fn end(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = false;
+    }
+
+    fn is_open(&self) -> bool {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `line` unless reporting has ended; false if it has.
+    fn say(&self, line: &str) -> bool {
+        let open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if *open {
+            say!("{line}");
+        }
+        *open
+    }
+}
+
+/// Reports, on a thread of its own, until `reporting` ends.
+pub fn start(client: Client, path: String, reporting: Arc<Reporting>) {
+    std::thread::spawn(move || report(&client, &path, &reporting));
+}
+
+fn report(client: &Client, path: &str, reporting: &Reporting) {
     let mut progress = Progress {
         client,
         path,
@@ -31,13 +66,16 @@ pub fn report(client: &Client, path: &str, done: &Receiver<()>) {
     };
     let mut last = String::new();
     // A lock acquired within the first period is reported on by nobody.
-    while done.recv_timeout(PERIOD) == Err(RecvTimeoutError::Timeout) {
-        match progress.line() {
-            Some(line) if line != last => {
-                say!("{line}");
-                last = line;
+    loop {
+        std::thread::sleep(PERIOD);
+        if !reporting.is_open() {
+            return;
+        }
+        if let Some(line) = progress.line().filter(|line| *line != last) {
+            if !reporting.say(&line) {
+                return;
             }
-            _ => {}
+            last = line;
         }
     }
 }
