@@ -76,17 +76,20 @@ impl<T, W: Clone> Session<T, W> {
         self.delayed.first().map(|d| d.due)
     }
 
-    /// Sends, or queues for the next connection (also when this one is
-    /// being dropped), the delayed requests due by `now`, in the order they
-    /// fall due.
+    /// Sends, or queues for the next connection, the delayed requests due
+    /// by `now`, in the order they fall due. None while this connection is
+    /// being dropped (a timeout in this same tick): written into it, they
+    /// would fail with `ConnectionLoss`, unsent. They wait for the drop,
+    /// which takes the re-registrations of watches (the next handshake
+    /// makes its own) and leaves the others due, to be queued then.
     pub(super) fn release_due_delayed(&mut self, now: Instant) {
+        if self.conn == Conn::Established && self.disconnect.is_some() {
+            return;
+        }
         let due = self.delayed.partition_point(|d| d.due <= now);
         let timeout = self.negotiated.unwrap_or(self.config.session_timeout);
-        // A connection being dropped (a timeout in this same tick) would
-        // fail what is written into it with `ConnectionLoss`, unsent.
-        let sendable = self.conn == Conn::Established && self.disconnect.is_none();
         for Delayed { request, .. } in self.delayed.drain(..due).collect::<Vec<_>>() {
-            if sendable {
+            if self.conn == Conn::Established {
                 self.send_held_back_deletes(now);
                 self.send_encoded(now, request);
             } else {

@@ -116,11 +116,20 @@ fn a_request_due_as_the_connection_times_out_goes_after_the_next_handshake() {
     get_data_at(&mut s, at(0), at(2000), "/app/a", 7).unwrap();
     s.handle_timeout(at(2000));
     assert!(s.poll_disconnect().is_some(), "the read timeout");
+    assert!(sent(&mut s)
+        .iter()
+        .all(|f| header(f).op == OpCode::Ping.code()));
+    s.handle_disconnected(at(2000));
+    s.handle_timeout(at(2000));
     assert_eq!(s.queued(), 1, "waiting for a connection");
     let frames = reconnect(&mut s, at(2100));
     let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
     assert_eq!(ops, [get_data_op()]);
-    assert!(replies(&mut s).is_empty(), "nothing failed");
+    assert!(
+        replies(&mut s).is_empty(),
+        "nothing failed: {:?}",
+        events(&mut s)
+    );
 }
 
 #[test]

@@ -351,6 +351,28 @@ fn a_throttled_set_watches_cut_off_goes_with_the_next_handshake_as_of_its_zxid()
     assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
 }
 
+/// A throttled re-registration whose back-off ends in the tick that drops
+/// the connection (its read timeout) goes with that connection: the next
+/// handshake sets every watch again, as of the older zxid, and the old
+/// record is not sent after it (it would count as one of the new
+/// re-registration's records, and set watches since removed).
+#[test]
+fn a_throttled_set_watches_due_as_the_connection_times_out_is_not_sent_after_the_next() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let (mut s, first) = rewatching(start);
+    s.handle_bytes(at(10), &reply(header(&first).xid, 0, throttled(), &()));
+    // Due at 110 ms, handled only with the read timeout (2/3 of 3 s).
+    s.handle_timeout(at(2010));
+    assert!(s.poll_disconnect().is_some(), "the read timeout");
+    assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
+    let frames = reconnect(&mut s, at(2100));
+    assert_eq!(frames.len(), 1, "one re-registration, not the old one too");
+    assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+    s.handle_timeout(at(2100));
+    assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
+}
+
 #[test]
 fn a_set_watches_throttled_while_closing_is_not_sent_again() {
     let start = Instant::now();
