@@ -170,11 +170,11 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(l) => l,
         Err(e) => return e.into(),
     };
+    let stops_before_grant = group.stop_count();
     let guard = match acquire(&lock, &client, &path, &options, &signals) {
         Ok(guard) => guard,
         Err(outcome) => return outcome,
     };
-    let stops_at_grant = group.stop_count();
     // Subscribed before the state is read in `prepare`: no later change
     // goes unseen.
     let states = guard.state_changes();
@@ -200,7 +200,7 @@ pub fn run(mut args: Args) -> Outcome {
         signals,
         resumed,
         group,
-        stops_at_grant,
+        stops_before_grant,
     };
     match supervise::run(&command, envs, watch, timeout, options.grace) {
         Ran::Exit(outcome) => outcome,

@@ -5,7 +5,8 @@
 //! not leave `worker` running. The group is only signalled while its leader
 //! is not reaped: until then its pid (the group id) cannot be reused.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
@@ -19,6 +20,8 @@ pub struct Group {
     leader: Mutex<Option<Pid>>,
     /// How zklock's stops and continues stand.
     stops: Mutex<Stops>,
+    /// Tells a stop waiting for a spawn that it is over.
+    spawned: Condvar,
 }
 
 #[derive(Default)]
@@ -27,7 +30,14 @@ struct Stops {
     count: u64,
     /// Set by [`Group::stop`], cleared by [`Group::resume`].
     stopped: bool,
+    /// The command is being spawned: its pid, and so its group, is not
+    /// known yet.
+    spawning: bool,
 }
+
+/// The longest a stop waits for a spawn under way to end: a fork and an
+/// exec.
+const SPAWN_WAIT: Duration = Duration::from_secs(1);
 
 impl Group {
     fn leader(&self) -> MutexGuard<'_, Option<Pid>> {
@@ -38,19 +48,47 @@ impl Group {
         self.stops.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The command is about to be spawned: a stop meanwhile waits for its
+    /// pid, so as to stop it too (see [`Group::stop`]). Ended by
+    /// [`Group::started`], or by [`Group::not_started`] if the spawn
+    /// failed.
+    pub fn spawning(&self) {
+        self.stops().spawning = true;
+    }
+
     /// The command with this pid has started, as the leader of its group.
     pub fn started(&self, pid: Pid) {
         *self.leader() = Some(pid);
-        self.stops().stopped = false;
+        let mut stops = self.stops();
+        stops.stopped = false;
+        stops.spawning = false;
+        self.spawned.notify_all();
+    }
+
+    /// The spawn announced by [`Group::spawning`] failed.
+    pub fn not_started(&self) {
+        self.stops().spawning = false;
+        self.spawned.notify_all();
     }
 
     /// zklock is stopping: counts the stop, and stops the group (SIGSTOP,
-    /// which it cannot ignore), if there is one. Counted before zklock
-    /// stops, so that its threads, continued, see it at once, whichever
-    /// runs first.
+    /// which it cannot ignore), if there is one, waiting for a spawn under
+    /// way to give it one: the command, in a group of its own, would
+    /// otherwise run on for the whole stop. Counted before zklock stops,
+    /// so that its threads, continued, see it at once, whichever runs
+    /// first.
     pub fn stop(&self) {
         let mut stops = self.stops();
         stops.count += 1;
+        if stops.spawning {
+            stops = match self
+                .spawned
+                .wait_timeout_while(stops, SPAWN_WAIT, |s| s.spawning)
+            {
+                Ok((stops, _)) => stops,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
         if self.id().is_some() {
             stops.stopped = true;
             self.signal_or_say(Signal::SIGSTOP);
@@ -150,6 +188,49 @@ mod tests {
         assert_eq!(has_live_members(own), Some(true));
         // No process group has a negative id.
         assert_eq!(has_live_members(Pid::from_raw(-7)), Some(false));
+    }
+
+    /// A stop that comes while the command is being spawned waits for its
+    /// pid, and stops it: in a group of its own, the command would
+    /// otherwise run on while zklock is stopped.
+    #[test]
+    fn a_stop_during_the_spawn_stops_the_command_once_started() {
+        use std::os::unix::process::CommandExt;
+        let group = std::sync::Arc::new(Group::default());
+        group.spawning();
+        let stopping = group.clone();
+        let stopper = std::thread::spawn(move || stopping.stop());
+        // The stop waits for the spawn (counted already: zklock's threads
+        // see it once continued).
+        let deadline = std::time::Instant::now() + SPAWN_WAIT;
+        while group.stop_count() == 0 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert_eq!(group.stop_count(), 1);
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+        group.started(pid);
+        stopper.join().expect("the stop");
+        assert!(group.is_stopped());
+        let state = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()))
+                .flatten()
+        };
+        // A signal takes effect once its target runs: looked at until then.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while state() != Some('T') && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let state = state();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(state, Some('T'), "the command was not stopped");
     }
 
     #[test]

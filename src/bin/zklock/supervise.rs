@@ -56,9 +56,9 @@ pub struct Watch {
     pub signals: Receiver<Signal>,
     pub resumed: Receiver<()>,
     pub group: Arc<Group>,
-    /// The group's stop count (see [`Group::stop_count`]) when the lock was
-    /// granted.
-    pub stops_at_grant: u64,
+    /// The group's stop count (see [`Group::stop_count`]) before the lock
+    /// was asked for: a stop since may have come after the grant.
+    pub stops_before_grant: u64,
 }
 
 /// How the command's run ended.
@@ -99,7 +99,7 @@ pub fn run<'a>(
         mut signals,
         mut resumed,
         group,
-        stops_at_grant,
+        stops_before_grant,
     } = watch;
     let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
     let launcher = match Launcher::new(program) {
@@ -111,7 +111,7 @@ pub fn run<'a>(
     // before zklock stops, so it is seen here at once; a SIGSTOP of zklock
     // alone, which cannot be caught, only once the continuation's message
     // is in. A stop during the confirmation calls for another.
-    let mut confirmed_as_of = stops_at_grant;
+    let mut confirmed_as_of = stops_before_grant;
     loop {
         let as_of = group.stop_count();
         if resumed.try_recv().is_err() && as_of == confirmed_as_of {
@@ -130,11 +130,16 @@ pub fn run<'a>(
     if signals.try_recv().is_ok() {
         return Ran::InterruptedBeforeStart;
     }
+    group.spawning();
     let (mut child, tied) = match launcher.spawn(rest, envs) {
         Ok(started) => started,
-        Err(e) => return cannot_run(e),
+        Err(e) => {
+            group.not_started();
+            return cannot_run(e);
+        }
     };
     let Ok(pid) = i32::try_from(child.id()).map(Pid::from_raw) else {
+        group.not_started();
         let _ = child.kill();
         let _ = child.wait();
         return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id())).into();
@@ -152,7 +157,7 @@ pub fn run<'a>(
         // Stopped between that check and the start: the command started
         // unconfirmed, and stays stopped until confirmed.
         group.stop();
-        confirming = Some((confirm_held(&monitor), group.stop_count()));
+        confirming = Some(confirm_as_of(&monitor, &group));
     }
     loop {
         let deadline = suspended_since
@@ -195,7 +200,7 @@ pub fn run<'a>(
                     // if by a SIGSTOP of its own, which cannot be caught.
                     group.stop();
                     // An earlier confirmation's answer may predate this stop.
-                    confirming = Some((confirm_held(&monitor), group.stop_count()));
+                    confirming = Some(confirm_as_of(&monitor, &group));
                 }
                 Err(_) => resumed = never(),
             },
@@ -233,6 +238,13 @@ fn watch_exit(pid: Pid) -> Receiver<()> {
         let _ = tx.send(());
     });
     rx
+}
+
+/// A confirmation (see [`confirm_held`]), with the stop count it is asked
+/// at: read first, so that a stop while it is asked makes it stale.
+fn confirm_as_of(monitor: &LockMonitor, group: &Group) -> (Receiver<bool>, u64) {
+    let as_of = group.stop_count();
+    (confirm_held(monitor), as_of)
 }
 
 /// Answers whether the lock is held, confirmed by a transaction on the
