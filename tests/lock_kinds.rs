@@ -837,3 +837,61 @@ impl Drop for ReleasedOnDrop {
         self.0.release();
     }
 }
+
+/// The same race, with the connection lost before A records its hold: the
+/// server cannot say which hold is lost, so the recorded one stays. A's
+/// `ReentrantMutex` attempt fails with `ConnectionLoss` (its node, gone
+/// anyway, is not relied on), and B keeps its hold and its node through
+/// the reconnect. Before this was looked at, A's record replaced B's and
+/// B's node was deleted once the client reconnected.
+#[test]
+fn a_hold_recorded_late_while_disconnected_leaves_the_recorded_one() {
+    use zklock::testing::{Pause, PausePoint};
+    const DIR: &str = "/late-record-disconnected/reentrant";
+    let server = server();
+    let gate = proxy(&server);
+    let c = connect_with(&gate.connect_string(), Duration::from_secs(10));
+    let operator = connect(&server.connect_string());
+    let reentrant = ReentrantMutex::new(&c, DIR).unwrap();
+    let reentrant = &reentrant;
+    let operator = &operator;
+    let states = c.state_changes();
+    std::thread::scope(|scope| {
+        let (paused_tx, paused) = mpsc::channel();
+        let a = scope.spawn(move || {
+            let _ = paused_tx.send(Pause::arm(PausePoint::LockGranted));
+            reentrant.try_lock_for(WAIT).err()
+        });
+        let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("armed"));
+        assert!(pause.0.wait_reached(WAIT), "A not granted");
+        let a_node = children(&operator, DIR);
+        assert_eq!(a_node.len(), 1, "{a_node:?}");
+        operator
+            .delete(&format!("{DIR}/{}", a_node[0]), None)
+            .unwrap();
+        let (granted_tx, granted) = mpsc::channel();
+        let (reconnected_tx, reconnected) = mpsc::channel::<()>();
+        let b = scope.spawn(move || {
+            let guard = reentrant.try_lock_for(WAIT).unwrap().expect("B granted");
+            let _ = granted_tx.send(guard.node().to_owned());
+            reconnected.recv_timeout(WAIT).expect("reconnected");
+            let nodes = children(operator, DIR);
+            (reentrant.hold_count(), guard.state(), nodes)
+        });
+        let b_node = granted.recv_timeout(WAIT).expect("B granted");
+        gate.refuse(true);
+        gate.cut();
+        assert_eq!(states.recv_timeout(WAIT), Ok(zklock::State::Disconnected));
+        drop(pause);
+        assert_eq!(a.join().expect("A"), Some(Error::ConnectionLoss));
+        gate.refuse(false);
+        assert_eq!(states.recv_timeout(WAIT), Ok(zklock::State::Connected));
+        // A round trip behind anything the reconnect sent.
+        c.sync(DIR).unwrap();
+        let _ = reconnected_tx.send(());
+        let (count, state, nodes) = b.join().expect("B");
+        assert_eq!(count, 1, "B's hold is not recorded");
+        assert_eq!(state, LockState::Held);
+        assert_eq!(nodes, [leaf(&b_node).to_owned()]);
+    });
+}

@@ -753,13 +753,6 @@ impl HeldLock {
         self.tracker.is_known_lost()
     }
 
-    /// True if the server says the node is gone, or the session is over,
-    /// already: asked (one round trip that sets the node watch) when a
-    /// hold of another thread was recorded since this one was granted.
-    pub(crate) fn is_lost_after_grant(&self) -> bool {
-        self.state() == LockState::Lost
-    }
-
     fn release_of_node(&self) -> Release {
         Release {
             path: self.server_node.clone(),
@@ -891,12 +884,13 @@ impl Holders {
         // goes. Unless this one is the lost one, recorded after a later
         // grant: granted, then its node deleted (by an operator, say) and
         // the next holder, a thread of this object, granted and recorded,
-        // all before this thread got here. One round trip tells them apart
-        // (see `is_lost_after_grant`), asked only while another hold's
-        // record is not known lost, which is rare.
+        // all before this thread got here. One round trip (the state's
+        // first, which sets the node watch) tells them apart, asked only
+        // while another hold's record is not known lost, which is rare.
+        // Unanswered (disconnected), the other record stays as well.
         let keep_others = exclusive && {
             let contested = lock(&self.0).iter().any(|h| !h.tracker.is_known_lost());
-            contested && held.is_lost_after_grant()
+            contested && held.state() != LockState::Held
         };
         let mut holders = lock(&self.0);
         if exclusive && !keep_others {

@@ -391,11 +391,15 @@ impl ReentrantMutex {
         let mut holder = lock(&self.holder);
         if holder.as_ref().is_some_and(|r| !r.held.is_known_lost()) {
             // Another thread's hold was recorded since this one was granted
-            // (see `Holders::add`): one of the two is lost. If this one is,
-            // the other stays the holder, and its node with it.
+            // (see `Holders::add`): one of the two is lost. Unless the
+            // server confirms this one, the other stays the holder, and its
+            // node with it; this one is given up (its node deleted, if
+            // still there).
             drop(holder);
-            if held.is_lost_after_grant() {
-                return Err(Error::LockLost);
+            match held.state() {
+                LockState::Held => {}
+                LockState::Lost => return Err(Error::LockLost),
+                LockState::Suspended => return Err(Error::ConnectionLoss),
             }
             holder = lock(&self.holder);
         }
