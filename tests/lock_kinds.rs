@@ -864,7 +864,7 @@ fn a_hold_recorded_late_while_disconnected_leaves_the_recorded_one() {
         });
         let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("armed"));
         assert!(pause.0.wait_reached(WAIT), "A not granted");
-        let a_node = children(&operator, DIR);
+        let a_node = children(operator, DIR);
         assert_eq!(a_node.len(), 1, "{a_node:?}");
         operator
             .delete(&format!("{DIR}/{}", a_node[0]), None)
