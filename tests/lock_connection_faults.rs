@@ -1003,9 +1003,9 @@ fn a_lock_directory_create_cut_off_is_made_again_and_the_lock_acquired() {
 /// lock is taken on the next connection.
 #[test]
 fn a_lock_directory_create_on_a_silent_connection_keeps_the_deadline_and_cancel() {
-    const DEADLINE: Duration = Duration::from_millis(500);
-    /// The client drops a silent connection after 4 s (2/3 of it).
-    const SESSION: Duration = Duration::from_secs(6);
+    const DEADLINE: Duration = Duration::from_secs(1);
+    /// The client drops a silent connection after 6 s (2/3 of it).
+    const SESSION: Duration = Duration::from_secs(9);
     const CREATE_CONTAINER: i32 = 19;
     let server = server();
     let gate = proxy(&server);
@@ -1025,10 +1025,12 @@ fn a_lock_directory_create_on_a_silent_connection_keeps_the_deadline_and_cancel(
                 return mutex.try_lock_for(DEADLINE).map(|g| g.is_some());
             }
             scope.spawn(|| {
-                std::thread::sleep(DEADLINE);
+                wait_until("the directory's create to go out", WAIT, || {
+                    !gate.is_cut_armed()
+                });
                 mutex.cancel();
             });
-            mutex.lock().map(|_| true)
+            mutex.try_lock_for(WAIT).map(|g| g.is_some())
         });
         took.push(started.elapsed());
         assert!(!gate.is_cut_armed(), "the directory's create went out");
