@@ -712,6 +712,48 @@ fn a_signal_while_the_command_starts_exits_75() {
     assert!(children(&client(), PATH).is_empty());
 }
 
+/// A fake `setpriv` in `dir`'s PATH (returned) whose check of itself
+/// (`setpriv --pdeathsig KILL -- true`) says it started, then waits for
+/// the test to let it end, at most 20 s; it runs commands as setpriv does.
+fn setpriv_holding_its_check(dir: &TempDir) -> (String, HeldCheck) {
+    let check = HeldCheck {
+        started: dir.join("check-started"),
+        end: dir.join("check-end"),
+    };
+    let search = path_with_fake(
+        dir,
+        "setpriv",
+        &format!(
+            "case \"$4\" in */true)\n\
+               touch '{}'\n\
+               i=0; while [ ! -e '{}' ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done\n\
+               exec \"$4\";;\n\
+             esac\n\
+             shift 3; exec \"$@\"",
+            check.started.display(),
+            check.end.display()
+        ),
+    );
+    (search, check)
+}
+
+/// The check a fake setpriv holds open (see [`setpriv_holding_its_check`]).
+struct HeldCheck {
+    started: std::path::PathBuf,
+    end: std::path::PathBuf,
+}
+
+impl HeldCheck {
+    fn wait_started(&self) {
+        wait_for_file(&self.started);
+    }
+
+    /// Lets the check end.
+    fn end(&self) {
+        std::fs::write(&self.end, b"").expect("end the check");
+    }
+}
+
 /// A Ctrl-C (SIGINT to zklock's process group, as a terminal sends it)
 /// while zklock checks that setpriv can set a parent-death signal, once
 /// the lock is held: the check, in a group of its own, is not ended by it,
@@ -723,20 +765,7 @@ fn a_signal_while_the_command_starts_exits_75() {
 fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
     const PATH: &str = "/cli/sigint-checking";
     let dir = TempDir::new("checking");
-    let checking = dir.join("checking");
-    let search = path_with_fake(
-        &dir,
-        "setpriv",
-        &format!(
-            "case \"$4\" in */true)\n\
-               touch '{}'\n\
-               i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
-               exec \"$4\";;\n\
-             esac\n\
-             shift 3; exec \"$@\"",
-            checking.display()
-        ),
-    );
+    let (search, check) = setpriv_holding_its_check(&dir);
     let mark = dir.join("ran");
     let script = format!("touch '{}'", mark.display());
     let run = Run::spawn(
@@ -744,7 +773,7 @@ fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
             .env("PATH", search)
             .process_group(0),
     );
-    wait_for_file(&checking);
+    check.wait_started();
     let status = Command::new("kill")
         .arg("-INT")
         .arg("--")
@@ -752,6 +781,7 @@ fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -INT the group of {}", run.pid());
+    check.end();
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
     assert_eq!(
@@ -922,25 +952,12 @@ fn a_stop_that_outlasts_the_session_kills_the_command_without_continuing_it() {
 fn a_stop_before_the_command_starts_that_outlasts_the_session_keeps_it_from_starting() {
     const PATH: &str = "/cli/stop-before-start";
     let dir = TempDir::new("stop-before-start");
-    let checking = dir.join("checking");
-    let search = path_with_fake(
-        &dir,
-        "setpriv",
-        &format!(
-            "case \"$4\" in */true)\n\
-               touch '{}'\n\
-               i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
-               exec \"$4\";;\n\
-             esac\n\
-             shift 3; exec \"$@\"",
-            checking.display()
-        ),
-    );
+    let (search, check) = setpriv_holding_its_check(&dir);
     let mark = dir.join("ran");
     let script = format!("touch '{}'", mark.display());
     let options = ["--session-timeout", "2000"];
     let run = Run::spawn(exec(&options, PATH, &script).env("PATH", search));
-    wait_for_file(&checking);
+    check.wait_started();
     let zklock = run.pid();
     let other = client();
     let node = children(&other, PATH);
@@ -957,6 +974,7 @@ fn a_stop_before_the_command_starts_that_outlasts_the_session_keeps_it_from_star
         .try_lock_for(WAIT)
         .expect("try_lock_for")
         .expect("the lock, freed by the expiry");
+    check.end();
     run.signal("CONT");
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
