@@ -850,40 +850,17 @@ fn a_lost_lock_terminates_the_commands_descendants_too() {
 
 /// Ctrl-Z (SIGTSTP) stops the command's process group with zklock, and
 /// SIGCONT continues both: the command, in a group of its own, must not run
-/// on while zklock is stopped and its session expires.
+/// on while zklock is stopped and its session expires. So do SIGTTOU and
+/// SIGTTIN, which stop a background zklock that writes to its terminal
+/// (with `stty tostop`) or reads from it; before, they stopped zklock alone.
 #[test]
-fn sigtstp_stops_the_command_with_zklock_and_sigcont_continues_both() {
+fn job_control_stops_stop_the_command_with_zklock_and_sigcont_continues_both() {
     const PATH: &str = "/cli/sigtstp";
     let dir = TempDir::new("sigtstp");
     let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
     let (command, _node) = started(&dir);
     let zklock = run.pid();
-    run.signal("TSTP");
-    wait_until("zklock and its command to stop", WAIT, || {
-        process_state(zklock) == Some('T') && process_state(command.0) == Some('T')
-    });
-    run.signal("CONT");
-    wait_until("zklock and its command to continue", WAIT, || {
-        process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
-    });
-    run.signal("TERM");
-    let out = run.finish(WAIT);
-    assert_eq!(code(&out), Some(1), "{}", out.stderr);
-    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
-}
-
-/// SIGTTOU and SIGTTIN, which stop a background zklock that writes to its
-/// terminal (with `stty tostop`) or reads from it, stop the command's group
-/// with zklock, as Ctrl-Z does. Before, zklock alone stopped, and the
-/// command ran on while its session could expire.
-#[test]
-fn terminal_output_and_input_stops_stop_the_command_with_zklock() {
-    const PATH: &str = "/cli/sigttou";
-    let dir = TempDir::new("sigttou");
-    let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
-    let (command, _node) = started(&dir);
-    let zklock = run.pid();
-    for stop in ["TTOU", "TTIN"] {
+    for stop in ["TSTP", "TTOU", "TTIN"] {
         run.signal(stop);
         wait_until(
             &format!("zklock and its command to stop on {stop}"),
