@@ -702,6 +702,13 @@ fn a_signal_while_the_command_starts_exits_75() {
     let run = Run::spawn(exec(&[], PATH, &script).env("PATH", search));
     wait_for_file(&starting);
     run.signal("TERM");
+    interrupted_before_start(run, &mark, PATH);
+}
+
+/// Asserts that `run` exits 75 saying it was interrupted before its
+/// command could start, that the command (which makes `mark`) never ran,
+/// and that no node is left at `path`.
+fn interrupted_before_start(run: Run, mark: &std::path::Path, path: &str) {
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
     assert_eq!(
@@ -709,7 +716,7 @@ fn a_signal_while_the_command_starts_exits_75() {
         "zklock: interrupted before the command could start; not running the command"
     );
     assert!(!mark.exists(), "the command ran");
-    assert!(children(&client(), PATH).is_empty());
+    assert!(children(&client(), path).is_empty());
 }
 
 /// A fake `setpriv` in `dir`'s PATH (returned) whose check of itself
@@ -782,14 +789,7 @@ fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
         .expect("run kill");
     assert!(status.success(), "kill -INT the group of {}", run.pid());
     check.end();
-    let out = run.finish(WAIT);
-    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
-    assert_eq!(
-        one_line(&out),
-        "zklock: interrupted before the command could start; not running the command"
-    );
-    assert!(!mark.exists(), "the command ran");
-    assert!(children(&client(), PATH).is_empty());
+    interrupted_before_start(run, &mark, PATH);
 }
 
 /// Signals reach the command from zklock itself, not from whatever `kill`

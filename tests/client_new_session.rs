@@ -55,6 +55,21 @@ fn expire_by_takeover(
     );
 }
 
+/// Cuts the client off through `gate` until it declares its session
+/// expired, and waits, through `states` (the client's), for the
+/// `Disconnected` of the new session it then tries for.
+fn expire_cut_off(gate: &FaultProxy, states: &StateChanges<State>) {
+    gate.set_mode(ProxyMode::Blackhole);
+    assert_eq!(
+        states_until(states, State::Expired),
+        [State::Disconnected, State::Expired]
+    );
+    assert_eq!(
+        states_until(states, State::Disconnected),
+        [State::Disconnected]
+    );
+}
+
 /// Cut off past the session timeout, the client declares its session
 /// expired and reports it as without the option (the watch's last event
 /// included); then, still cut off, it tries for a new session, which a call
@@ -80,15 +95,7 @@ fn an_expired_session_is_reported_then_a_new_one_goes_on() {
     let states = c.state_changes();
     let observer = connect(&zk.connect_string());
 
-    gate.set_mode(ProxyMode::Blackhole);
-    assert_eq!(
-        states_until(&states, State::Expired),
-        [State::Disconnected, State::Expired]
-    );
-    assert_eq!(
-        states_until(&states, State::Disconnected),
-        [State::Disconnected]
-    );
+    expire_cut_off(&gate, &states);
     let last = next_event(&watch, "the end of the first session");
     assert_eq!(
         (last.event_type, last.state),
@@ -544,15 +551,7 @@ fn credentials_added_before_the_new_sessions_handshake_fail_in_time_and_go_with_
     let _bob = create_bobs_node(&zk, "/bobs", b"for bob");
     let c = renewing().connect(&gate.connect_string()).expect("connect");
     let states = c.state_changes();
-    gate.set_mode(ProxyMode::Blackhole);
-    assert_eq!(
-        states_until(&states, State::Expired),
-        [State::Disconnected, State::Expired]
-    );
-    assert_eq!(
-        states_until(&states, State::Disconnected),
-        [State::Disconnected]
-    );
+    expire_cut_off(&gate, &states);
 
     let (added_tx, added) = mpsc::channel();
     let adder = c.clone();
