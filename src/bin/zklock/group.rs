@@ -33,6 +33,9 @@ struct Stops {
     /// The command is being spawned: its pid, and so its group, is not
     /// known yet.
     spawning: bool,
+    /// zklock itself is being stopped (see [`Group::stop_with_zklock`]):
+    /// a confirmation answered meanwhile predates that stop.
+    zklock_stopping: bool,
 }
 
 /// The longest a stop waits for a spawn under way to end: a fork and an
@@ -95,6 +98,18 @@ impl Group {
         }
     }
 
+    /// Stops the group as [`Group::stop`] does, then zklock with
+    /// `stop_zklock`, which returns once zklock is continued. Until then
+    /// the group is not continued: a confirmation answered between the
+    /// count and zklock's stop would otherwise continue it just before
+    /// zklock stops, and it would run for the whole stop.
+    pub fn stop_with_zklock(&self, stop_zklock: impl FnOnce()) {
+        self.stop();
+        self.stops().zklock_stopping = true;
+        stop_zklock();
+        self.stops().zklock_stopping = false;
+    }
+
     /// How many times zklock was stopped so far (see [`Group::stop`]).
     pub fn stop_count(&self) -> u64 {
         self.stops().count
@@ -107,7 +122,7 @@ impl Group {
     /// the group as the later one says. False if not continued.
     pub fn resume(&self, as_of: u64) -> bool {
         let mut stops = self.stops();
-        if stops.count != as_of {
+        if stops.count != as_of || stops.zklock_stopping {
             return false;
         }
         stops.stopped = false;
@@ -198,6 +213,12 @@ mod tests {
         use std::os::unix::process::CommandExt;
         let group = std::sync::Arc::new(Group::default());
         group.spawning();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
         let stopping = group.clone();
         let stopper = std::thread::spawn(move || stopping.stop());
         // The stop waits for the spawn (counted already: zklock's threads
@@ -207,12 +228,6 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(group.stop_count(), 1);
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .spawn()
-            .expect("spawn sleep");
-        let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
         group.started(pid);
         stopper.join().expect("the stop");
         assert!(group.is_stopped());
@@ -231,6 +246,20 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(state, Some('T'), "the command was not stopped");
+    }
+
+    /// A confirmation answered while zklock is being stopped does not
+    /// continue the group: it predates that stop.
+    #[test]
+    fn no_resume_while_zklock_is_being_stopped() {
+        let group = std::sync::Arc::new(Group::default());
+        let resumed = std::sync::Mutex::new(None);
+        group.stop_with_zklock(|| {
+            let as_of = group.stop_count();
+            *resumed.lock().unwrap() = Some(group.resume(as_of));
+        });
+        assert_eq!(*resumed.lock().unwrap(), Some(false));
+        assert!(group.resume(group.stop_count()), "once zklock is continued");
     }
 
     #[test]

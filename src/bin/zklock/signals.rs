@@ -78,8 +78,9 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
 /// stopped both. SIGSTOP, which the command cannot ignore: running on while
 /// zklock is stopped, it could outlive the session.
 fn stop(group: &Group) {
-    group.stop();
-    if let Err(e) = raise(Signal::SIGSTOP) {
-        say!("zklock: cannot stop: {e}");
-    }
+    group.stop_with_zklock(|| {
+        if let Err(e) = raise(Signal::SIGSTOP) {
+            say!("zklock: cannot stop: {e}");
+        }
+    });
 }
