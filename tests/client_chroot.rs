@@ -173,3 +173,29 @@ fn ephemerals_outside_the_chroot_are_not_listed_under_it() {
     view.close().expect("close the shared session");
     assert_eq!(root.exists("/apple").expect("exists"), None);
 }
+
+/// A delete of `/` under a chroot goes to the server's root, which it
+/// refuses (`BadArguments`), as without a chroot: the chroot node stays,
+/// alone or in a `multi`. Before, it went as a delete of the chroot node
+/// itself, which an empty one did not survive (the Java client sends the
+/// root too).
+#[test]
+fn deleting_the_root_under_a_chroot_leaves_the_chroot_node() {
+    let zk = server();
+    let root = connect(&zk.connect_string());
+    mk(&root, "/empty-app", b"");
+    let c = connect(&format!("{}/empty-app", zk.connect_string()));
+    assert_eq!(c.delete("/", None), Err(Error::BadArguments));
+    let multi = c.multi(&[Op::Delete {
+        path: "/".into(),
+        version: None,
+    }]);
+    assert_eq!(
+        multi,
+        Err(Error::MultiFailed {
+            index: 0,
+            error: Box::new(Error::BadArguments)
+        })
+    );
+    assert!(root.exists("/empty-app").expect("exists").is_some());
+}

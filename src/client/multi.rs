@@ -190,7 +190,7 @@ impl Client {
                     }
                 }
                 Op::Delete { path, version } => MultiOp::Delete(DeleteRequest {
-                    path: self.server_path(path)?,
+                    path: self.delete_path(path)?,
                     version: version.unwrap_or(-1),
                 }),
                 Op::SetData {

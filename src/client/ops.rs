@@ -41,6 +41,18 @@ impl Client {
         })
     }
 
+    /// The server path a delete of `path` (a user path) goes to. The root
+    /// goes as the server's root even under a chroot, where it would
+    /// otherwise name the chroot node: the server refuses it
+    /// (`BadArguments`), as it refuses to delete its root, and the chroot
+    /// node stays (so does the Java client's `delete`).
+    pub(crate) fn delete_path(&self, path: &str) -> Result<String> {
+        match path {
+            "/" => Ok(path.to_owned()),
+            _ => self.server_path(path),
+        }
+    }
+
     /// Removes the chroot from a path the server returned.
     pub(crate) fn client_path(&self, server_path: String) -> String {
         crate::session::strip_chroot(self.chroot(), server_path)
@@ -145,7 +157,7 @@ impl Client {
 
     /// Deletes a node. `version` is the expected data version; `None` matches any.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
-        self.delete_server_path(&self.server_path(path)?, version.unwrap_or(-1), None)
+        self.delete_server_path(&self.delete_path(path)?, version.unwrap_or(-1), None)
     }
 
     /// Deletes `path` (a server path) at `version`; with `session`, only in
