@@ -470,10 +470,16 @@ impl Tracker {
         }
     }
 
+    /// The state as last heard, without asking the server (`Lost` once a
+    /// new session has replaced the node's).
+    fn known_state(&self) -> LockState {
+        self.lost_with_its_session();
+        self.shared.get()
+    }
+
     /// True once the lock is known to be lost, without asking the server.
     fn is_known_lost(&self) -> bool {
-        self.lost_with_its_session();
-        self.shared.get() == LockState::Lost
+        self.known_state() == LockState::Lost
     }
 
     /// The state; the first time, after a round trip that sets the watch.
@@ -741,11 +747,9 @@ impl HeldLock {
         self.tracker.check_op()
     }
 
-    /// The state as last heard, without asking the server (`Lost` once a
-    /// new session has replaced the node's).
+    /// See [`Tracker::known_state`].
     fn known_state(&self) -> LockState {
-        self.tracker.lost_with_its_session();
-        self.tracker.shared.get()
+        self.tracker.known_state()
     }
 
     /// True once the lock is known to be lost, without asking the server.
