@@ -654,11 +654,13 @@ impl<T, W: Clone> Session<T, W> {
                 self.fail(q.purpose, Error::ConnectionLoss);
             }
         }
-        let (due, waiting) = std::mem::take(&mut self.deferred_auth_waiters)
-            .into_iter()
-            .partition(|(_, _, deadline)| now >= *deadline);
-        self.deferred_auth_waiters = waiting;
-        for (_, token, _) in due {
+        // Looked at in place: on every tick, and empty but while disconnected.
+        while let Some(at) = self
+            .deferred_auth_waiters
+            .iter()
+            .position(|(_, _, deadline)| now >= *deadline)
+        {
+            let (_, token, _) = self.deferred_auth_waiters.remove(at);
             self.events.push_back(Event::Reply {
                 token,
                 result: Err(Error::ConnectionLoss),
