@@ -86,6 +86,7 @@ impl Client {
         match ReleaseOutcome::of(&reply.results) {
             ReleaseOutcome::Done => Ok(()),
             ReleaseOutcome::NodeGone => Err(Error::NoNode),
+            ReleaseOutcome::Unlike => Err(malformed("multi reply unlike its release's ops")),
             ReleaseOutcome::Refused(code) => {
                 log::debug!(
                     "release note of {} refused: {}",

@@ -209,16 +209,28 @@ impl<T, W: Clone> Session<T, W> {
                 noted,
                 throttled,
             } => {
-                if noted && note_refused(&result) {
-                    // Nothing was applied, and the node is still there: it
-                    // goes again as a plain delete (still a background one),
-                    // unless closeSession went out after the transaction.
-                    if !self.background_can_go() {
-                        return;
+                match noted_outcome(noted, &result) {
+                    Some(ReleaseOutcome::Refused(_)) => {
+                        // Nothing was applied, and the node is still there:
+                        // it goes again as a plain delete (still a
+                        // background one), unless closeSession went out
+                        // after the transaction.
+                        if !self.background_can_go() {
+                            return;
+                        }
+                        log::debug!("release note of {path} refused; deleting it plainly");
+                        let now = self.last_recv;
+                        return self.send_background(now, Release::plain(path));
                     }
-                    log::debug!("release note of {path} refused; deleting it plainly");
-                    let now = self.last_recv;
-                    return self.send_background(now, Release::plain(path));
+                    Some(ReleaseOutcome::Unlike) => {
+                        // The node may still be there: it stays among the
+                        // background deletes, which the next connection
+                        // sends again.
+                        log::warn!("release of {path} answered unlike its ops; reconnecting");
+                        return self
+                            .request_disconnect(malformed("multi reply unlike its release's ops"));
+                    }
+                    _ => {}
                 }
                 if let Err(e) = &result {
                     if *e == Error::ThrottledOp {
@@ -333,9 +345,10 @@ pub(crate) fn refused_for_now(error: &Error) -> bool {
     error.is_retryable() || matches!(error, Error::NotReadOnly | Error::Protocol(_))
 }
 
-/// True if a noted release's transaction failed with its node still there,
-/// so that the node must still be deleted.
-fn note_refused(result: &Result<Response>) -> bool {
-    matches!(result, Ok(Response::Multi(reply))
-        if matches!(ReleaseOutcome::of(&reply.results), ReleaseOutcome::Refused(_)))
+/// How a noted release's transaction ended, if `noted` and it was answered.
+fn noted_outcome(noted: bool, result: &Result<Response>) -> Option<ReleaseOutcome> {
+    match result {
+        Ok(Response::Multi(reply)) if noted => Some(ReleaseOutcome::of(&reply.results)),
+        _ => None,
+    }
 }

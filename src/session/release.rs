@@ -74,7 +74,7 @@ impl Release {
     }
 }
 
-/// How a release's transaction (its [`Release::ops`]) ended.
+/// How a noted release's transaction (its [`Release::ops`]) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReleaseOutcome {
     /// Applied: the node is deleted.
@@ -84,15 +84,35 @@ pub(crate) enum ReleaseOutcome {
     /// Nothing was applied, and the node is still there: an op before its
     /// delete (the note's) failed, with this error code.
     Refused(i32),
+    /// The reply is not one a server gives to these ops (another count of
+    /// results, or results of other kinds): nothing can be concluded about
+    /// the node, which must be assumed still there.
+    Unlike,
 }
 
+/// The ops of a noted release: the note's create and delete, and the node's
+/// delete.
+const NOTED_RELEASE_OPS: usize = 3;
+
 impl ReleaseOutcome {
-    /// The outcome told by the transaction's results, the node's delete
+    /// The outcome told by a noted release's results, the node's delete
     /// last.
     pub(crate) fn of(results: &[OpResult]) -> ReleaseOutcome {
+        if results.len() != NOTED_RELEASE_OPS {
+            return ReleaseOutcome::Unlike;
+        }
         let Some(first_failed) = results.iter().find(|r| r.err() != 0) else {
-            return ReleaseOutcome::Done;
+            return match results {
+                [OpResult::Create(_) | OpResult::Create2(_), OpResult::Delete, OpResult::Delete] => {
+                    ReleaseOutcome::Done
+                }
+                _ => ReleaseOutcome::Unlike,
+            };
         };
+        // A failed transaction answers every op with an error result.
+        if !results.iter().all(|r| matches!(r, OpResult::Error(_))) {
+            return ReleaseOutcome::Unlike;
+        }
         let node_gone = results
             .last()
             .is_some_and(|r| matches!(Error::from_code(r.err()), Error::NoNode));

@@ -759,6 +759,53 @@ fn a_noted_release_of_a_node_already_gone_is_done() {
 }
 
 #[test]
+fn a_noted_release_answered_unlike_its_ops_drops_the_connection_and_is_sent_again() {
+    let now = Instant::now();
+    let created = || {
+        OpResult::Create(CreateResponse {
+            path: "/app/lock/n1.released".into(),
+        })
+    };
+    let unlike = [
+        vec![],
+        vec![created(), OpResult::Delete],
+        vec![OpResult::Delete, OpResult::Delete, OpResult::Delete],
+        vec![
+            created(),
+            OpResult::Delete,
+            OpResult::Delete,
+            OpResult::Delete,
+        ],
+        // Failed, yet with a result of an applied op.
+        vec![
+            created(),
+            OpResult::Error(ErrorResponse {
+                err: ErrorCode::NoNode.code(),
+            }),
+            OpResult::Delete,
+        ],
+    ];
+    for results in unlike {
+        let mut s = connected(now);
+        s.defer_background_delete(now, noted("/app/lock/n1"), now)
+            .unwrap();
+        let frames = sent(&mut s);
+        let answer = MultiResponse { results };
+        s.handle_bytes(now, &reply(header(&frames[0]).xid, 30, 0, &answer));
+        assert!(sent(&mut s).is_empty(), "{answer:?}");
+        assert!(
+            matches!(s.poll_disconnect(), Some(Error::Protocol(_))),
+            "{answer:?}"
+        );
+        // The node may still be there: the next connection deletes it.
+        s.handle_disconnected(now);
+        let frames = reconnect(&mut s, now);
+        let paths: Vec<String> = frames.iter().map(|f| deleted_path(f)).collect();
+        assert_eq!(paths, ["/app/lock/n1"], "{answer:?}");
+    }
+}
+
+#[test]
 fn a_release_found_undone_after_closesession_was_sent_is_left_to_the_close() {
     let now = Instant::now();
     let mut s = connected(now);
