@@ -225,14 +225,36 @@ impl Record for MultiResponse {
         MULTI_TERMINATOR.write(w);
     }
 
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        MultiResponse::read_at_most(r, usize::MAX)
+    }
+}
+
+impl MultiResponse {
+    /// Decodes the reply to a request of `ops` ops, refusing any result past
+    /// that count before it is decoded: a result can take over ten times its
+    /// wire size in memory, and a batch of reads may have a reply frame many
+    /// times the usual limit.
+    pub fn from_bytes_for(bytes: &[u8], ops: usize) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let record = MultiResponse::read_at_most(&mut r, ops)?;
+        r.finish()?;
+        Ok(record)
+    }
+
     /// The error code of an error result is taken from its body, as the Java
     /// client does; the copy in the header is ignored.
-    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    fn read_at_most(r: &mut Reader<'_>, ops: usize) -> Result<Self, DecodeError> {
         let mut results = Vec::new();
         loop {
             let header = MultiHeader::read(r)?;
             if header.done {
                 return Ok(MultiResponse { results });
+            }
+            if results.len() == ops {
+                return Err(DecodeError::Malformed(
+                    "multi reply with more results than ops",
+                ));
             }
             let result = match OpCode::try_from(header.op_type)? {
                 OpCode::Create => OpResult::Create(Record::read(r)?),

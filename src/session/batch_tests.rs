@@ -242,6 +242,36 @@ fn a_multi_read_reply_with_the_wrong_count_fails_every_read_and_drops_the_connec
 }
 
 #[test]
+fn a_multi_read_reply_with_more_results_than_reads_is_refused_before_they_are_decoded() {
+    let now = Instant::now();
+    let mut s = two_reads_sent(config(), now);
+    // Two results, then a third whose body is cut short: it is refused for
+    // its count, not read.
+    let two = MultiResponse {
+        results: vec![OpResult::GetData(data_v()), OpResult::GetData(data_v())],
+    };
+    let mut body = reply(1, 3, 0, &two);
+    let terminator = 9;
+    body.truncate(body.len() - terminator);
+    // A getData result's header, and the first byte of its body.
+    body.extend_from_slice(&OpCode::GetData.code().to_be_bytes());
+    body.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0]);
+    let len = u32::try_from(body.len() - 4).unwrap();
+    body[..4].copy_from_slice(&len.to_be_bytes());
+    s.handle_bytes(now, &body);
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(crate::proto::DecodeError::Malformed(
+            "multi reply with more results than ops"
+        )))
+    );
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(1, Err(Error::Protocol(_))), (2, Err(Error::Protocol(_)))]
+    ));
+}
+
+#[test]
 fn a_disconnect_fails_every_read_of_a_batch() {
     let now = Instant::now();
     let mut s = two_reads_sent(config(), now);

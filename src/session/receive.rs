@@ -4,12 +4,13 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    malformed, AuthWaiter, Conn, Error, Event, Purpose, Release, ReleaseOutcome, Result, Session,
-    State, WatchKind, WatchedEvent,
+    malformed, AuthWaiter, Conn, Error, Event, Pending, Purpose, Release, ReleaseOutcome, Result,
+    Session, State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
-    read_notification, read_reply_header, write_request, ConnectResponse, EventType, KeeperState,
-    OpCode, Record, Response, WatcherType, AUTH_XID, NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
+    read_notification, read_reply_header, write_request, ConnectResponse, DecodeError, EventType,
+    KeeperState, MultiResponse, OpCode, Record, Response, WatcherType, AUTH_XID, NOTIFICATION_XID,
+    PASSWORD_LEN, PING_XID,
 };
 
 impl<T, W: Clone> Session<T, W> {
@@ -158,7 +159,7 @@ impl<T, W: Clone> Session<T, W> {
                     self.last_zxid = self.last_zxid.max(header.zxid);
                 }
                 let result = match header.err {
-                    0 => Response::decode(pending.op, body).map_err(Error::Protocol),
+                    0 => decode_reply(&pending, body).map_err(Error::Protocol),
                     code => Err(Error::from_code(code)),
                 };
                 let protocol_error = match &result {
@@ -343,6 +344,20 @@ fn rest_below<'p>(chroot: &str, path: &'p str) -> Option<&'p str> {
 /// other than -1).
 pub(crate) fn refused_for_now(error: &Error) -> bool {
     error.is_retryable() || matches!(error, Error::NotReadOnly | Error::Protocol(_))
+}
+
+/// Decodes a successful reply's body. A batch's reply may hold no more
+/// results than the batch has requests.
+fn decode_reply<T, W>(pending: &Pending<T, W>, body: &[u8]) -> Result<Response, DecodeError> {
+    match &pending.purpose {
+        Purpose::Reads { reads } => {
+            MultiResponse::from_bytes_for(body, reads.len()).map(Response::Multi)
+        }
+        Purpose::Writes { tokens, .. } if tokens.len() > 1 => {
+            MultiResponse::from_bytes_for(body, tokens.len()).map(Response::Multi)
+        }
+        _ => Response::decode(pending.op, body),
+    }
 }
 
 /// How a noted release's transaction ended, if `noted` and it was answered.
