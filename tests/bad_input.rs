@@ -269,6 +269,18 @@ fn settings_out_of_range_get_their_exact_error() {
             Client::builder().max_request(1023),
             "max_request must be at least 1024 bytes, not 1023".into(),
         ),
+        // A frame's length is an i32 on the wire.
+        (
+            Client::builder().max_request(1 << 31),
+            "max_request must be at most 2147483647 bytes, not 2147483648".into(),
+        ),
+        (
+            Client::builder().max_frame(usize::MAX),
+            format!(
+                "max_frame must be at most 2147483647 bytes, not {}",
+                usize::MAX
+            ),
+        ),
         (
             Client::builder().release_linger(Duration::from_millis(1001)),
             "release_linger must be at most 1s, not 1.001s".into(),

@@ -297,15 +297,16 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets the largest frame accepted from a server (at least 1024 bytes;
-    /// see [`Config::max_frame`]).
+    /// Sets the largest frame accepted from a server (at least 1024 bytes,
+    /// at most 2,147,483,647; see [`Config::max_frame`]).
     pub fn max_frame(mut self, bytes: usize) -> Self {
         self.config.max_frame = bytes;
         self
     }
 
     /// Sets the largest request sent: match the servers' `jute.maxbuffer`
-    /// (at least 1024 bytes; see [`Config::max_request`]).
+    /// (at least 1024 bytes, at most 2,147,483,647; see
+    /// [`Config::max_request`]).
     pub fn max_request(mut self, bytes: usize) -> Self {
         self.config.max_request = bytes;
         self

@@ -38,6 +38,9 @@ const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 /// The longest release linger: a release is a promise to other contenders.
 const MAX_RELEASE_LINGER: Duration = Duration::from_secs(1);
 
+/// The largest frame length the wire can carry (an i32).
+const MAX_FRAME_LEN: usize = i32::MAX as usize;
+
 /// Receives the events of one watch: exactly one event for a one-shot
 /// watch, a stream for a persistent one. When the session ends, a last event
 /// with `EventType::None` and the final state arrives, then the channel
@@ -138,6 +141,12 @@ impl Client {
             if value < 1024 {
                 return Err(Error::InvalidArgument(format!(
                     "{name} must be at least 1024 bytes, not {value}"
+                )));
+            }
+            // A frame's length goes on the wire as an i32.
+            if value > MAX_FRAME_LEN {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} must be at most {MAX_FRAME_LEN} bytes, not {value}"
                 )));
             }
         }
