@@ -103,7 +103,17 @@ pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Resul
 /// after an interface (`[fe80::1%eth0]:2181`) is looked up, as the Java
 /// client does; the standard library's own parser takes only a zone's
 /// number.
+///
+/// A name under `.invalid` fails at once, without asking the system's
+/// resolver, as RFC 6761 asks of resolvers: no query leaves the machine.
 fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    if is_reserved_invalid(name) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "a name under .invalid never resolves (RFC 6761)",
+        ));
+    }
     let bracketed = host
         .strip_prefix('[')
         .and_then(|rest| rest.rsplit_once("]:"))
@@ -112,6 +122,14 @@ fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
         Some(addr_port) => addr_port.to_socket_addrs()?.collect(),
         None => host.to_socket_addrs()?.collect(),
     })
+}
+
+/// True for `invalid` and the names under it, in any case, with or without
+/// the root's trailing dot.
+fn is_reserved_invalid(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let last_label = name.rsplit('.').next().unwrap_or(name);
+    last_label.eq_ignore_ascii_case("invalid")
 }
 
 /// One connection's life: handshake, then reads until it is lost.
@@ -266,5 +284,28 @@ mod tests {
     #[test]
     fn an_unknown_zone_is_an_error_not_a_guess() {
         assert!(resolve("[fe80::1%no-such-interface0]:2181").is_err());
+    }
+
+    #[test]
+    fn names_under_invalid_fail_without_a_lookup() {
+        for host in [
+            "zk.invalid:2181",
+            "a.b.INVALID:2181",
+            "zk.Invalid.:2181",
+            "invalid:2181",
+        ] {
+            let error = resolve(host).expect_err(host);
+            assert_eq!(
+                (error.kind(), error.to_string()),
+                (
+                    io::ErrorKind::NotFound,
+                    "a name under .invalid never resolves (RFC 6761)".to_owned()
+                ),
+                "{host}"
+            );
+        }
+        for name in ["invalid.example", "zk.invalidx", "zk.xinvalid", "[::1]"] {
+            assert!(!is_reserved_invalid(name), "{name}");
+        }
     }
 }
