@@ -20,10 +20,12 @@ use crate::Client;
 /// path; the lowest sequence holds the lock, and each other contender watches
 /// only its predecessor. Nodes are named `_c_<uuid>-lock-<seq>` like Curator's
 /// `InterProcessMutex`, and kazoo's `<uuid>__lock__<seq>` nodes (and its
-/// `ReadLock`'s `<uuid>__rlock__<seq>`) count as contenders too, so zklock,
-/// Curator and kazoo processes can share a path.
+/// `ReadLock`'s `<uuid>__rlock__<seq>`) count as contenders too, so zklock
+/// processes can share a path with Curator's, or with kazoo's (given the
+/// `extra_lock_patterns` and within the caveats of the README's
+/// "Interoperability with Curator and kazoo"; never with both at once).
 /// So do an [`RwLock`](crate::RwLock)'s read and write nodes: a mutex and a
-/// read-write lock on one path exclude each other.
+/// read-write lock on one path exclude each other among zklock processes.
 ///
 /// Share one `Mutex` between a process's threads: a thread that already
 /// holds the path through another lock object is not recognised, and waits

@@ -8,7 +8,9 @@
 //! `<hex uuid>__rlock__<sequence>`. Every lock kind counts every one of these
 //! as a contender, so a `Mutex` and an `RwLock` on one path exclude each
 //! other: a mutex node is a writer to readers, and a read node (zklock's,
-//! Curator's or kazoo's) is a contender to a mutex.
+//! Curator's or kazoo's) is a contender to a mutex. Curator and kazoo do not
+//! read every kind this way: which mixes are safe is set out in the README's
+//! "Interoperability with Curator and kazoo".
 
 use crate::rand::{Rng, UUID_LEN};
 
@@ -86,6 +88,8 @@ pub(crate) fn node_prefix(rng: &mut Rng, marker: &str) -> String {
 /// unsigned number keeps the order right across that wrap; it breaks only
 /// after 2^32 creations under a parent that never became empty (an empty
 /// container parent is deleted by the server, which restarts the count).
+/// Curator and kazoo order suffixes as text, so past the wrap they disagree
+/// with zklock, and two of them can hold at once: a caveat in the README.
 pub(crate) fn contenders<'a>(
     children: &'a [String],
     markers: &[&'static str],

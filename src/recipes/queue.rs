@@ -55,6 +55,10 @@ pub fn queue_order(children: &[String]) -> Vec<QueuedNode<'_>> {
 /// How many contenders at the head of a queue whose kinds are `kinds` (in
 /// queue order) hold the lock: every reader ahead of the first exclusive
 /// node (mutex or write), or else the first node alone.
+///
+/// A read that the write lock's holder took for itself (see
+/// [`RwLock`](crate::RwLock)) holds behind its own write node, but names
+/// alone cannot tell it from a waiting read: it is counted as waiting.
 pub fn holding<'k>(kinds: impl IntoIterator<Item = &'k str>) -> usize {
     let mut kinds = kinds.into_iter();
     match kinds.next() {

@@ -17,7 +17,8 @@ use crate::Client;
 /// A reader waits only for earlier writers, watching the nearest one; a
 /// writer waits for every earlier node, watching its immediate predecessor.
 /// A [`Mutex`](crate::Mutex)'s nodes on the same path count as writers, so
-/// the two kinds exclude each other there.
+/// the two kinds exclude each other there among zklock processes (Curator's
+/// readers ignore mutex nodes: see the README's interoperability caveats).
 /// The thread holding the write lock may also take the read lock, unless
 /// another writer is already queued (`WouldDeadlock`: that writer would
 /// take the lock from under the read lock once the write lock is released,
