@@ -113,7 +113,10 @@ fn digest_acls_are_enforced() {
         },
     ];
     bob.set_acl("/mine", &mixed, Some(0)).expect("set_acl");
-    assert!(impostor.get_data("/mine").is_ok());
+    let (data, stat) = impostor
+        .get_data("/mine")
+        .expect("get_data readable by anyone");
+    assert_eq!((data.as_slice(), stat.aversion), (&b""[..], 1));
     assert_eq!(impostor.set_data("/mine", b"x", None), Err(Error::NoAuth));
     assert_eq!(
         impostor.delete("/mine", None).map(|_| ()),

@@ -80,7 +80,10 @@ fn crud_round_trip_with_stats() {
     assert_eq!(c.get_acl("/app/a").expect("get_acl").0, read_only);
     // READ only: writes are refused now, reads still work.
     assert_eq!(c.set_data("/app/a", b"x", None), Err(Error::NoAuth));
-    assert!(c.get_data("/app/a").is_ok());
+    let (data, stat) = c
+        .get_data("/app/a")
+        .expect("get_data under a READ-only ACL");
+    assert_eq!((data.as_slice(), stat.aversion), (&b""[..], 1));
 
     c.sync("/app").expect("sync");
     c.sync("/").expect("sync on the root");
