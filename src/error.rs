@@ -235,7 +235,7 @@ pub enum Error {
         received: i32,
     },
     /// An I/O error outside any connection: `connect` fails with it when
-    /// the client's I/O thread cannot be started. A connection's socket errors
+    /// the client's I/O thread, or its state handler's, cannot be started. A connection's socket errors
     /// fail its calls with `ConnectionLoss` (and name the host in
     /// [`ConnectFailed`](Error::ConnectFailed)'s `last_error`).
     #[error("I/O error ({kind:?}): {message}")]
@@ -274,8 +274,11 @@ pub enum Error {
     /// operator; an attempt whose session ended fails with the session's
     /// error instead, `SessionExpired` or `Closed`), a guard's `unlock`
     /// found its lock already lost (its node deleted, or its session
-    /// expired), or a [`ReentrantMutex`](crate::ReentrantMutex) hold known
-    /// to be lost was entered again.
+    /// expired), a guard's or a [`LockMonitor`](crate::LockMonitor)'s `multi`
+    /// was refused because the lock's node is gone or its session ended
+    /// (nothing was applied), or a [`ReentrantMutex`](crate::ReentrantMutex)
+    /// hold known to be lost was entered again, used through an older guard,
+    /// or found lost as it was granted.
     #[error("lock lost")]
     LockLost,
 }
@@ -367,10 +370,15 @@ impl Error {
         })
     }
 
-    /// True when the same call may succeed if simply made again: the
-    /// connection dropped or the server was busy, but the session lives.
+    /// True when the failure may pass: the connection dropped, the server
+    /// was busy, a deadline fired, or a thread could not be started. A call
+    /// on a live session may then succeed if simply made again, and so may
+    /// `connect`. A [`Client::close`](crate::Client::close) that timed out
+    /// has ended the client all the same: it returns that error again, the
+    /// client's other calls fail with `Closed`, and only a new client can go
+    /// on.
     /// Non-idempotent writes (a sequential create, say) may have been applied
-    /// once already when this is `ConnectionLoss`.
+    /// once already when this is `ConnectionLoss` or `Timeout`.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,

@@ -93,7 +93,7 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
     assert_eq!(
         given_up.close(),
         Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession",
+            what: "a read-write server to confirm closeSession (connect_timeout)",
             after: Duration::from_secs(2),
         })
     );

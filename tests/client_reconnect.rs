@@ -243,7 +243,7 @@ fn a_close_on_a_silent_connection_ends_at_a_short_connect_timeout() {
     assert_eq!(
         closed,
         Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession",
+            what: "a read-write server to confirm closeSession (connect_timeout)",
             after: connect_timeout
         })
     );

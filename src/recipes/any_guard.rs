@@ -140,3 +140,18 @@ impl<'a> From<RwLockWriteGuard<'a>> for AnyGuard<'a> {
         AnyGuard::Write(guard)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_guard_may_be_read_from_other_threads() {
+        fn shared_between_threads<T: Sync>() {}
+        shared_between_threads::<MutexGuard<'static>>();
+        shared_between_threads::<ReentrantMutexGuard<'static>>();
+        shared_between_threads::<RwLockReadGuard<'static>>();
+        shared_between_threads::<RwLockWriteGuard<'static>>();
+        shared_between_threads::<AnyGuard<'static>>();
+    }
+}

@@ -28,9 +28,10 @@ use crate::{Op, OpOutcome};
 /// # Ok(()) }
 /// ```
 ///
-/// The monitor follows the hold, not the guard's lifetime: once the guard
-/// is released (dropped, which marks it at once, or its `unlock`
-/// answered) or the node deleted, the state turns `Lost`. Cloning is cheap
+/// The monitor follows the hold, not the guard's lifetime: once the lock
+/// is released (its guard dropped, which marks it at once, or its `unlock`
+/// answered; for a [`ReentrantMutex`](crate::ReentrantMutex), its thread's
+/// last guard) or the node deleted, the state turns `Lost`. Cloning is cheap
 /// and releases nothing. A monitor keeps its client's session open, as a
 /// [`Client`](crate::Client) handle does.
 #[derive(Debug, Clone)]

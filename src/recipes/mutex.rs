@@ -85,7 +85,9 @@ impl Mutex {
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
-    /// One attempt, without waiting: `Ok(None)` if another contender holds it.
+    /// One attempt that does not wait for other holders: `Ok(None)` if
+    /// another contender holds it. It still waits for the server's answers,
+    /// through a reconnect if need be.
     pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
         self.acquire(Some(Instant::now()))
     }
@@ -181,10 +183,10 @@ macro_rules! guard_accessors {
         /// learns its zxid from the server when first asked: the first call
         /// may wait for it (one read round trip, longer only through a
         /// reconnect). 0, which no resource checking tokens accepts, if the
-        /// lock is lost before its token is known, or if the server's
-        /// answers cannot be had (more than 3 undecodable replies, or a
-        /// refusal): the lock is then not marked `Lost`, and a later call
-        /// asks again. 0 too, and the lock `Lost` for good, once its
+        /// lock is lost before its token is known (it is then `Lost`), or
+        /// if the server's answers cannot be had (more than 3 undecodable
+        /// replies, or a refusal: the lock is then not marked `Lost`, and a
+        /// later call asks again). 0 too, and the lock `Lost` for good, once its
         /// session has expired and a new one followed it (see
         /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry)):
         /// the client is connected again, but not as this lock's holder.
@@ -339,7 +341,9 @@ impl ReentrantMutex {
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
-    /// One attempt, without waiting.
+    /// One attempt that does not wait for other holders: `Ok(None)` if
+    /// another thread or contender holds it. It still waits for the
+    /// server's answers, through a reconnect if need be.
     pub fn try_lock(&self) -> Result<Option<ReentrantMutexGuard<'_>>> {
         self.acquire(Some(Instant::now()))
     }
@@ -452,6 +456,8 @@ enum Release {
 /// One hold of a [`ReentrantMutex`]; the lock is released when the last
 /// hold of the thread is dropped. Not `Send`: holds belong to a thread;
 /// another thread follows the lock through [`ReentrantMutexGuard::monitor`].
+/// `Sync`, like the other guards: other threads may read its token and
+/// state.
 #[must_use = "the hold is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct ReentrantMutexGuard<'a> {
@@ -464,7 +470,7 @@ pub struct ReentrantMutexGuard<'a> {
     tracker: Arc<Tracker>,
     /// Set by `unlock`, which has dropped the hold already.
     unlocked: bool,
-    _not_send: PhantomData<*const ()>,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl ReentrantMutexGuard<'_> {

@@ -74,7 +74,9 @@ impl RwLock {
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
-    /// One attempt at a read lock, without waiting.
+    /// One attempt at a read lock that does not wait for writers: `Ok(None)`
+    /// if one holds it or is queued ahead. It still waits for the server's
+    /// answers, through a reconnect if need be.
     pub fn try_read(&self) -> Result<Option<RwLockReadGuard<'_>>> {
         self.acquire_read(Some(Instant::now()))
     }
@@ -98,7 +100,9 @@ impl RwLock {
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
-    /// One attempt at the write lock, without waiting.
+    /// One attempt at the write lock that does not wait for other holders:
+    /// `Ok(None)` if another contender holds it. It still waits for the
+    /// server's answers, through a reconnect if need be.
     pub fn try_write(&self) -> Result<Option<RwLockWriteGuard<'_>>> {
         self.acquire_write(Some(Instant::now()))
     }

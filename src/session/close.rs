@@ -200,7 +200,7 @@ impl<T, W: Clone> Session<T, W> {
             self.config.connect_timeout
         );
         self.end_close(Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession",
+            what: "a read-write server to confirm closeSession (connect_timeout)",
             after: self.config.connect_timeout,
         }));
     }

@@ -107,7 +107,7 @@ fn close_while_disconnected_reconnects_to_send_close_session() {
 /// How a close that no read-write server confirmed in time ends.
 fn not_confirmed() -> Error {
     Error::Timeout {
-        what: "a read-write server to confirm closeSession",
+        what: "a read-write server to confirm closeSession (connect_timeout)",
         after: config().connect_timeout,
     }
 }
