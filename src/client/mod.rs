@@ -200,27 +200,31 @@ impl Client {
         }
         let mut threads = Threads::default();
         let mut own_threads = Vec::with_capacity(2);
-        let event_tx = config.state_handler.clone().map(|handler| {
-            let (tx, rx) = crossbeam_channel::unbounded::<State>();
-            let spawned = std::thread::Builder::new()
-                .name("zklock-events".into())
-                .spawn(move || {
-                    for state in rx {
-                        // A handler that panics once is still told of every
-                        // later change (an expiry, say), as the Java client's
-                        // event thread goes on after a watcher's exception.
-                        let call = std::panic::AssertUnwindSafe(|| handler(state));
-                        if std::panic::catch_unwind(call).is_err() {
-                            log::warn!("the state handler panicked on {state:?}");
+        let event_tx = match config.state_handler.clone() {
+            None => None,
+            Some(handler) => {
+                let (tx, rx) = crossbeam_channel::unbounded::<State>();
+                let spawned = std::thread::Builder::new()
+                    .name("zklock-events".into())
+                    .spawn(move || {
+                        for state in rx {
+                            // A handler that panics once is still told of every
+                            // later change (an expiry, say), as the Java client's
+                            // event thread goes on after a watcher's exception.
+                            let call = std::panic::AssertUnwindSafe(|| handler(state));
+                            if std::panic::catch_unwind(call).is_err() {
+                                log::warn!("the state handler panicked on {state:?}");
+                            }
                         }
-                    }
-                });
-            if let Ok(handle) = spawned {
+                    });
+                // A handler that would never be called is an error, as the
+                // I/O thread's failure to start is.
+                let handle = spawned?;
                 own_threads.push(handle.thread().id());
                 threads.events = Some(handle);
+                Some(tx)
             }
-            tx
-        });
+        };
         let shared = Arc::new(Shared::new(session, event_tx, config.new_session_on_expiry));
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         let io_shared = shared.clone();
@@ -293,7 +297,7 @@ impl Client {
         match state {
             s if s.is_connected() => Ok(()),
             _ => Err(self.fatal_error().unwrap_or(Error::Timeout {
-                what: "a connection to the ensemble",
+                what: "a connection to the ensemble (wait_connected's timeout)",
                 after: timeout,
             })),
         }
