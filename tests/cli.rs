@@ -1101,6 +1101,21 @@ fn sigterm_while_connecting_exits_75_at_once() {
     assert!(!mark.exists(), "the command ran");
 }
 
+/// Closes the waiters' clients and joins their threads, which end with an
+/// error then. Bounded, so that a close that fails to wake a waiter fails
+/// the test instead of hanging it.
+fn close_and_join(waiters: &[Client], threads: Vec<std::thread::JoinHandle<()>>) {
+    for waiter in waiters {
+        waiter.close().expect("close");
+    }
+    wait_until("the waiters to end with their clients", WAIT, || {
+        threads.iter().all(|t| t.is_finished())
+    });
+    for thread in threads {
+        thread.join().expect("waiter thread");
+    }
+}
+
 #[test]
 fn holders_lists_the_holder_then_the_waiters_in_order() {
     const PATH: &str = "/cli/holders";
@@ -1189,12 +1204,7 @@ fn holders_lists_the_holder_then_the_waiters_in_order() {
         "{json}"
     );
 
-    for waiter in &waiters {
-        waiter.close().expect("close");
-    }
-    for thread in threads {
-        thread.join().expect("waiter thread");
-    }
+    close_and_join(&waiters, threads);
     drop(guard);
 
     // A free lock.
@@ -1309,12 +1319,7 @@ fn holders_shows_every_reader_ahead_of_a_writer_as_a_holder() {
         "{json}"
     );
 
-    for waiter in &waiters {
-        waiter.close().expect("close");
-    }
-    for thread in threads {
-        thread.join().expect("waiter thread");
-    }
+    close_and_join(&waiters, threads);
     drop(guards);
 }
 

@@ -511,8 +511,10 @@ fn a_waiter_replaced_as_it_watches_again_sets_no_watch_in_the_new_session() {
 /// and whether the thread holds the mutex afterwards.
 type Attempt<'scope> = std::thread::ScopedJoinHandle<'scope, (Result<String, Error>, bool)>;
 
-/// Runs `mutex.lock()` on a thread of `scope` that stops at `point`. The
-/// pause lets it go on when dropped.
+/// Runs a lock attempt on a thread of `scope` that stops at `point`. The
+/// pause lets it go on when dropped. The attempt has a deadline, though
+/// far beyond any test's waits, so that a failing test ends rather than
+/// joins a thread queued for good behind a holder that outlives the scope.
 fn lock_stopping_at<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     mutex: &'scope zklock::Mutex,
@@ -521,7 +523,11 @@ fn lock_stopping_at<'scope>(
     let (paused_tx, paused) = mpsc::channel();
     let attempt = scope.spawn(move || {
         let _ = paused_tx.send(Pause::arm(point));
-        let outcome = mutex.lock().map(|guard| guard.node().to_owned());
+        let outcome = match mutex.try_lock_for(3 * WAIT) {
+            Ok(Some(guard)) => Ok(guard.node().to_owned()),
+            Ok(None) => Err(Error::InvalidArgument("not acquired in time".into())),
+            Err(e) => Err(e),
+        };
         (outcome, mutex.is_held_by_current_thread())
     });
     let pause = paused.recv_timeout(WAIT).expect("the pause armed");

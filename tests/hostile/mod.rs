@@ -422,17 +422,30 @@ pub fn capture_log() {
 /// parallel and share the log, so each test looks for lines that only its
 /// own script can cause.
 pub fn assert_logged(line: &str, within: Duration) {
+    assert_logged_times(line, 1, within);
+}
+
+/// How many times `line` has been logged so far.
+pub fn logged_times(line: &str) -> usize {
+    let capture = capture();
+    let lines = capture.lines.lock().unwrap_or_else(|e| e.into_inner());
+    lines.iter().filter(|l| *l == line).count()
+}
+
+/// Waits (up to `within`) until `line` has been logged `times` times in
+/// all: for a line a test causes more than once.
+pub fn assert_logged_times(line: &str, times: usize, within: Duration) {
     let capture = capture();
     let deadline = Instant::now() + within;
     let mut lines = capture.lines.lock().unwrap_or_else(|e| e.into_inner());
-    while !lines.iter().any(|l| l == line) {
+    while lines.iter().filter(|l| *l == line).count() < times {
         let now = Instant::now();
         if now >= deadline {
             let drops: Vec<&String> = lines
                 .iter()
                 .filter(|l| l.starts_with("dropping connection"))
                 .collect();
-            panic!("log line {line:?} not seen within {within:?}; drops logged: {drops:#?}");
+            panic!("log line {line:?} not seen {times} times within {within:?}; drops logged: {drops:#?}");
         }
         lines = capture
             .added
