@@ -131,9 +131,13 @@ impl JvmProcess {
             log: launch.log.to_path_buf(),
             exited: None,
         };
-        // Without a watchdog the server still works; it just is not cleaned
-        // up if the test process is killed.
-        process.watchdog = spawn_watchdog(process.child.id(), launch.cleanup_dir);
+        // Without a watchdog, a server kept in a static (never dropped) or
+        // left by a killed test process would outlive the tests: refused,
+        // and the process dropped (killed) now.
+        process.watchdog = Some(
+            spawn_watchdog(process.child.id(), launch.cleanup_dir)
+                .map_err(|e| Error::io("start the server's watchdog (sh)", e))?,
+        );
         Ok(process)
     }
 
@@ -346,8 +350,8 @@ fn open_log(path: &Path) -> Result<File, Error> {
         .map_err(|e| Error::io(format!("open log {}", path.display()), e))
 }
 
-/// Starts the watchdog of `pid`; `None` if `sh` cannot be run.
-fn spawn_watchdog(pid: u32, cleanup_dir: &Path) -> Option<(Child, ChildStdin)> {
+/// Starts the watchdog of `pid`.
+fn spawn_watchdog(pid: u32, cleanup_dir: &Path) -> std::io::Result<(Child, ChildStdin)> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(WATCHDOG_SCRIPT)
@@ -357,14 +361,13 @@ fn spawn_watchdog(pid: u32, cleanup_dir: &Path) -> Option<(Child, ChildStdin)> {
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
+        .spawn()?;
     match child.stdin.take() {
-        Some(stdin) => Some((child, stdin)),
+        Some(stdin) => Ok((child, stdin)),
         None => {
             let _ = child.kill();
             let _ = child.wait();
-            None
+            Err(std::io::Error::other("the watchdog has no stdin"))
         }
     }
 }
