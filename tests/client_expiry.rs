@@ -116,6 +116,52 @@ fn closing_the_session_from_another_connection_expires_it() {
     expect_silence(&states, "states after Expired");
 }
 
+/// A connect that takes over a session and fails (no server in time)
+/// leaves the session to its owner: a server that answers just after the
+/// connect gave up gets no closeSession, and the owner's ephemeral node
+/// (a lock, say) stays.
+#[test]
+fn a_failed_connect_taking_over_a_session_leaves_it_to_its_owner() {
+    let zk = server();
+    let owner = connect(&zk.connect_string());
+    owner
+        .create("/owned", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    let gate = proxy(&zk);
+    gate.refuse(true);
+    let timeout = Duration::from_millis(1000);
+    let (id, password) = (owner.session_id(), owner.session_password());
+    let connect_string = gate.connect_string();
+    let started = Instant::now();
+    let taker = std::thread::spawn(move || {
+        builder()
+            .connect_timeout(timeout)
+            .session(id, password)
+            .connect(&connect_string)
+    });
+    // Past the connect's budget, connections go through: a client still
+    // closing the session would reach the server now.
+    wait_until("the connect's budget to pass", WAIT, || {
+        started.elapsed() >= timeout + Duration::from_millis(100)
+    });
+    gate.refuse(false);
+    let result = taker.join().expect("the taker's thread");
+    let took = started.elapsed();
+    assert!(
+        matches!(result, Err(Error::ConnectFailed { .. })),
+        "{result:?}"
+    );
+    assert!(took < timeout + Duration::from_millis(1500), "{took:?}");
+    assert_eq!(
+        owner
+            .get_ephemerals("/")
+            .expect("the owner's session lives"),
+        ["/owned"]
+    );
+    assert_eq!(owner.session_id(), id);
+    assert_eq!(owner.state(), State::Connected);
+}
+
 #[test]
 fn connecting_to_dead_hosts_fails_within_the_bound() {
     let dead = format!("127.0.0.1:{}", common::dead_port());

@@ -328,6 +328,8 @@ impl ClientBuilder {
     /// time: the previous client loses its connection, and if it reconnects
     /// the two keep taking the session from each other, so do not keep both
     /// in use. If the session is gone, `connect` fails with `SessionExpired`.
+    /// A `connect` that fails otherwise (no server in time, a credential
+    /// refused) leaves the session as it was: it is not closed.
     pub fn session(mut self, id: i64, password: Vec<u8>) -> Self {
         self.config.session = Some((id, password));
         self

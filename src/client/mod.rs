@@ -252,9 +252,10 @@ impl Client {
             .inner
             .shared
             .wait_state(Some(now + budget), |s| s.is_connected() || s.is_terminal());
+        let taking_over = config.session.is_some();
         if !state.is_connected() {
             let fatal = client.inner.shared.core().session.fatal_error().cloned();
-            client.inner.shutdown();
+            client.inner.give_up(taking_over);
             return Err(fatal.unwrap_or_else(|| Error::ConnectFailed {
                 hosts: client.inner.hosts.clone(),
                 timeout: budget,
@@ -266,7 +267,10 @@ impl Client {
         for slot in auth_slots {
             match slot.wait() {
                 Ok(_) | Err(Error::ConnectionLoss) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    client.inner.give_up(taking_over);
+                    return Err(e);
+                }
             }
         }
         Ok(client)
@@ -434,6 +438,23 @@ impl WeakClient {
 }
 
 impl Inner {
+    /// Ends a client whose connect failed. A session it took over (see
+    /// [`ClientBuilder::session`]) is left to its owner, not closed: a
+    /// close that a server answered late would delete that owner's
+    /// ephemeral nodes, its locks among them.
+    fn give_up(&self, taking_over: bool) {
+        if taking_over {
+            let mut events = Vec::new();
+            {
+                let mut core = self.shared.core();
+                core.session.abandon();
+                drain_events(&mut core.session, &mut events);
+            }
+            self.shared.dispatch(&mut events);
+        }
+        self.shutdown();
+    }
+
     fn shutdown(&self) {
         // Called from our own thread (a state handler dropping the last
         // clone, say, or the I/O thread dropping a lock's last handle in a

@@ -484,6 +484,15 @@ impl<T, W: Clone> Session<T, W> {
         self.seen_rw_server = true;
     }
 
+    /// Ends the session here without closing it on the servers, for a
+    /// session taken over with [`resume`](Self::resume) that its taker
+    /// gives up on (a connect that failed): it may still be another
+    /// process's, whose ephemeral nodes (its locks) a close would delete.
+    /// Later calls fail with `Closed`.
+    pub fn abandon(&mut self) {
+        self.terminate(State::Closed, Error::Closed);
+    }
+
     /// A TCP connection is up: queues the handshake. `started`: when the
     /// attempt began (its TCP connect), so that connect and handshake
     /// together get the connect timeout.
