@@ -961,8 +961,11 @@ impl<T, W: Clone> Session<T, W> {
     /// the session a little longer. Giving a lock up early is safe; believing
     /// in it after another contender may hold it is not. Without this rule a
     /// client cut off from every server would never learn of the expiry.
+    /// A session only read-only servers have seen is never resumed (the
+    /// next handshake asks for a new one) and holds no ephemeral nodes:
+    /// there is nothing to expire.
     fn local_expiry(&self) -> Option<Instant> {
-        if self.fatal.is_some() || self.closing.is_some() {
+        if self.fatal.is_some() || self.closing.is_some() || !self.seen_rw_server {
             return None;
         }
         self.negotiated.map(|t| self.last_heard + t * 4 / 3)

@@ -221,3 +221,25 @@ fn a_read_write_host_that_refuses_the_handshake_is_moved_to_at_growing_pauses() 
     }
     assert_eq!(pauses, [0, 250, 500, 1000, 2000, 2000]);
 }
+
+#[test]
+fn a_session_only_read_only_servers_saw_does_not_expire_locally_and_a_new_one_follows() {
+    let start = Instant::now();
+    let (mut s, _) = on_read_only_server(&HOSTS, start);
+    s.handle_disconnected(start);
+    assert_eq!(states_of(&events(&mut s)), [State::Disconnected]);
+    // Far past 4/3 of the negotiated 3000 ms without a server.
+    let later = start + Duration::from_secs(60);
+    s.handle_timeout(later);
+    assert_eq!(s.state(), State::Disconnected);
+    assert!(states_of(&events(&mut s)).is_empty());
+    assert!(s.next_host(later).is_some());
+    // The next handshake asks for a new session, which a read-write server
+    // grants.
+    s.handle_connected(later);
+    let request = handshake(&mut s);
+    assert_eq!(request.session_id, 0);
+    answer(&mut s, later, 0x52, false);
+    assert_eq!(states_of(&events(&mut s)), [State::Connected]);
+    assert_eq!(s.session_id(), 0x52);
+}
