@@ -413,9 +413,39 @@ impl Shared {
         watch: Option<WatchRequest<Watcher>>,
         slot: ReplySlot,
     ) -> Result<Arc<ReplySlot>> {
-        let slot = Arc::new(slot);
         // One lock for both: no new session can start in between.
         let mut core = self.core();
+        Shared::start_slot_locked(&mut core, generation, due, op, body, watch, slot)
+    }
+
+    /// Like [`Self::start_with_callback`] (without a due time), under a
+    /// session lock the caller already holds: for a request that must go
+    /// only if the session's state, looked at under that same lock, still
+    /// calls for it.
+    pub(crate) fn start_with_callback_locked(
+        core: &mut Core,
+        generation: Option<u64>,
+        op: OpCode,
+        body: &impl Record,
+        on_reply: ReplyCallback,
+    ) -> Result<Arc<ReplySlot>> {
+        let slot = ReplySlot {
+            on_reply: Some(on_reply),
+            ..ReplySlot::default()
+        };
+        Shared::start_slot_locked(core, generation, None, op, body, None, slot)
+    }
+
+    fn start_slot_locked(
+        core: &mut Core,
+        generation: Option<u64>,
+        due: Option<Instant>,
+        op: OpCode,
+        body: &impl Record,
+        watch: Option<WatchRequest<Watcher>>,
+        slot: ReplySlot,
+    ) -> Result<Arc<ReplySlot>> {
+        let slot = Arc::new(slot);
         if let Some(generation) = generation {
             core.session.check_generation(generation)?;
         }

@@ -534,11 +534,12 @@ impl Forget {
             WatchKind::Persistent,
             WatchKind::PersistentRecursive,
         ];
-        let shared_watch =
-            shared
-                .core()
-                .session
-                .is_watched_or_pending(&removed_kinds, &self.path, |w| !w.is_notify(own));
+        // Looked at and sent under one lock: a watch another caller sets in
+        // between would be taken too.
+        let mut core = shared.core();
+        let shared_watch = core
+            .session
+            .is_watched_or_pending(&removed_kinds, &self.path, |w| !w.is_notify(own));
         if shared_watch {
             // Another watcher of this session on the path (a second waiter,
             // a caller's own watch) shares the server's watch: removing it
@@ -555,18 +556,18 @@ impl Forget {
         // NoWatcher (it fired meanwhile) or a lost connection (which takes
         // the server's watches with it) leave nothing to do.
         // A new session has no such watch to remove.
-        let sent = shared.start_with_callback(
+        let sent = Shared::start_with_callback_locked(
+            &mut core,
             Some(self.session),
-            None,
             OpCode::RemoveWatches,
             &request,
-            None,
             Box::new(move |reply| {
                 if matches!(reply, Err(Error::ThrottledOp)) {
                     again.remove_after_back_off(throttled.saturating_add(1));
                 }
             }),
         );
+        drop(core);
         if sent.is_ok() {
             shared.flush();
         }
