@@ -547,6 +547,23 @@ pub fn multi_response(data: &[u8]) {
             "Response::decode({op:?}) disagrees with MultiResponse::from_bytes"
         );
     }
+    // Decoded for a request of `ops` ops: the same, or refused for having
+    // more results than that.
+    let ops = usize::from(data.first().copied().unwrap_or(0) % 20);
+    match (&decoded, MultiResponse::from_bytes_for(data, ops)) {
+        (Ok(m), Ok(bounded)) => assert_eq!(&bounded, m),
+        (Ok(m), Err(e)) => assert_eq!(
+            (m.results.len() > ops, e),
+            (
+                true,
+                DecodeError::Malformed("multi reply with more results than ops")
+            )
+        ),
+        (Err(_), Ok(bounded)) => {
+            panic!("for {ops} ops, decoded {bounded:?} where the unbounded decode failed")
+        }
+        (Err(_), Err(_)) => {}
+    }
 
     // Through a Reader with bytes after the record: the terminator ends it,
     // and what was read decodes on its own to the same value.
