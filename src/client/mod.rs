@@ -45,6 +45,12 @@ const MAX_FRAME_LEN: usize = i32::MAX as usize;
 /// watch, a stream for a persistent one. When the session ends, a last event
 /// with `EventType::None` and the final state arrives, then the channel
 /// disconnects.
+///
+/// The client keeps a watch's sender until the watch fires or the session
+/// ends, even if this receiver is dropped (the Java client keeps its
+/// watchers the same way): a loop that polls a node that rarely changes
+/// should wait on one receiver again (`recv_timeout`) rather than ask for a
+/// new watch each time round.
 pub type WatchReceiver = Receiver<WatchedEvent>;
 
 /// A ZooKeeper client: `Send + Sync`, cheap to clone, and every clone shares
