@@ -6,7 +6,7 @@
 //! and that the server applies only while the worker still holds the
 //! payment's lock.
 //!
-//! Worker 0 gets stuck on its first payment: an operator, tired of waiting,
+//! Worker 0 gets stuck on the first payment it takes on: an operator, tired of waiting,
 //! deletes its lock node, and another worker processes the payment. When
 //! worker 0 comes back, its guarded commit is refused with `LockLost`, and
 //! nothing it would have written lands. (Its charge was made, though: an
@@ -220,11 +220,13 @@ impl Worker<'_> {
             ids.rotate_left(start);
             let mut took_any = false;
             for id in &ids {
-                let get_stuck = std::mem::take(&mut self.gets_stuck);
-                if get_stuck {
+                let took = self.process(id, self.gets_stuck)?;
+                // Stuck on the first payment it took on: one another worker
+                // held, or had recorded, was never its.
+                if took && std::mem::take(&mut self.gets_stuck) {
                     stuck_on = Some(id.clone());
                 }
-                took_any |= self.process(id, get_stuck)?;
+                took_any |= took;
             }
             if !took_any {
                 // Every payment left is another worker's right now.

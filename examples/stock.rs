@@ -213,15 +213,20 @@ fn worker(
             tally.overlaps.fetch_add(1, Ordering::SeqCst);
         }
 
-        let (data, _) = client.get_data(stock_path)?;
-        let left: u64 = String::from_utf8_lossy(&data).parse().unwrap_or(0);
+        let (data, stat) = client.get_data(stock_path)?;
+        let text = String::from_utf8_lossy(&data);
+        let left: u64 = text.parse().map_err(|_| {
+            zklock::Error::InvalidArgument(format!("{stock_path} holds {text:?}, not a count"))
+        })?;
         if left > 0 {
             let now = (left - 1).to_string();
             match &guard {
                 // Applied only if the lock is still held when the server
-                // applies it.
+                // applies it, and only to the version read: a retry after
+                // an unknown outcome (ConnectionLoss) could not deduct
+                // twice.
                 Some(guard) => {
-                    guard.multi(&[Op::set_data(stock_path, now, None)])?;
+                    guard.multi(&[Op::set_data(stock_path, now, Some(stat.version))])?;
                 }
                 None => {
                     client.set_data(stock_path, now.as_bytes(), None)?;
