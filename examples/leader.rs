@@ -175,6 +175,11 @@ fn candidate(id: usize, client: &Client, election: &str, go: &Receiver<()>, tx: 
         let _ = go.recv();
         let mut round = 0;
         // The work: one round every 50 ms for as long as we hold the lock.
+        // `Held` is a check made before the act: a pause right after it (a
+        // stopped process, swapping) can let a round run after the lock is
+        // lost. Work with effects outside this process must carry the
+        // fencing token, or go through `guard.multi`, so that whatever it
+        // writes to can refuse a leader that has been replaced.
         let state = loop {
             match guard.wait_while_held(Some(Duration::from_millis(50))) {
                 LockState::Held => {
