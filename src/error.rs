@@ -82,7 +82,8 @@ pub enum Error {
     /// The session has expired (-112): a server said so on a reconnect (or
     /// to [`ClientBuilder::session`](crate::ClientBuilder::session), taking
     /// over a session that is gone), or the client heard from no server for
-    /// 4/3 of the negotiated timeout. Every call waiting then fails with
+    /// 4/3 of the negotiated timeout (unless only read-only servers have
+    /// seen the session, which then holds nothing). Every call waiting then fails with
     /// this. Every later call fails fast with it too, and a new
     /// [`Client`](crate::Client) gets a new session, unless the client was
     /// built with
