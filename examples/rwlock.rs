@@ -57,6 +57,8 @@ struct Inside {
     writer: AtomicBool,
     /// A reader inside with the writer, or the writer with readers.
     violations: AtomicUsize,
+    /// Holders that failed to lock or unlock (each printed).
+    failures: AtomicUsize,
 }
 
 impl Inside {
@@ -180,6 +182,10 @@ fn rwlock(zk: &Zk, count: usize) -> Outcome {
         inside.violations.load(Ordering::SeqCst) == 0,
         "no reader ever held the lock together with the writer",
     );
+    ok &= check(
+        inside.failures.load(Ordering::SeqCst) == 0,
+        "every holder locked and unlocked without an error",
+    );
     Ok(ok)
 }
 
@@ -212,6 +218,7 @@ fn hold_read(
     })();
     if let Err(e) = result {
         eprintln!("{name}: {e}");
+        inside.failures.fetch_add(1, Ordering::SeqCst);
     }
     let _ = client.close();
 }
@@ -235,6 +242,7 @@ fn hold_write(
     })();
     if let Err(e) = result {
         eprintln!("writer: {e}");
+        inside.failures.fetch_add(1, Ordering::SeqCst);
     }
     let _ = client.close();
 }
