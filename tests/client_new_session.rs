@@ -13,7 +13,7 @@ use common::{
     proxy, server, states_until, wait_until, WAIT,
 };
 use zklock::proto::OpCode;
-use zklock::testing::{FaultProxy, Pause, PausePoint, ProxyMode, TestServer};
+use zklock::testing::{FaultProxy, Pause, PausePoint, ProxyMode, ReleasedOnDrop, TestServer};
 use zklock::{
     Client, ClientBuilder, CreateMode, Error, EventType, KeeperState, LockState, Op,
     ReentrantMutex, RwLock, State, StateChanges,
@@ -532,16 +532,6 @@ fn lock_stopping_at<'scope>(
     });
     let pause = paused.recv_timeout(WAIT).expect("the pause armed");
     (attempt, ReleasedOnDrop(pause))
-}
-
-/// Releases a paused thread when dropped, a failed assertion included, so
-/// that the scope joining it does not wait out the pause.
-struct ReleasedOnDrop(Pause);
-
-impl Drop for ReleasedOnDrop {
-    fn drop(&mut self) {
-        self.0.release();
-    }
 }
 
 /// Credentials added between an expiry and the new session's handshake,

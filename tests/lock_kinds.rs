@@ -739,7 +739,7 @@ fn a_reentrant_unlock_keeps_no_handle_on_the_client() {
 /// `ReentrantMutex` dropped B's hold, deleting B's node under it.
 #[test]
 fn a_hold_recorded_after_a_later_grant_leaves_that_grants_record() {
-    use zklock::testing::{Pause, PausePoint};
+    use zklock::testing::{Pause, PausePoint, ReleasedOnDrop};
     let server = server();
     let c = connect(&server.connect_string());
     let operator = connect(&server.connect_string());
@@ -828,16 +828,6 @@ fn a_hold_recorded_after_a_later_grant_leaves_that_grants_record() {
     );
 }
 
-/// Releases a paused thread when dropped, a failed assertion included, so
-/// that the scope joining it does not wait out the pause.
-struct ReleasedOnDrop(zklock::testing::Pause);
-
-impl Drop for ReleasedOnDrop {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
-
 /// The same race, with the connection lost before A records its hold: the
 /// server cannot say which hold is lost, so the recorded one stays. A's
 /// `ReentrantMutex` attempt fails with `ConnectionLoss` (its node, gone
@@ -846,7 +836,7 @@ impl Drop for ReleasedOnDrop {
 /// B's node was deleted once the client reconnected.
 #[test]
 fn a_hold_recorded_late_while_disconnected_leaves_the_recorded_one() {
-    use zklock::testing::{Pause, PausePoint};
+    use zklock::testing::{Pause, PausePoint, ReleasedOnDrop};
     const DIR: &str = "/late-record-disconnected/reentrant";
     let server = server();
     let gate = proxy(&server);

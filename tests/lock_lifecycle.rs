@@ -373,6 +373,55 @@ fn cancel_wakes_waiters_with_cancelled_and_deletes_their_nodes() {
     assert!(children(&c, RW).is_empty());
 }
 
+/// An attempt cancelled, or past its deadline, just as its create found the
+/// lock directory missing makes no directory: the server reaps only
+/// containers that once had a child, so a directory made for a node never
+/// created would stay.
+#[test]
+fn an_attempt_given_up_as_it_finds_its_directory_missing_makes_none() {
+    use zklock::testing::{Pause, PausePoint, ReleasedOnDrop};
+    // Its parent (the root) exists: one create would make it.
+    const DIR: &str = "/given-up";
+    const DEADLINE: Duration = Duration::from_secs(2);
+    let server = server();
+    let c = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, DIR).unwrap();
+    for cancel in [true, false] {
+        let started = Instant::now();
+        let result = std::thread::scope(|scope| {
+            let (paused_tx, paused) = std::sync::mpsc::channel();
+            let mutex = &mutex;
+            let attempt = scope.spawn(move || {
+                let _ = paused_tx.send(Pause::arm(PausePoint::LockDirMissing));
+                if cancel {
+                    mutex.lock().map(|_| true)
+                } else {
+                    mutex.try_lock_for(DEADLINE).map(|g| g.is_some())
+                }
+            });
+            let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("armed"));
+            assert!(pause.0.wait_reached(WAIT), "the create found no directory");
+            if cancel {
+                mutex.cancel();
+            } else {
+                wait_until("the deadline to pass", WAIT, || {
+                    started.elapsed() > DEADLINE
+                });
+            }
+            drop(pause);
+            attempt.join().expect("the attempt's thread")
+        });
+        let expected = if cancel {
+            Err(Error::Cancelled)
+        } else {
+            Ok(false)
+        };
+        assert_eq!(result, expected, "cancel: {cancel}");
+        c.sync("/").unwrap();
+        assert_eq!(c.exists(DIR).unwrap(), None, "cancel: {cancel}");
+    }
+}
+
 /// A monitor asked only after its hold was released (a watchdog thread that
 /// starts late, after a short critical section) says `Lost` and sets no
 /// watch: an exists on the deleted node would leave a watch for a creation

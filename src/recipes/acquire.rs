@@ -830,6 +830,8 @@ impl Attempt<'_> {
                 }
                 Some(Err(Error::NoNode)) => {
                     // The lock directory is missing, or was reaped since.
+                    #[cfg(feature = "testing")]
+                    crate::testing::pause::reached(crate::testing::PausePoint::LockDirMissing);
                     client.check_session(session)?;
                     last_error = match self.ensure_dir(session, wakeup, withdraw_at) {
                         Ok(Some(())) => Error::NoNode,
@@ -954,8 +956,10 @@ impl Attempt<'_> {
     /// reaped while the way down is under way (an empty container) is made
     /// again. Each create is waited for within `give_up_at` (`Ok(None)`
     /// once it passes) and `cancel` (`Cancelled`), whatever the connection
-    /// does; a create given up on may still be applied, which is harmless:
-    /// an empty container goes again.
+    /// does, and none is sent once the attempt has given up: the server
+    /// reaps only containers that have had a child, so a directory made for
+    /// an attempt that never creates its node would stay. (One given up on
+    /// while in flight may still be applied.)
     fn ensure_dir(
         &self,
         session: u64,
@@ -966,6 +970,12 @@ impl Attempt<'_> {
         // Whether `path` is there now (false if its parent is missing);
         // `None` when the attempt gives up first.
         let made = |path: &str| -> Result<Option<bool>> {
+            if wakeup.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
+            if time_left(give_up_at).is_none() {
+                return Ok(None);
+            }
             let answer = wakeup.clone();
             client.start_create_container(session, path, &self.spec.acl, move |reply| {
                 answer.dir_made(match reply {

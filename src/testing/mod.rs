@@ -72,7 +72,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use cluster::{TestCluster, TestClusterBuilder};
-pub use pause::{Pause, PausePoint};
+pub use pause::{Pause, PausePoint, ReleasedOnDrop};
 pub use proxy::{FaultProxy, ProxyMode, MAX_ERROR_REPLIES};
 pub use server::{TestServer, TestServerBuilder};
 pub use util::{four_letter_word, loopback_listener, ServerMode};

@@ -26,6 +26,9 @@ pub enum PausePoint {
     /// predecessor changed) and is about to watch the node it now waits
     /// for.
     LockWatching,
+    /// A lock attempt's create found the lock directory missing, and the
+    /// attempt is about to make it.
+    LockDirMissing,
 }
 
 /// One armed point. Cloned to hand it to the thread that releases it.
@@ -97,6 +100,17 @@ impl Pause {
     pub fn release(&self) {
         self.gate.state().released = true;
         self.gate.changed.notify_all();
+    }
+}
+
+/// Releases its pause when dropped, a failed assertion included, so that a
+/// scope joining the paused thread does not wait out the pause.
+#[derive(Debug)]
+pub struct ReleasedOnDrop(pub Pause);
+
+impl Drop for ReleasedOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
     }
 }
 
