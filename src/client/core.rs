@@ -85,6 +85,15 @@ impl std::fmt::Debug for ReplySlot {
 }
 
 impl ReplySlot {
+    /// A slot for a request nobody waits for, but whose reply `on_reply`
+    /// is told of (on the I/O thread).
+    pub(super) fn with_callback(on_reply: ReplyCallback) -> ReplySlot {
+        ReplySlot {
+            on_reply: Some(on_reply),
+            ..ReplySlot::default()
+        }
+    }
+
     /// A slot for a request nobody waits for: its reply goes to `consume`
     /// alone, on the I/O thread.
     pub(super) fn consumed(consume: ReplyConsumer) -> ReplySlot {
@@ -312,7 +321,15 @@ impl Shared {
         op: OpCode,
         body: &impl Record,
     ) -> Result<Response> {
-        let slot = self.start_slot(generation, None, op, body, None, ReplySlot::default())?;
+        let slot = Shared::start_slot(
+            &mut self.core(),
+            generation,
+            None,
+            op,
+            body,
+            None,
+            ReplySlot::default(),
+        )?;
         self.flush();
         self.wait(&slot)
     }
@@ -334,7 +351,15 @@ impl Shared {
         body: &impl Record,
         watch: Option<WatchRequest<Watcher>>,
     ) -> Result<Arc<ReplySlot>> {
-        self.start_slot(None, None, op, body, watch, ReplySlot::default())
+        Shared::start_slot(
+            &mut self.core(),
+            None,
+            None,
+            op,
+            body,
+            watch,
+            ReplySlot::default(),
+        )
     }
 
     /// Like `start`, with `on_reply` run (on the I/O thread) when the reply
@@ -355,11 +380,8 @@ impl Shared {
         watch: Option<WatchRequest<Watcher>>,
         on_reply: ReplyCallback,
     ) -> Result<Arc<ReplySlot>> {
-        let slot = ReplySlot {
-            on_reply: Some(on_reply),
-            ..ReplySlot::default()
-        };
-        self.start_slot(generation, due, op, body, watch, slot)
+        let slot = ReplySlot::with_callback(on_reply);
+        Shared::start_slot(&mut self.core(), generation, due, op, body, watch, slot)
     }
 
     /// Starts a request whose reply only `consume` takes, on the I/O
@@ -374,7 +396,8 @@ impl Shared {
         body: &impl Record,
         consume: ReplyConsumer,
     ) -> Result<Arc<ReplySlot>> {
-        self.start_slot(
+        Shared::start_slot(
+            &mut self.core(),
             generation,
             due,
             op,
@@ -404,20 +427,6 @@ impl Shared {
         !taken.is_empty()
     }
 
-    fn start_slot(
-        &self,
-        generation: Option<u64>,
-        due: Option<Instant>,
-        op: OpCode,
-        body: &impl Record,
-        watch: Option<WatchRequest<Watcher>>,
-        slot: ReplySlot,
-    ) -> Result<Arc<ReplySlot>> {
-        // One lock for both: no new session can start in between.
-        let mut core = self.core();
-        Shared::start_slot_locked(&mut core, generation, due, op, body, watch, slot)
-    }
-
     /// Like [`Self::start_with_callback`] (without a due time), under a
     /// session lock the caller already holds: for a request that must go
     /// only if the session's state, looked at under that same lock, still
@@ -429,14 +438,14 @@ impl Shared {
         body: &impl Record,
         on_reply: ReplyCallback,
     ) -> Result<Arc<ReplySlot>> {
-        let slot = ReplySlot {
-            on_reply: Some(on_reply),
-            ..ReplySlot::default()
-        };
-        Shared::start_slot_locked(core, generation, None, op, body, None, slot)
+        let slot = ReplySlot::with_callback(on_reply);
+        Shared::start_slot(core, generation, None, op, body, None, slot)
     }
 
-    fn start_slot_locked(
+    /// Submits a request with `slot` for its reply, under a session lock
+    /// the caller holds: checking the generation and submitting under one
+    /// lock, no new session can start in between.
+    fn start_slot(
         core: &mut Core,
         generation: Option<u64>,
         due: Option<Instant>,
