@@ -1641,13 +1641,23 @@ fn bench_takes_any_number_of_ops() {
 
 /// Runs `zklock bench` for `ops` acquisitions and returns its `violations`.
 fn bench_violations(extra: &[&str], ops: &str, path: &str) -> u64 {
+    let json = bench_json("contended", extra, ops, path);
+    json_values(&json, "violations")
+        .first()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no violations in {json}"))
+}
+
+/// Runs `zklock bench` in `mode` for `ops` operations and returns its JSON
+/// line, checked to have the peers' keys and to count every operation.
+fn bench_json(mode: &str, extra: &[&str], ops: &str, path: &str) -> String {
     let connect = connect_string();
     let mut args = vec![
         "bench",
         "--connect",
         connect.as_str(),
         "--mode",
-        "contended",
+        mode,
         "--path",
         path,
         "--ops",
@@ -1677,13 +1687,32 @@ fn bench_violations(extra: &[&str], ops: &str, path: &str) -> u64 {
     assert_eq!(
         counted.iter().map(|v| v.trim()).collect::<Vec<_>>(),
         [ops],
-        "every acquisition is counted: {}",
+        "every operation is counted: {}",
         out.stdout
     );
-    json_values(out.stdout.trim(), "violations")
-        .first()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no violations in {}", out.stdout))
+    out.stdout.trim().to_owned()
+}
+
+#[test]
+fn bench_runs_every_mode_and_reports_its_sessions() {
+    for (mode, clients) in [("uncontended", "1"), ("get", "4"), ("set", "4")] {
+        let json = bench_json(
+            mode,
+            &["--clients", "4"],
+            "200",
+            &format!("/cli/bench-{mode}"),
+        );
+        let field = |key: &str| {
+            json_values(&json, key)
+                .first()
+                .map(|v| v.trim().to_owned())
+                .unwrap_or_else(|| panic!("no {key} in {json}"))
+        };
+        assert_eq!(field("mode"), format!("\"{mode}\""), "{json}");
+        // Uncontended mode has one session, whatever --clients says.
+        assert_eq!(field("clients"), clients, "{json}");
+        assert_eq!(field("violations"), "0", "{json}");
+    }
 }
 
 #[test]

@@ -92,10 +92,17 @@ pub fn run(mut args: Args) -> Outcome {
             let secs = elapsed.as_secs_f64();
             latencies.sort_unstable();
             let ops = latencies.len();
+            // Uncontended mode has one session, whatever `--clients` says
+            // (lock-compare passes it to every mode).
+            let clients = if options.mode == "uncontended" {
+                1
+            } else {
+                options.clients
+            };
             print(&format!(
                 "{{\"impl\": \"zklock\", \"mode\": {}, \"clients\": {}, \"ops\": {ops}, \"secs\": {secs:.3}, \"ops_per_s\": {:.1}, \"p50_us\": {}, \"p99_us\": {}, \"violations\": {violations}}}\n",
                 quote(&options.mode),
-                options.clients,
+                clients,
                 ops as f64 / secs.max(1e-9),
                 percentile(&latencies, 50),
                 percentile(&latencies, 99),
@@ -163,7 +170,7 @@ fn contended(options: &Options) -> Result<Measured, Error> {
                 let gate = gate.clone();
                 std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
-                    let mut latencies = Vec::new();
+                    let mut latencies = Vec::with_capacity(options.ops.min(MAX_RESERVED));
                     while take_one(remaining) {
                         let start = Instant::now();
                         let guard = if options.without_lock {
@@ -226,7 +233,7 @@ fn raw(options: &Options) -> Result<Measured, Error> {
                 let gate = gate.clone();
                 std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
-                    let mut latencies = Vec::new();
+                    let mut latencies = Vec::with_capacity(options.ops.min(MAX_RESERVED));
                     while take_one(remaining) {
                         let start = Instant::now();
                         if set {
@@ -307,10 +314,25 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The element at index ⌊n·p/100⌋ (the last for p = 100), as the peers'
+/// benches take it, so that percentiles compare rank for rank.
 fn percentile(sorted: &[u64], p: usize) -> u64 {
-    if sorted.is_empty() {
-        return 0;
+    let index = (sorted.len() * p / 100).min(sorted.len().saturating_sub(1));
+    sorted.get(index).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn percentiles_take_the_peers_rank() {
+        let sorted: Vec<u64> = (0..2000).collect();
+        assert_eq!(
+            [0, 50, 99, 100].map(|p| percentile(&sorted, p)),
+            [0, 1000, 1980, 1999]
+        );
+        assert_eq!(percentile(&[7], 99), 7);
+        assert_eq!(percentile(&[], 99), 0);
     }
-    let rank = (sorted.len() * p).div_ceil(100).clamp(1, sorted.len());
-    sorted.get(rank - 1).copied().unwrap_or(0)
 }
