@@ -24,9 +24,9 @@ pub type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before
 /// connecting, on one out of range: a timeout under 1 ms or over
 /// `i32::MAX` ms, a frame or request limit under 1024 bytes or over
-/// `i32::MAX` bytes, a release
-/// linger over 1 s, a session to take over with id 0 or a password that
-/// is not 16 bytes, or a digest user name containing `:`.
+/// `i32::MAX` bytes, a release linger over 1 s, a session to take over
+/// with id 0 or a password that is not 16 bytes, or a digest user name
+/// containing `:`.
 #[derive(Clone)]
 pub struct Config {
     pub(crate) session_timeout: Duration,
