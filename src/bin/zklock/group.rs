@@ -171,6 +171,8 @@ impl Group {
 /// Whether a live process (not a zombie) is in process group `group`, from
 /// /proc; `None` where /proc cannot be read. Zombies are dead: the leader
 /// stays one until reaped, and an orphan stays one where nobody reaps.
+/// But a process whose main thread has exited while its other threads run
+/// on also reads as a zombie, and it lives.
 pub fn has_live_members(group: Pid) -> Option<bool> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let wanted = group.as_raw().to_string();
@@ -185,12 +187,27 @@ pub fn has_live_members(group: Pid) -> Option<bool> {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             return false;
         };
-        // After the parenthesised command name: state, ppid, pgrp, ...
-        let fields: Vec<&str> = stat
-            .rsplit_once(") ")
-            .map_or(Vec::new(), |(_, rest)| rest.split(' ').take(3).collect());
-        matches!(fields.as_slice(), [state, _, pgrp] if *state != "Z" && *pgrp == wanted)
+        is_live_member(&stat, &wanted)
     }))
+}
+
+/// Whether the process a `/proc/PID/stat` line describes is in process
+/// group `group` and alive: not a zombie, or one whose main thread alone
+/// has exited (a zombie still counts itself among its threads, so more
+/// than one thread means others run on).
+fn is_live_member(stat: &str, group: &str) -> bool {
+    // After the parenthesised command name: state, ppid, pgrp, and 14
+    // fields later, the number of threads.
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .map_or(Vec::new(), |(_, rest)| rest.split(' ').take(18).collect());
+    let threads = |t: &str| t.parse::<u64>().unwrap_or(1);
+    match fields.as_slice() {
+        [state, _, pgrp, .., num_threads] if fields.len() == 18 && *pgrp == group => {
+            *state != "Z" || threads(num_threads) > 1
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -203,6 +220,19 @@ mod tests {
         assert_eq!(has_live_members(own), Some(true));
         // No process group has a negative id.
         assert_eq!(has_live_members(Pid::from_raw(-7)), Some(false));
+    }
+
+    #[test]
+    fn a_zombie_is_dead_unless_threads_of_it_run_on() {
+        let stat = |state: &str, threads: u32| {
+            format!("4242 (a (b) c) {state} 1 4000 4000 0 -1 4194304 124 0 1 0 0 0 0 0 20 0 {threads} 0 6028248")
+        };
+        assert!(is_live_member(&stat("S", 1), "4000"));
+        assert!(!is_live_member(&stat("S", 1), "4001"));
+        assert!(!is_live_member(&stat("Z", 1), "4000"));
+        // Its main thread exited (pthread_exit), two others run.
+        assert!(is_live_member(&stat("Z", 3), "4000"));
+        assert!(!is_live_member("4242 (cut short) S 1 4000", "4000"));
     }
 
     /// A stop that comes while the command is being spawned waits for its
