@@ -450,13 +450,9 @@ impl Inner {
     /// ephemeral nodes, its locks among them.
     fn give_up(&self, taking_over: bool) {
         if taking_over {
-            let mut events = Vec::new();
-            {
-                let mut core = self.shared.core();
-                core.session.abandon();
-                drain_events(&mut core.session, &mut events);
-            }
-            self.shared.dispatch(&mut events);
+            // Its events (the end, the watchers told) go out with the
+            // shutdown's, or with the I/O thread's, whichever drains first.
+            self.shared.core().session.abandon();
         }
         self.shutdown();
     }
