@@ -788,8 +788,62 @@ fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -INT the group of {}", run.pid());
-    check.end();
+    // Not ended: the signal ends the check, which would otherwise hold
+    // zklock up past WAIT.
     interrupted_before_start(run, &mark, PATH);
+}
+
+/// A setpriv whose check of itself does not end is given up after 10 s,
+/// with a warning, as one that cannot set the signal is: the command runs,
+/// started directly. Before, zklock waited for the check without a limit.
+#[test]
+fn a_setpriv_check_that_does_not_end_is_given_up_with_a_warning() {
+    let dir = TempDir::new("hung-setpriv");
+    let (search, _check) = setpriv_holding_its_check(&dir);
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let out = Run::spawn(exec(&["--quiet"], "/cli/hung-setpriv", &script).env("PATH", search))
+        .finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert!(mark.exists(), "the command did not run");
+    assert_eq!(
+        one_line(&out),
+        format!(
+            "zklock: warning: {} did not finish its check within 10 s; if zklock is killed \
+             with SIGKILL, the command runs on without the lock",
+            dir.join("bin").join("setpriv").display()
+        )
+    );
+}
+
+/// The lock lost while setpriv is checked (held open by a fake one), once
+/// the lock was granted: zklock exits 75 saying so, and the command never
+/// runs. Before, the command started, only to be terminated at once, and
+/// zklock exited 76. (The loss's event is sent to zklock before the delete
+/// is answered, and the fake takes up to 100 ms to notice its end.)
+#[test]
+fn a_lock_lost_just_before_the_command_starts_keeps_it_from_starting() {
+    const PATH: &str = "/cli/lost-before-start";
+    let dir = TempDir::new("lost-before-start");
+    let (search, check) = setpriv_holding_its_check(&dir);
+    let mark = dir.join("ran");
+    let script = format!("touch '{}'", mark.display());
+    let run = Run::spawn(exec(&[], PATH, &script).env("PATH", search));
+    check.wait_started();
+    let other = client();
+    let node = children(&other, PATH);
+    assert_eq!(node.len(), 1, "{node:?}");
+    other
+        .delete(&format!("{PATH}/{}", node[0]), None)
+        .expect("delete the lock node");
+    check.end();
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: the lock was lost before the command could start; not running the command"
+    );
+    assert!(!mark.exists(), "the command ran");
 }
 
 /// Signals reach the command from zklock itself, not from whatever `kill`

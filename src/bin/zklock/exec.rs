@@ -13,7 +13,7 @@ use zklock::{AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, StateChang
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
-use crate::supervise::{self, Ran, Watch};
+use crate::supervise::{self, not_held, Ran, Watch};
 use crate::{progress, signals};
 use crate::{Common, Outcome};
 
@@ -207,6 +207,9 @@ pub fn run(mut args: Args) -> Outcome {
         Ran::InterruptedBeforeStart => {
             not_acquired(&options, "interrupted before the command could start")
         }
+        Ran::NotHeldBeforeStart(why) => {
+            not_acquired(&options, &format!("{why} before the command could start"))
+        }
         Ran::NotHeldAfterStop => not_acquired(
             &options,
             "the lock could not be confirmed after zklock was stopped, before the command could start",
@@ -293,14 +296,13 @@ fn prepare(
     select! {
         recv(rx) -> ready => match ready {
             Ok((token, LockState::Held)) if token != 0 => {
-                match states.try_iter().last() {
-                    None | Some(LockState::Held) => Ready::Held(token),
-                    Some(LockState::Suspended) => Ready::NotHeld("the connection to the ensemble was lost"),
-                    Some(LockState::Lost) => Ready::NotHeld("the lock was lost"),
+                match states.try_iter().last().and_then(not_held) {
+                    None => Ready::Held(token),
+                    Some(why) => Ready::NotHeld(why),
                 }
             }
-            Ok((_, LockState::Suspended)) => Ready::NotHeld("the connection to the ensemble was lost"),
-            _ => Ready::NotHeld("the lock was lost"),
+            Ok((_, state)) => Ready::NotHeld(not_held(state).unwrap_or("the lock was lost")),
+            Err(_) => Ready::NotHeld("the lock was lost"),
         },
         recv(signals) -> _ => Ready::Interrupted,
     }

@@ -24,14 +24,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, bounded, never, select, Receiver};
-use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
 use zklock::{LockMonitor, LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
-use crate::tied::{Launcher, Tied};
+use crate::tied::{watch_exit, Launcher, NotLaunched, Tied};
 use crate::{Outcome, EXIT_ERROR};
 
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
@@ -72,6 +70,9 @@ pub enum Ran {
     /// zklock was stopped before the command started, and the lock could
     /// not be confirmed held when it was continued: the command never ran.
     NotHeldAfterStop,
+    /// The lock was found lost, or cut off, as the command was about to
+    /// start (why, as [`not_held`] says): the command never ran.
+    NotHeldBeforeStart(&'static str),
 }
 
 impl From<Outcome> for Ran {
@@ -102,9 +103,10 @@ pub fn run<'a>(
         stops_before_grant,
     } = watch;
     let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
-    let launcher = match Launcher::new(program) {
+    let launcher = match Launcher::new(program, &signals) {
         Ok(launcher) => launcher,
-        Err(e) => return cannot_run(e),
+        Err(NotLaunched::Io(e)) => return cannot_run(e),
+        Err(NotLaunched::Interrupted) => return Ran::InterruptedBeforeStart,
     };
     // A stop since the lock was granted (while it was being checked, or
     // setpriv's, say) may have outlasted the session. A Ctrl-Z is counted
@@ -129,6 +131,11 @@ pub fn run<'a>(
     // zklock before the command starts, not the command once started.
     if signals.try_recv().is_ok() {
         return Ran::InterruptedBeforeStart;
+    }
+    // So does a loss reported meanwhile: the command would only start to
+    // be terminated at once.
+    if let Some(why) = states.try_iter().last().and_then(not_held) {
+        return Ran::NotHeldBeforeStart(why);
     }
     group.spawning();
     let (mut child, tied) = match launcher.spawn(rest, envs) {
@@ -219,25 +226,20 @@ pub fn run<'a>(
     }
 }
 
+/// Why the command may not start (or run on) in `state`, if it may not.
+pub fn not_held(state: LockState) -> Option<&'static str> {
+    match state {
+        LockState::Held => None,
+        LockState::Suspended => Some("the connection to the ensemble was lost"),
+        LockState::Lost => Some("the lock was lost"),
+    }
+}
+
 /// K, the time from SIGTERM to SIGKILL: (T/3 - G) / 2, at least T/12 since
 /// G <= T/6, and at most T/4 - G, so that 2T/3 + G + K <= 11T/12. No floor:
 /// one above T/4 - G (100 ms once did) breaks that for short timeouts.
 fn kill_delay(timeout: Duration, grace: Duration) -> Duration {
     timeout.saturating_sub(grace.saturating_mul(3)) / 6
-}
-
-/// Tells when the command (its group's leader) has exited, without reaping
-/// it: until the main thread reaps it, its pid (the group id) cannot be
-/// reused, and the group may still be signalled.
-fn watch_exit(pid: Pid) -> Receiver<()> {
-    let (tx, rx) = bounded(1);
-    std::thread::spawn(move || {
-        while let Err(Errno::EINTR) =
-            waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
-        {}
-        let _ = tx.send(());
-    });
-    rx
 }
 
 /// A confirmation (see [`confirm_held`]), with the stop count it is asked

@@ -18,9 +18,21 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crossbeam_channel::{after, bounded, select, Receiver};
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitid, Id, WaitPidFlag};
+use nix::unistd::Pid;
 
 /// The util-linux tool that sets the parent-death signal, then execs.
 const SETPRIV: &str = "setpriv";
+
+/// How long setpriv's check of itself may take. One that takes longer is
+/// given up, as a setpriv that cannot set the signal is: the lock is held
+/// meanwhile, and the wait should not depend on a tool's whims.
+const CHECK_LIMIT: Duration = Duration::from_secs(10);
 
 /// Where `execvp` looks for a command when `PATH` is unset (glibc and musl
 /// agree).
@@ -35,12 +47,23 @@ pub struct Launcher {
     wrapper: Option<String>,
 }
 
+/// Why there is no [`Launcher`].
+pub enum NotLaunched {
+    /// The program cannot be found or is not executable.
+    Io(io::Error),
+    /// An ending signal came while setpriv was being checked (and ended
+    /// the check).
+    Interrupted,
+}
+
 impl Launcher {
-    pub fn new(program: &str) -> io::Result<Launcher> {
+    /// Finds `program` and whether setpriv can tie it to this process,
+    /// unless one of `signals` comes first.
+    pub fn new(program: &str, signals: &Receiver<Signal>) -> Result<Launcher, NotLaunched> {
         // Resolved here, so that a missing command is reported as such
         // rather than as setpriv's failure to run it.
-        let resolved = resolve(program)?;
-        Ok(match setpriv() {
+        let resolved = resolve(program).map_err(NotLaunched::Io)?;
+        Ok(match setpriv(signals)? {
             Some(setpriv) => {
                 let wrapper = comm_of(&setpriv).filter(|w| comm_of(&resolved).as_ref() != Some(w));
                 let mut command = Command::new(setpriv);
@@ -119,11 +142,12 @@ fn comm_of(path: &std::path::Path) -> Option<String> {
 /// `setpriv`, if it can set the parent-death signal. Otherwise says why
 /// (once: each `zklock exec` starts one command) and returns `None`, and
 /// the command is started directly. A setpriv older than 2.33 rejects
-/// `--pdeathsig`: trusted blindly, it would run nothing, every time.
-fn setpriv() -> Option<PathBuf> {
+/// `--pdeathsig`: trusted blindly, it would run nothing, every time. One of
+/// `signals` ends the check, and the command is not to start.
+fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, NotLaunched> {
     let Ok(setpriv) = resolve(SETPRIV) else {
         warn(&format!("{SETPRIV} not found"));
-        return None;
+        return Ok(None);
     };
     // In a process group of its own, like the command: a Ctrl-C meant for
     // zklock would otherwise end the check too, and pass for its failure.
@@ -134,21 +158,67 @@ fn setpriv() -> Option<PathBuf> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
-    match probe {
-        Ok(status) if status.success() => Some(setpriv),
+        .spawn();
+    let cannot_run = |e: io::Error| {
+        warn(&format!("{} cannot run: {e}", setpriv.display()));
+        Ok(None)
+    };
+    let mut probe = match probe {
+        Ok(probe) => probe,
+        Err(e) => return cannot_run(e),
+    };
+    let exited = match i32::try_from(probe.id()) {
+        Ok(pid) => watch_exit(Pid::from_raw(pid)),
+        // Never so on Linux; waited for without a limit.
+        Err(_) => bounded(0).1,
+    };
+    let mut end_probe = || {
+        let _ = probe.kill();
+        let _ = probe.wait();
+    };
+    select! {
+        recv(exited) -> _ => {}
+        recv(signals) -> _ => {
+            end_probe();
+            return Err(NotLaunched::Interrupted);
+        }
+        // A check that has ended after all counts: when a stop of zklock
+        // outlasts the limit, both are ready at once.
+        recv(after(CHECK_LIMIT)) -> _ => if exited.try_recv().is_err() {
+            end_probe();
+            warn(&format!(
+                "{} did not finish its check within {} s",
+                setpriv.display(),
+                CHECK_LIMIT.as_secs()
+            ));
+            return Ok(None);
+        }
+    }
+    match probe.wait() {
+        Ok(status) if status.success() => Ok(Some(setpriv)),
         Ok(_) => {
             warn(&format!(
                 "{} cannot set a parent-death signal (util-linux 2.33 or later can)",
                 setpriv.display()
             ));
-            None
+            Ok(None)
         }
-        Err(e) => {
-            warn(&format!("{} cannot run: {e}", setpriv.display()));
-            None
-        }
+        Err(e) => cannot_run(e),
     }
+}
+
+/// Tells when process `pid`, a child, has exited, without reaping it:
+/// until it is reaped, its pid cannot be reused, and it (or its group) may
+/// still be signalled safely.
+pub fn watch_exit(pid: Pid) -> Receiver<()> {
+    let (tx, rx) = bounded(1);
+    std::thread::spawn(move || {
+        while let Err(Errno::EINTR) =
+            waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+        {}
+        let _ = tx.send(());
+    });
+    rx
 }
 
 fn warn(why: &str) {
