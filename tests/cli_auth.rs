@@ -111,6 +111,28 @@ fn exec_and_holders_use_the_digest_the_lock_path_asks_for() {
     );
 }
 
+/// The command does not get zklock's password: `ZK_DIGEST` is taken out
+/// of its environment (its other variables stay).
+#[test]
+fn the_command_does_not_inherit_zk_digest() {
+    let server = server_with_a_locked_path();
+    let out = zklock(
+        &server,
+        Some("alice:secret"),
+        &[
+            "exec",
+            "--no-wait",
+            LOCKED,
+            "--",
+            "sh",
+            "-c",
+            "printf '%s %s' \"${ZK_DIGEST-unset}\" \"$ZK_CONNECT\"",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, format!("unset {}", server.connect_string()));
+}
+
 /// `bench` takes `ZK_DIGEST` as the other subcommands do: its lock cycles
 /// on a path only `alice` may use run with her credentials, and fail
 /// without them. Before, it ignored them.

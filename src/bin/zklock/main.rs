@@ -56,8 +56,9 @@ const USAGE: &str = "usage:
 Every command takes --connect and --session-timeout. --connect defaults to
 $ZK_CONNECT, then 127.0.0.1:2181; --session-timeout defaults to 10000 ms (at
 most 2147483647). With $ZK_DIGEST set to USER:PASSWORD, the session
-authenticates with those digest credentials (kept out of the process list),
-for lock paths whose ACL asks for them. zklock COMMAND --help shows this text.
+authenticates with those digest credentials (kept out of the process list
+and of exec's COMMAND's environment), for lock paths whose ACL asks for
+them. zklock COMMAND --help shows this text.
 
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
@@ -88,6 +89,9 @@ exit status:
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
 /// The longest session timeout the protocol carries: `i32::MAX` ms.
+/// The environment variable with the digest credentials (`USER:PASSWORD`).
+const DIGEST_VAR: &str = "ZK_DIGEST";
+
 const MAX_SESSION_TIMEOUT_MS: u64 = i32::MAX as u64;
 
 /// Settings shared by the subcommands.
@@ -159,7 +163,7 @@ fn env_utf8(name: &str) -> Result<Option<String>, Usage> {
 /// `ZK_DIGEST`, split at its first `:`; `None` if unset or empty. The
 /// errors never show the value, which holds a password.
 fn digest_from_env() -> Result<Option<(String, String)>, Usage> {
-    let Some(value) = env_utf8("ZK_DIGEST")? else {
+    let Some(value) = env_utf8(DIGEST_VAR)? else {
         return Ok(None);
     };
     match value.split_once(':') {

@@ -26,6 +26,8 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
 
+use crate::DIGEST_VAR;
+
 /// The util-linux tool that sets the parent-death signal, then execs.
 const SETPRIV: &str = "setpriv";
 
@@ -77,8 +79,8 @@ impl Launcher {
         })
     }
 
-    /// Spawns the program with `args` and `envs` as the leader of a new
-    /// process group. Must be called on the main thread: the kernel sends
+    /// Spawns the program with `args` and `envs`, without `ZK_DIGEST`, as
+    /// the leader of a new process group. Must be called on the main thread: the kernel sends
     /// the parent-death signal when the thread that spawned the child ends.
     pub fn spawn<'a>(
         mut self,
@@ -88,6 +90,9 @@ impl Launcher {
         let child = self
             .command
             .args(args)
+            // zklock's password is not the command's business (a script
+            // that logs its environment, say).
+            .env_remove(DIGEST_VAR)
             .envs(envs)
             .process_group(0)
             .spawn()?;
