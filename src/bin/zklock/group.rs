@@ -81,6 +81,11 @@ impl Group {
     /// so that its threads, continued, see it at once, whichever runs
     /// first.
     pub fn stop(&self) {
+        drop(self.count_stop_and_stop_group());
+    }
+
+    /// [`Group::stop`], returning with its lock still held.
+    fn count_stop_and_stop_group(&self) -> MutexGuard<'_, Stops> {
         let mut stops = self.stops();
         stops.count += 1;
         if stops.spawning {
@@ -96,16 +101,17 @@ impl Group {
             stops.stopped = true;
             self.signal_or_say(Signal::SIGSTOP);
         }
+        stops
     }
 
     /// Stops the group as [`Group::stop`] does, then zklock with
     /// `stop_zklock`, which returns once zklock is continued. Until then
     /// the group is not continued: a confirmation answered between the
     /// count and zklock's stop would otherwise continue it just before
-    /// zklock stops, and it would run for the whole stop.
+    /// zklock stops, and it would run for the whole stop. Marked under the
+    /// stop's own lock: a resume between the two would slip through.
     pub fn stop_with_zklock(&self, stop_zklock: impl FnOnce()) {
-        self.stop();
-        self.stops().zklock_stopping = true;
+        self.count_stop_and_stop_group().zklock_stopping = true;
         stop_zklock();
         self.stops().zklock_stopping = false;
     }
