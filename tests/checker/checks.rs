@@ -14,8 +14,11 @@
 //! 3. Bounded: every lock attempt and connect returns within its bound
 //!    (wait + 3 session timeouts + the fault time it overlaps), every
 //!    contender exits by itself when told to stop, none panics or exits
-//!    badly, every error is one of the expected kinds, and the lock never
-//!    stalls outside a fault's recovery time.
+//!    badly, every error is one of the expected kinds, the lock never
+//!    stalls outside a fault's recovery time, and it grants again once
+//!    every fault is healed. (Faults come so close together that their
+//!    recovery times cover a whole run: only that last check shows that a
+//!    lock that stopped granting did not pass for one recovering.)
 //! 4. No lock node is left once every contender has exited, and none is
 //!    orphaned while its session lives: right after an attempt that ended
 //!    without the lock, the contender's session owns no lock node, and the
@@ -74,6 +77,9 @@ impl ProcData {
 pub struct RunData {
     pub start_ns: u64,
     pub stop_ns: u64,
+    /// When every fault had been healed, before the calm stretch that ends
+    /// the run.
+    pub healed_ns: u64,
     pub session: Duration,
     pub wait: Duration,
     pub procs: Vec<ProcData>,

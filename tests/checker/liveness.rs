@@ -3,6 +3,7 @@
 //! the end or while its owner's session lives.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::checks::{ms, ns, Checker, Section};
 use crate::events::Event;
@@ -10,6 +11,12 @@ use crate::events::Event;
 /// How long after its owner acquired a later node a node it gave up may
 /// still be seen, its delete in flight (ns).
 const DELETE_GRACE: u64 = 1_000_000_000;
+
+/// How long after it ends a fault may disturb the lock (session expiry of
+/// a victim, reconnects, a lock wait in progress), in ns.
+pub(crate) fn recovery_ns(session: Duration, wait: Duration) -> u64 {
+    4 * ns(session) + ns(wait) + 2_000_000_000
+}
 
 impl Checker<'_> {
     /// Fault time overlapping `[a, b]`.
@@ -98,15 +105,28 @@ impl Checker<'_> {
             }
         }
         self.stalls(sections);
+        self.grants_after_the_heal(sections);
+    }
+
+    /// Reports a run whose lock did not grant again once every fault was
+    /// healed (the run goes on for up to [`recovery_ns`] for it).
+    fn grants_after_the_heal(&mut self, sections: &[Section<'_>]) {
+        let healed = self.run.healed_ns;
+        if !sections.iter().any(|s| s.acq > healed) {
+            let text = format!(
+                "no acquisition in the {} ms from the heal of every fault, at {}, to the stop",
+                ms(self.run.stop_ns.saturating_sub(healed)),
+                self.at(healed)
+            );
+            self.violate(3, text);
+        }
     }
 
     /// Reports stretches without any acquisition that no fault explains.
     fn stalls(&mut self, sections: &[Section<'_>]) {
         let run = self.run;
         let (t, w) = (ns(run.session), ns(run.wait));
-        // A fault disturbs the lock until this long after it ends (session
-        // expiry of a victim, reconnects, a lock wait in progress).
-        let recovery = 4 * t + w + 2_000_000_000;
+        let recovery = recovery_ns(run.session, run.wait);
         let longest_quiet = 2 * t + w + 2_000_000_000;
         let mut disturbed: Vec<(u64, u64)> = run
             .faults

@@ -8,8 +8,9 @@ use zklock::{Acl, Client, CreateMode, Error};
 
 use crate::checks::{self, ProcData, RunData};
 use crate::contender::{parse_counter, LockKind};
-use crate::events::{now_ns, read_log};
+use crate::events::{now_ns, read_log, Event};
 use crate::faults::{count_by_kind, inject, lock_sequence, Fault, FaultKind, Schedule, Target};
+use crate::liveness::recovery_ns;
 use crate::procs::{Contenders, Spawner};
 use crate::report::Figures;
 use crate::rng::Rng;
@@ -232,12 +233,22 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     if let Err(e) = topology.heal() {
         failure.get_or_insert(format!("heal the servers: {e}"));
     }
-    // A calm moment, so the last fault's victims recover before the stop.
-    watch_lowest(
-        &mut admin,
-        Instant::now() + Duration::from_secs(1),
-        &mut lowest,
-    );
+    // A calm stretch, so the last fault's victims recover before the stop,
+    // and the lock shows that it grants again: at least a second, then
+    // until a contender acquires, for as long as a recovery may take.
+    let healed_ns = now_ns();
+    let calm = Instant::now();
+    let recovery = Duration::from_nanos(recovery_ns(spec.session, spec.wait));
+    loop {
+        let until = (Instant::now() + Duration::from_millis(200)).min(calm + recovery);
+        watch_lowest(&mut admin, until, &mut lowest);
+        let elapsed = calm.elapsed();
+        if elapsed >= recovery
+            || (elapsed >= Duration::from_secs(1) && acquired_since(&contenders, healed_ns))
+        {
+            break;
+        }
+    }
     let stop_ns = now_ns();
     let exit_limit = spec.wait + 3 * spec.session + Duration::from_secs(10);
     let hung = contenders.stop_all(exit_limit);
@@ -259,6 +270,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let data = RunData {
         start_ns,
         stop_ns,
+        healed_ns,
         session: spec.session,
         wait: spec.wait,
         procs,
@@ -333,6 +345,16 @@ fn watch_lowest(admin: &mut Admin, until: Instant, seen: &mut Vec<(u64, String, 
         }
         std::thread::sleep(left.min(Duration::from_millis(200)));
     }
+}
+
+/// Whether a contender has logged an acquisition after `since_ns`.
+fn acquired_since(contenders: &Contenders, since_ns: u64) -> bool {
+    contenders.all().any(|p| {
+        read_log(&p.log)
+            .0
+            .iter()
+            .any(|e| matches!(e, Event::Acq { t, .. } if *t > since_ns))
+    })
 }
 
 /// What the checks need of a contender process.

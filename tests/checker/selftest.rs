@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::checks::{check, ProcData, RunData};
 use crate::events::{Event, LoggedError, Outcome};
+use crate::faults::{Fault, FaultKind};
 
 const BASE: u64 = 1_700_000_000_000_000_000;
 const MS: u64 = 1_000_000;
@@ -134,6 +135,7 @@ fn data(procs: Vec<ProcData>, counter: u64) -> RunData {
     RunData {
         start_ns: at(0),
         stop_ns: at(4000),
+        healed_ns: at(0),
         session: Duration::from_millis(1000),
         wait: Duration::from_millis(500),
         procs,
@@ -234,6 +236,20 @@ pub fn run() -> Result<(), String> {
     r.stop_ns = at(30_000);
     cases.push(("a stall with no fault", r, vec![3]));
 
+    // Every stall is within a fault's recovery, but the lock never grants
+    // after the last heal.
+    let mut r = clean();
+    r.faults = vec![Fault {
+        kind: FaultKind::Cut,
+        start_ns: at(3600),
+        end_ns: at(3700),
+        what: "a cut".into(),
+        fired: true,
+    }];
+    r.healed_ns = at(3700);
+    r.stop_ns = at(14_000);
+    cases.push(("no acquisition after the last heal", r, vec![3]));
+
     let mut r = clean();
     r.leftovers = Ok(vec![("/l/n17".into(), Some(1))]);
     cases.push(("a node left behind", r, vec![4]));
@@ -270,10 +286,11 @@ pub fn run() -> Result<(), String> {
     r.lowest = (0..40)
         .map(|i| (at(100 * i), "/l/waiting".to_owned(), Some(1)))
         .collect();
+    // (Check 3 fails: nobody ever acquires, after the heal either.)
     cases.push((
         "a node lowest while its owner's attempts time out",
         r,
-        vec![],
+        vec![3],
     ));
 
     let mut r = clean();
