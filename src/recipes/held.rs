@@ -892,13 +892,20 @@ impl Holders {
         // first, which sets the node watch) tells them apart, asked only
         // while another hold's record is not known lost, which is rare.
         // Unanswered (disconnected), the other record stays as well.
-        let keep_others = exclusive && {
-            let contested = lock(&self.0).iter().any(|h| !h.tracker.is_known_lost());
-            contested && held.state() != LockState::Held
-        };
+        // Uncontested, the check and the update are made under one lock:
+        // a record added between them would be cleared unasked.
         let mut holders = lock(&self.0);
-        if exclusive && !keep_others {
-            holders.clear();
+        if exclusive {
+            if holders.iter().any(|h| !h.tracker.is_known_lost()) {
+                drop(holders);
+                let this_one_holds = held.state() == LockState::Held;
+                holders = lock(&self.0);
+                if this_one_holds {
+                    holders.clear();
+                }
+            } else {
+                holders.clear();
+            }
         }
         holders.push(Holder {
             thread: std::thread::current().id(),
