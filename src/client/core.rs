@@ -566,11 +566,14 @@ impl Shared {
                 core.write_timeout = write_timeout;
             }
             match written {
-                Ok(n) if n < buf.len() => {
-                    if current {
-                        buf.drain(..n);
-                        std::mem::swap(&mut core.unsent, &mut buf);
-                    }
+                // Cut short at the write deadline: the rest waits for the
+                // I/O thread's timers. Cut short on a connection replaced
+                // since, the loop goes on to the new one's bytes (its
+                // handshake), rather than leave them until the I/O thread
+                // next wakes, which may be past the handshake's deadline.
+                Ok(n) if n < buf.len() && current => {
+                    buf.drain(..n);
+                    std::mem::swap(&mut core.unsent, &mut buf);
                     buf.clear();
                     core.spare = buf;
                     core.flushing = false;
