@@ -18,7 +18,10 @@ fn waiters_acquire_in_node_order() {
     let server = server();
     let holder_client = connect(&server.connect_string());
     let holder_mutex = Mutex::new(&holder_client, LOCK).unwrap();
-    let holder = holder_mutex.lock().unwrap();
+    let holder = holder_mutex
+        .try_lock_for(WAIT)
+        .unwrap()
+        .expect("the uncontended lock");
 
     let (acquired_tx, acquired_rx) = mpsc::channel();
     let mut queued_nodes = Vec::new();
@@ -69,7 +72,10 @@ fn a_release_wakes_exactly_one_of_fifty_waiters() {
     let server = server();
     let holder_client = connect(&server.connect_string());
     let holder_mutex = Mutex::new(&holder_client, LOCK).unwrap();
-    let holder = holder_mutex.lock().unwrap();
+    let holder = holder_mutex
+        .try_lock_for(WAIT)
+        .unwrap()
+        .expect("the uncontended lock");
     let clients: Vec<Client> = (0..CLIENTS)
         .map(|_| connect(&server.connect_string()))
         .collect();
