@@ -79,6 +79,8 @@ const CURATOR_JARS: [&str; 5] = [
 ];
 const CURATOR_PACKAGES: &str = "default-jdk-headless libcurator-recipes-java \
      libcurator-framework-java libcurator-client-java libzookeeper-java";
+/// The kazoo the interop tests are written against, and its pip requirement.
+const KAZOO_VERSION: &str = "2.11.0";
 const KAZOO: &str = "kazoo==2.11.0";
 
 // ---------------------------------------------------------------------------
@@ -251,13 +253,17 @@ fn find_kazoo_python() -> Result<PathBuf, String> {
     if let Some(python) = std::env::var_os("ZKLOCK_KAZOO_PYTHON") {
         let python = PathBuf::from(python);
         return match kazoo_version(&python) {
-            Ok(_) => Ok(python),
+            Ok(v) if v == KAZOO_VERSION => Ok(python),
+            Ok(v) => Err(hint(format!(
+                "ZKLOCK_KAZOO_PYTHON: {} has kazoo {v}, not {KAZOO_VERSION}",
+                python.display()
+            ))),
             Err(e) => Err(hint(format!("ZKLOCK_KAZOO_PYTHON: {e}"))),
         };
     }
     let venv = tmp_dir().join("interop-venv");
     let python = venv.join("bin/python");
-    if kazoo_version(&python).is_ok_and(|v| v == "2.11.0") {
+    if kazoo_version(&python).is_ok_and(|v| v == KAZOO_VERSION) {
         return Ok(python);
     }
     // Built aside and renamed into place, so a half-made venv is never used.
