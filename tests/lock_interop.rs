@@ -330,9 +330,8 @@ struct Peer {
 /// What a peer does with each acquisition (see the peers' usage text).
 #[derive(Debug, Clone, Copy)]
 enum Behaviour {
-    /// Acquire, run the critical section, release, `n` times.
-    Rmw,
-    /// Like `Rmw`, but each acquisition waits for [`Peer::go`].
+    /// Acquire, run the critical section, release, `n` times, each
+    /// acquisition once [`Peer::go`] says so.
     Step,
     /// Acquire, run the critical section, then hold until [`Peer::go`].
     Hold,
@@ -341,7 +340,6 @@ enum Behaviour {
 impl Behaviour {
     fn arg(self) -> &'static str {
         match self {
-            Behaviour::Rmw => "rmw",
             Behaviour::Step => "step",
             Behaviour::Hold => "hold",
         }
@@ -675,8 +673,7 @@ fn exit_reader(client: &Client, mark: &str) {
 }
 
 /// `iterations` acquisitions of a zklock `Mutex` on its own session.
-fn zk_mutex_contender(server: &TestServer, name: &str, iterations: usize) {
-    let client = connect(server);
+fn zk_mutex_contender(client: Client, name: &str, iterations: usize) {
     let mutex = Mutex::new(&client, LOCK).expect("mutex");
     for _ in 0..iterations {
         let guard = mutex
@@ -691,8 +688,7 @@ fn zk_mutex_contender(server: &TestServer, name: &str, iterations: usize) {
 }
 
 /// `iterations` acquisitions of one side of a zklock `RwLock`.
-fn zk_rw_contender(server: &TestServer, name: &str, write: bool, iterations: usize) {
-    let client = connect(server);
+fn zk_rw_contender(client: Client, name: &str, write: bool, iterations: usize) {
     let lock = RwLock::new(&client, LOCK).expect("rwlock");
     for _ in 0..iterations {
         if write {
@@ -835,7 +831,7 @@ fn curator_mutex_and_zklock_mutex_exclude_each_other() {
                 &server,
                 "mutex",
                 ITERATIONS,
-                Behaviour::Rmw,
+                Behaviour::Step,
                 &format!("curator-{i}"),
             )
         })
@@ -854,16 +850,11 @@ fn contend_with_peers(
     zklock_contenders: usize,
     peer_kind: &str,
 ) {
-    // The peers are up (and about to acquire) before the zklock side starts.
-    for peer in &mut peers {
-        peer.expect("READY");
-    }
     let total = (peers.len() + zklock_contenders) * ITERATIONS;
-    std::thread::scope(|s| {
-        for i in 1..=zklock_contenders {
-            s.spawn(move || zk_mutex_contender(server, &format!("zklock-{i}"), ITERATIONS));
-        }
-    });
+    let zklock: Vec<_> = (1..=zklock_contenders)
+        .map(|i| (format!("zklock-{i}"), None))
+        .collect();
+    run_together(server, &mut peers, &zklock);
     for peer in peers {
         peer.finish();
     }
@@ -1117,8 +1108,8 @@ fn curator_and_zklock_rwlock_mixed_contention() {
     curator_classpath();
     let (server, admin) = server_with_state();
     let peers = vec![
-        Peer::curator(&server, "write", ITERATIONS, Behaviour::Rmw, "curator-w"),
-        Peer::curator(&server, "read", ITERATIONS, Behaviour::Rmw, "curator-r"),
+        Peer::curator(&server, "write", ITERATIONS, Behaviour::Step, "curator-w"),
+        Peer::curator(&server, "read", ITERATIONS, Behaviour::Step, "curator-r"),
     ];
     let zklock = [
         ("zklock-w1", Some(true)),
@@ -1140,26 +1131,50 @@ fn mixed_contention(
     zklock: &[(&'static str, Option<bool>)],
     exclusive: usize,
 ) {
-    for peer in &mut peers {
-        peer.expect("READY");
-    }
     let entries = peers.len() + zklock.len();
-    std::thread::scope(|s| {
-        for &(name, kind) in zklock {
-            s.spawn(move || match kind {
-                Some(write) => zk_rw_contender(server, name, write, ITERATIONS),
-                None => zk_mutex_contender(server, name, ITERATIONS),
-            });
-        }
-    });
+    let zklock: Vec<_> = zklock
+        .iter()
+        .map(|&(name, kind)| (name.to_owned(), kind))
+        .collect();
+    run_together(server, &mut peers, &zklock);
     for peer in peers {
         peer.finish();
     }
     // The exclusive contenders incremented; readers only read.
     let exclusive = (exclusive * ITERATIONS) as u64;
     assert_eq!(counter(admin), exclusive, "lost updates");
-    assert_eq!(read_log(admin).len(), entries * ITERATIONS);
+    let log = read_log(admin);
+    assert_eq!(log.len(), entries * ITERATIONS);
+    assert!(
+        switches(&log) >= 2,
+        "the peers and zklock never took turns: {log:?}"
+    );
     assert_clean(admin);
+}
+
+/// Starts `peers` (created with [`Behaviour::Step`]) and the `zklock`
+/// contenders (`Some(write)` on the `RwLock`, `None` on the `Mutex`)
+/// together, each for `ITERATIONS`, and returns once the zklock ones are
+/// done. Every session is up first: a side that started alone could be
+/// done before the other queued, and the two would never contend.
+fn run_together(server: &TestServer, peers: &mut [Peer], zklock: &[(String, Option<bool>)]) {
+    for peer in peers.iter_mut() {
+        peer.expect("READY");
+    }
+    let clients: Vec<Client> = zklock.iter().map(|_| connect(server)).collect();
+    std::thread::scope(|s| {
+        for ((name, kind), client) in zklock.iter().zip(clients) {
+            s.spawn(move || match *kind {
+                Some(write) => zk_rw_contender(client, name, write, ITERATIONS),
+                None => zk_mutex_contender(client, name, ITERATIONS),
+            });
+        }
+        for peer in peers.iter_mut() {
+            for _ in 0..ITERATIONS {
+                peer.go();
+            }
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -1212,7 +1227,7 @@ fn kazoo_lock_and_zklock_mutex_mixed_contention() {
     kazoo_python();
     let (server, admin) = server_with_state();
     let peers: Vec<Peer> = (1..=2)
-        .map(|i| Peer::kazoo(&server, ITERATIONS, Behaviour::Rmw, &format!("kazoo-{i}")))
+        .map(|i| Peer::kazoo(&server, ITERATIONS, Behaviour::Step, &format!("kazoo-{i}")))
         .collect();
     contend_with_peers(&server, &admin, peers, 2, "kazoo");
 }
@@ -1291,8 +1306,8 @@ fn kazoo_rwlock_and_zklock_mixed_contention() {
     kazoo_python();
     let (server, admin) = server_with_state();
     let peers = vec![
-        Peer::kazoo_as(&server, "write", ITERATIONS, Behaviour::Rmw, "kazoo-w"),
-        Peer::kazoo_as(&server, "read", ITERATIONS, Behaviour::Rmw, "kazoo-r"),
+        Peer::kazoo_as(&server, "write", ITERATIONS, Behaviour::Step, "kazoo-w"),
+        Peer::kazoo_as(&server, "read", ITERATIONS, Behaviour::Step, "kazoo-r"),
     ];
     let zklock = [
         ("zklock-m", None),
