@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use zklock::proto::{
     read_notification, read_reply_header, split_frame, Acl, AddWatchMode, AddWatchRequest,
     AuthPacket, CheckVersionRequest, ConnectResponse, CreateMode, CreateRequest, DecodeError,
-    DeleteRequest, ExistsRequest, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest,
-    MultiResponse, OpCode, OpResult, PathRecord, Reader, Record, RemoveWatchesRequest, ReplyHeader,
-    RequestHeader, Response, SetDataRequest, WatcherEvent, WatcherType, Writer, AUTH_XID,
-    DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
+    DeleteRequest, EventType, ExistsRequest, GetChildrenRequest, GetDataRequest, MultiOp,
+    MultiRequest, MultiResponse, OpCode, OpResult, PathRecord, Reader, Record,
+    RemoveWatchesRequest, ReplyHeader, RequestHeader, Response, SetDataRequest, WatcherEvent,
+    WatcherType, Writer, AUTH_XID, DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
 };
 use zklock::session::{
     BatchRead, Event as SessionEvent, Probe, Release, Session, SessionConfig, State, Successor,
@@ -1228,9 +1228,15 @@ struct SessionCheck {
     flags: u8,
     ops: Vec<(u32, OpCode)>,
     answered: Vec<u32>,
-    watchers: Vec<u32>,
+    /// The tokens that ask for a watch: (token, kind, watcher).
+    watch_requests: Vec<(u32, WatchKind, u32)>,
+    /// The watchers a reply has registered, with whether they are
+    /// persistent: a one-shot one is gone once delivered.
+    live: Vec<(u32, bool)>,
     last_state: State,
     last_zxid: i64,
+    /// What the run reached (see [`SessionSummary`]).
+    summary: SessionSummary,
     /// The next transmitted frame must be a ConnectRequest.
     expect_connect: bool,
     /// closeSession went out on this connection: the server ends the
@@ -1245,6 +1251,24 @@ struct SessionCheck {
 }
 
 impl SessionCheck {
+    /// Notes the watcher the reply to `token` registers, if any: on
+    /// success, or, for an exists, on NoNode too.
+    fn register(&mut self, token: u32, result: &Result<Response, Error>) {
+        let Some(&(_, kind, watcher)) = self.watch_requests.iter().find(|(t, ..)| *t == token)
+        else {
+            return;
+        };
+        let registers = match result {
+            Ok(_) => true,
+            Err(Error::NoNode) => kind == WatchKind::Exist,
+            Err(_) => false,
+        };
+        if registers && !self.live.iter().any(|(w, _)| *w == watcher) {
+            let persistent = matches!(kind, WatchKind::Persistent | WatchKind::PersistentRecursive);
+            self.live.push((watcher, persistent));
+        }
+    }
+
     fn drain(&mut self, session: &mut FuzzSession, now: Instant) {
         while let Some(event) = session.poll_event() {
             match event {
@@ -1257,6 +1281,8 @@ impl SessionCheck {
                         "token {token} ({op:?}) answered twice, now with {result:?}"
                     );
                     self.answered.push(token);
+                    self.summary.successes += usize::from(result.is_ok());
+                    self.register(token, &result);
                     if let Ok(resp) = &result {
                         assert_eq!(
                             variant_name(resp),
@@ -1269,11 +1295,23 @@ impl SessionCheck {
                     }
                 }
                 SessionEvent::Watch { watchers, event } => {
+                    // A node change ends a one-shot watcher; a removal or
+                    // the session's end (a state event) ends any.
+                    let ends_all = !matches!(
+                        event.event_type,
+                        EventType::NodeCreated
+                            | EventType::NodeDeleted
+                            | EventType::NodeDataChanged
+                            | EventType::NodeChildrenChanged
+                    );
+                    self.summary.watch_events += usize::from(!ends_all);
                     for w in &watchers {
-                        assert!(
-                            self.watchers.contains(w),
-                            "unknown watcher {w} for {event:?}"
-                        );
+                        let Some(i) = self.live.iter().position(|(l, _)| l == w) else {
+                            panic!("watcher {w} is not registered (any more), for {event:?}");
+                        };
+                        if ends_all || !self.live[i].1 {
+                            self.live.swap_remove(i);
+                        }
                     }
                 }
                 SessionEvent::State(state) => {
@@ -1287,6 +1325,9 @@ impl SessionCheck {
                         "{state:?} reported after terminal {:?}",
                         self.last_state
                     );
+                    self.summary.connected |= state.is_connected();
+                    self.summary.expired_or_refused |=
+                        matches!(state, State::Expired | State::AuthFailed);
                     self.last_state = state;
                 }
             }
@@ -1403,7 +1444,9 @@ fn probe_read_write(session: &mut FuzzSession, answers: &mut Xorshift, now: Inst
 /// answers.
 ///
 /// Checks: every reply is for a submitted token, at most once, and of the
-/// record type of its op; watch events only name registered watchers; state
+/// record type of its op; watch events only name watchers that a reply has
+/// registered (a success, or an exists' NoNode), a one-shot one at most
+/// once, and none after its removal or the session's end; state
 /// events never repeat and stop after a terminal state (but for the new
 /// session that follows an expiry with `SESSION_NEW_ON_EXPIRY`, whose
 /// handshake asks for id 0 with a zero password and nothing seen);
@@ -1414,8 +1457,27 @@ fn probe_read_write(session: &mut FuzzSession, answers: &mut Xorshift, now: Inst
 /// the connection is gone and the session closed, every submitted request
 /// has been answered exactly once.
 pub fn session(data: &[u8]) {
+    session_run(data);
+}
+
+/// What a run of the [`session`] target reached, for the seeds' checks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionSummary {
+    /// The session was connected at some point.
+    pub connected: bool,
+    /// Requests answered with success.
+    pub successes: usize,
+    /// Node events delivered to watchers.
+    pub watch_events: usize,
+    /// The session was found expired, or its credentials refused.
+    pub expired_or_refused: bool,
+}
+
+/// The [`session`] target, saying what the run reached; `None` for an
+/// input too short to run.
+pub fn session_run(data: &[u8]) -> Option<SessionSummary> {
     let [flags, chunk_seed, time_seed, stream @ ..] = data else {
-        return;
+        return None;
     };
     let mut now = Instant::now();
     let (mut session, ops) = session_new(*flags, now);
@@ -1423,9 +1485,14 @@ pub fn session(data: &[u8]) {
         flags: *flags,
         ops,
         answered: Vec::new(),
-        watchers: vec![100, 101, 102, 103, 104, 105, 106],
+        watch_requests: submissions()
+            .into_iter()
+            .filter_map(|(token, _, _, watch)| watch.map(|(kind, _, w)| (token, kind, w)))
+            .collect(),
+        live: Vec::new(),
         last_state: State::Disconnected,
         last_zxid: 0,
+        summary: SessionSummary::default(),
         expect_connect: true,
         close_sent: false,
         generation: 0,
@@ -1535,4 +1602,5 @@ pub fn session(data: &[u8]) {
             "token {token} ({op:?}) was never answered"
         );
     }
+    Some(check.summary)
 }
