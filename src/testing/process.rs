@@ -40,7 +40,8 @@ const BASE_PROPERTIES: &[(&str, &str)] = &[
 
 /// The watchdog: waits for its stdin to close (the test process holds the
 /// only write end, so this happens when it exits in any way), then kills the
-/// JVM and removes the temp dir. A normal teardown kills the watchdog first.
+/// JVM and removes the temp dir. A normal teardown kills the watchdog once
+/// the JVM is reaped.
 /// It ignores the signals a whole process group gets when a run is stopped
 /// (Ctrl-C, a CI job's SIGTERM): a paused JVM would not act on its own.
 const WATCHDOG_SCRIPT: &str = r#"trap '' INT HUP TERM QUIT
@@ -238,7 +239,9 @@ impl JvmProcess {
         if !self.is_running() {
             return Ok(());
         }
-        self.disarm_watchdog();
+        // The watchdog stays armed until the JVM is reaped: should the
+        // test process die meanwhile, it still kills the JVM (unreaped, its
+        // pid cannot have been reused).
         self.signal("TERM")?;
         if self.paused {
             // A stopped process only handles SIGTERM once continued.
@@ -257,7 +260,6 @@ impl JvmProcess {
 
     /// Kills the process (SIGKILL) and waits for it.
     pub(crate) fn kill(&mut self) -> Result<(), Error> {
-        self.disarm_watchdog();
         if self.exited.is_none() {
             // SIGKILL; an error means it already exited, which wait() reports.
             let _ = self.child.kill();
@@ -267,6 +269,7 @@ impl JvmProcess {
                 .map_err(|e| Error::io("wait for the ZooKeeper process", e))?;
             self.exited = Some(status.to_string());
         }
+        self.disarm_watchdog();
         self.paused = false;
         Ok(())
     }

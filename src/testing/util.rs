@@ -114,26 +114,37 @@ pub(crate) fn poll_pause(deadline: Instant) {
 /// started at the same time never get the same one.
 static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
-/// Finds `count` distinct free loopback ports. The kernel picks them; they are
-/// free when this returns but nothing holds them, so a server start can still
-/// race another process for them (the callers retry on "Address already in
-/// use").
+/// Finds `count` distinct free loopback ports for servers. They are free
+/// when this returns but nothing holds them until a server binds them (and
+/// a follower's quorum port only a leader ever binds), so they are taken
+/// below the kernel's ephemeral range where it can be read: a port bound
+/// to 0 (a proxy's) or an outgoing connection's source port, which come
+/// from that range, can then never take one. Another process can still
+/// bind one explicitly; the callers retry on "Address already in use".
 pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
-    // Holding the listeners until all are picked keeps the kernel from
-    // handing out the same port twice.
+    // Holding the listeners until all are picked keeps the same port from
+    // being picked twice.
     let mut listeners = Vec::with_capacity(count);
     let mut ports = Vec::with_capacity(count);
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
     let mut seen: HashSet<u16> = handed_out.iter().copied().collect();
+    let mut candidates = server_port_candidates();
     let mut attempts = 0;
     while ports.len() < count {
         attempts += 1;
-        if attempts > count + 64 {
+        if attempts > count + 256 {
             return Err(Error::InvalidConfig(
                 "could not find enough free loopback ports".into(),
             ));
         }
-        let (listener, port) = bind_loopback()?;
+        let (listener, port) = match candidates.as_mut().and_then(Iterator::next) {
+            Some(port) if seen.contains(&port) => continue,
+            Some(port) => match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+                Ok(listener) => (listener, port),
+                Err(_) => continue,
+            },
+            None => bind_loopback()?,
+        };
         if seen.insert(port) {
             ports.push(port);
         }
@@ -141,6 +152,24 @@ pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
     }
     record(&mut handed_out, &ports);
     Ok(ports)
+}
+
+/// How many ports below the ephemeral range servers are given theirs from.
+const SERVER_PORT_SPAN: u16 = 10_000;
+
+/// The ports to try for servers, from a random point in the span below the
+/// kernel's ephemeral range (`ip_local_port_range`), round to it; `None`
+/// where that range cannot be read or leaves no room below it.
+fn server_port_candidates() -> Option<impl Iterator<Item = u16>> {
+    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let low: u16 = range.split_whitespace().next()?.parse().ok()?;
+    let start = low.checked_sub(SERVER_PORT_SPAN)?;
+    if start < 1024 {
+        return None;
+    }
+    let first = crate::rand::Rng::new().below(usize::from(SERVER_PORT_SPAN));
+    let first = u16::try_from(first).unwrap_or(0);
+    Some((0..SERVER_PORT_SPAN).map(move |i| start + (i + first) % SERVER_PORT_SPAN))
 }
 
 /// A listener on a free loopback port that no server of this process was
@@ -323,6 +352,30 @@ pub(crate) fn shutdown_quietly(stream: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Server ports are distinct, free and below the ephemeral range,
+    /// where it can be read.
+    #[test]
+    fn server_ports_come_from_below_the_ephemeral_range() {
+        let ports = free_ports(6).unwrap();
+        let distinct: HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), 6, "{ports:?}");
+        for &port in &ports {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("a free port");
+        }
+        let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
+        let Some(low) = range
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        else {
+            return;
+        };
+        if low >= 1024 + SERVER_PORT_SPAN {
+            for port in ports {
+                assert!((low - SERVER_PORT_SPAN..low).contains(&port), "{port}");
+            }
+        }
+    }
 
     #[test]
     fn parses_modes() {
