@@ -88,10 +88,10 @@ exit status:
              COMMAND), or it was no longer held when COMMAND was to start
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
-/// The longest session timeout the protocol carries: `i32::MAX` ms.
 /// The environment variable with the digest credentials (`USER:PASSWORD`).
 const DIGEST_VAR: &str = "ZK_DIGEST";
 
+/// The longest session timeout the protocol carries: `i32::MAX` ms.
 const MAX_SESSION_TIMEOUT_MS: u64 = i32::MAX as u64;
 
 /// Settings shared by the subcommands.

@@ -36,6 +36,9 @@ const SETPRIV: &str = "setpriv";
 /// meanwhile, and the wait should not depend on a tool's whims.
 const CHECK_LIMIT: Duration = Duration::from_secs(10);
 
+/// How long a check given up on may take to die once sent SIGKILL.
+const KILLED_WAIT: Duration = Duration::from_secs(5);
+
 /// Where `execvp` looks for a command when `PATH` is unset (glibc and musl
 /// agree).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -160,6 +163,7 @@ fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, NotLaunched> {
         .args(["--pdeathsig", "KILL", "--"])
         .arg(resolve("true").unwrap_or_else(|_| "true".into()))
         .process_group(0)
+        .env_remove(DIGEST_VAR)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -177,9 +181,14 @@ fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, NotLaunched> {
         // Never so on Linux; waited for without a limit.
         Err(_) => bounded(0).1,
     };
+    // Not reaped if SIGKILL does not end it in time (a process in an
+    // uninterruptible sleep dies only when it wakes): left a zombie then,
+    // but zklock goes on.
     let mut end_probe = || {
         let _ = probe.kill();
-        let _ = probe.wait();
+        if exited.recv_timeout(KILLED_WAIT).is_ok() {
+            let _ = probe.wait();
+        }
     };
     select! {
         recv(exited) -> _ => {}
