@@ -1326,6 +1326,7 @@ impl SessionCheck {
                         self.last_state
                     );
                     self.summary.connected |= state.is_connected();
+                    self.summary.renewed |= self.generation > 0 && state.is_connected();
                     self.summary.expired_or_refused |=
                         matches!(state, State::Expired | State::AuthFailed);
                     self.last_state = state;
@@ -1471,6 +1472,8 @@ pub struct SessionSummary {
     pub watch_events: usize,
     /// The session was found expired, or its credentials refused.
     pub expired_or_refused: bool,
+    /// A new session followed an expiry, and connected.
+    pub renewed: bool,
 }
 
 /// The [`session`] target, saying what the run reached; `None` for an

@@ -1372,7 +1372,7 @@ fn accepted(target: &str, data: &[u8]) -> bool {
             split_frame(&data[1..], max) != Ok(None)
         }
         // Past the handshake, to a request answered with success, or to
-        // the expiry or refusal the seed is about.
+        // an expiry or refusal (each seed's own goal: `session_goal`).
         "session" => targets::session_run(data)
             .is_some_and(|s| (s.connected && s.successes > 0) || s.expired_or_refused),
         "stream" => {
@@ -1384,6 +1384,19 @@ fn accepted(target: &str, data: &[u8]) -> bool {
             rest.is_empty()
         }
         other => panic!("no target {other}"),
+    }
+}
+
+/// Whether a valid session seed's run reached what the seed is named for:
+/// a new session after an expiry, an expiry or refusal, or otherwise
+/// requests answered with success.
+fn session_goal(name: &str, summary: &targets::SessionSummary) -> bool {
+    if name.contains("new-session") {
+        summary.renewed
+    } else if name.contains("expired") || name.contains("auth-failed") {
+        summary.expired_or_refused
+    } else {
+        summary.connected && summary.successes > 0
     }
 }
 
@@ -1410,6 +1423,14 @@ fn seeds_exercise_their_decoders() {
                 s.target,
                 s.name
             );
+            if s.target == "session" {
+                let summary = targets::session_run(&s.bytes);
+                assert!(
+                    summary.is_some_and(|summary| session_goal(&s.name, &summary)),
+                    "session/{} does not reach its goal: {summary:?}",
+                    s.name
+                );
+            }
         }
     }
     // The fixture-derived session splits into its frames and connects.
