@@ -7,6 +7,7 @@
 
 pub mod path_errors;
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -42,12 +43,40 @@ pub fn create_bobs_node(zk: &TestServer, path: &str, data: &[u8]) -> Client {
 
 /// A standalone server with the harness defaults.
 pub fn server() -> TestServer {
+    abort_if_hung();
     TestServer::new().expect("start a ZooKeeper server")
 }
 
 /// A 3-member ensemble.
 pub fn cluster() -> TestCluster {
+    abort_if_hung();
     TestCluster::new().expect("start a ZooKeeper ensemble")
+}
+
+/// How long a test binary may run before it is taken for hung. The tests'
+/// own waits are bounded, but a `lock()` call (the API under test) is not,
+/// and a library bug that hangs one should fail the suite with a message
+/// rather than run into CI's time limit. Well above the slowest binary.
+const HANG_LIMIT: Duration = Duration::from_secs(600);
+
+/// Arms, once per test binary, the abort after [`HANG_LIMIT`]. The servers'
+/// watchdogs then stop them and remove their directories.
+fn abort_if_hung() {
+    static ARMED: std::sync::Once = std::sync::Once::new();
+    ARMED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("hang-limit".into())
+            .spawn(|| {
+                std::thread::sleep(HANG_LIMIT);
+                // Not `eprintln!`, which the test harness captures for the
+                // test that spawned this thread, and loses on the abort.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "a test of this binary is still running after {HANG_LIMIT:?}: aborting"
+                );
+                std::process::abort();
+            });
+    });
 }
 
 /// A proxy in front of `server`.
