@@ -661,17 +661,28 @@ fn a_setpriv_without_pdeathsig_is_warned_about_and_not_used() {
         "setpriv",
         "echo \"setpriv: unrecognized option '$1'\" >&2; exit 1",
     );
+    runs_without_setpriv(
+        &dir,
+        search,
+        "/cli/old-setpriv",
+        "cannot set a parent-death signal (util-linux 2.33 or later can)",
+    );
+}
+
+/// Runs `exec` with the fake setpriv that `search` finds in `dir`, and
+/// asserts that the command ran, started directly, after one warning that
+/// setpriv `why`.
+fn runs_without_setpriv(dir: &TempDir, search: String, path: &str, why: &str) {
     let mark = dir.join("ran");
     let script = format!("touch '{}'", mark.display());
-    let out = Run::spawn(exec(&["--quiet"], "/cli/old-setpriv", &script).env("PATH", search))
-        .finish(WAIT);
+    let out = Run::spawn(exec(&["--quiet"], path, &script).env("PATH", search)).finish(WAIT);
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
     assert!(mark.exists(), "the command did not run");
     assert_eq!(
         one_line(&out),
         format!(
-            "zklock: warning: {} cannot set a parent-death signal (util-linux 2.33 or later \
-             can); if zklock is killed with SIGKILL, the command runs on without the lock",
+            "zklock: warning: {} {why}; if zklock is killed with SIGKILL, the command runs on \
+             without the lock",
             dir.join("bin").join("setpriv").display()
         )
     );
@@ -800,19 +811,11 @@ fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
 fn a_setpriv_check_that_does_not_end_is_given_up_with_a_warning() {
     let dir = TempDir::new("hung-setpriv");
     let (search, _check) = setpriv_holding_its_check(&dir);
-    let mark = dir.join("ran");
-    let script = format!("touch '{}'", mark.display());
-    let out = Run::spawn(exec(&["--quiet"], "/cli/hung-setpriv", &script).env("PATH", search))
-        .finish(WAIT);
-    assert_eq!(code(&out), Some(0), "{}", out.stderr);
-    assert!(mark.exists(), "the command did not run");
-    assert_eq!(
-        one_line(&out),
-        format!(
-            "zklock: warning: {} did not finish its check within 10 s; if zklock is killed \
-             with SIGKILL, the command runs on without the lock",
-            dir.join("bin").join("setpriv").display()
-        )
+    runs_without_setpriv(
+        &dir,
+        search,
+        "/cli/hung-setpriv",
+        "did not finish its check within 10 s",
     );
 }
 
