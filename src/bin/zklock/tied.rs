@@ -83,8 +83,9 @@ impl Launcher {
     }
 
     /// Spawns the program with `args` and `envs`, without `ZK_DIGEST`, as
-    /// the leader of a new process group. Must be called on the main thread: the kernel sends
-    /// the parent-death signal when the thread that spawned the child ends.
+    /// the leader of a new process group. Must be called on the main
+    /// thread: the kernel sends the parent-death signal when the thread
+    /// that spawned the child ends.
     pub fn spawn<'a>(
         mut self,
         args: &[String],
