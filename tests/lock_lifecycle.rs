@@ -531,3 +531,36 @@ fn a_node_deleted_before_its_watch_was_set_leaves_no_watch() {
     let watched = watches_by_path(&server);
     assert!(!watched.contains_key(&node), "{node} watched: {watched:?}");
 }
+
+/// Under a chroot, `/` is the chroot node, and a lock may live there: the
+/// chroot node is made on demand like any lock directory, the nodes are
+/// its children, a mutex and a read-write lock of another session exclude
+/// each other there, and nothing is left. Without a chroot, `/` stays
+/// refused (`tests/bad_input.rs`).
+#[test]
+fn a_lock_at_the_root_of_a_chroot_lives_in_the_chroot_node() {
+    const CHROOT: &str = "/locked-app";
+    let server = server();
+    let root = connect(&server.connect_string());
+    let chrooted = || connect(&format!("{}{CHROOT}", server.connect_string()));
+    let (a, b) = (chrooted(), chrooted());
+    let mutex = Mutex::new(&a, "/").expect("a mutex at the chroot node");
+    let guard = mutex
+        .try_lock_for(WAIT)
+        .expect("try_lock_for")
+        .expect("the uncontended lock");
+    let node = leaf(guard.node()).to_owned();
+    assert_eq!(guard.node(), format!("/{node}"));
+    assert_eq!(children(&root, CHROOT), [node]);
+    let other = RwLock::new(&b, "/").expect("a read-write lock at the chroot node");
+    assert!(other.try_read().expect("try_read").is_none());
+    guard.unlock().expect("unlock");
+    let read = other
+        .try_read_for(WAIT)
+        .expect("try_read_for")
+        .expect("the read lock, once free");
+    assert_eq!(children(&root, CHROOT), [leaf(read.node()).to_owned()]);
+    assert!(mutex.try_lock().expect("try_lock").is_none());
+    read.unlock().expect("unlock");
+    assert_eq!(children(&root, CHROOT), Vec::<String>::new());
+}

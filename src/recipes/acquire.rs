@@ -38,7 +38,8 @@ pub(crate) struct LockSpec {
 impl LockSpec {
     pub(crate) fn new(client: &Client, path: &str) -> Result<LockSpec> {
         validate(path, false)?;
-        if path == "/" {
+        // Under a chroot, `/` is the chroot node, a directory like any.
+        if path == "/" && client.chroot().is_none() {
             return Err(Error::InvalidPath {
                 path: path.to_owned(),
                 reason: "a lock needs its own directory, not the root",

@@ -42,7 +42,8 @@ pub struct Mutex {
 
 impl Mutex {
     /// A mutex at `path` (created on demand as container nodes, which the
-    /// server deletes once empty).
+    /// server deletes once empty). Not at `/`, unless the client has a
+    /// chroot: then `/` is the chroot node.
     pub fn new(client: &Client, path: &str) -> Result<Mutex> {
         Ok(Mutex {
             spec: LockSpec::new(client, path)?,
