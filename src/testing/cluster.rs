@@ -309,20 +309,23 @@ impl TestCluster {
 
     /// Stops member `i` gracefully (SIGTERM; SIGKILL after 10 s).
     pub fn stop(&self, i: usize) -> Result<(), Error> {
-        let process = self.member(i)?.lock().take();
-        match process {
-            Some(mut process) => process.terminate(STOP_GRACE),
-            None => Ok(()),
-        }
+        // Taken out only once it has exited, under the lock all along: a
+        // `start` meanwhile waits, rather than spawn a second JVM on the
+        // same ports and data.
+        let mut process = self.member(i)?.lock();
+        let stopped = process
+            .as_mut()
+            .map_or(Ok(()), |process| process.terminate(STOP_GRACE));
+        *process = None;
+        stopped
     }
 
     /// Kills member `i` (SIGKILL), like a crash.
     pub fn kill(&self, i: usize) -> Result<(), Error> {
-        let process = self.member(i)?.lock().take();
-        match process {
-            Some(mut process) => process.kill(),
-            None => Ok(()),
-        }
+        let mut process = self.member(i)?.lock();
+        let killed = process.as_mut().map_or(Ok(()), JvmProcess::kill);
+        *process = None;
+        killed
     }
 
     /// [`stop`](Self::stop), then [`start`](Self::start) member `i`.

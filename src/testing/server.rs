@@ -346,21 +346,24 @@ impl TestServer {
     /// Stops the server gracefully (SIGTERM; SIGKILL after 10 s). Open client
     /// connections are closed. Does nothing if it is not running.
     pub fn stop(&self) -> Result<(), Error> {
-        let process = self.lock().take();
-        match process {
-            Some(mut process) => process.terminate(STOP_GRACE),
-            None => Ok(()),
-        }
+        // Taken out only once it has exited, under the lock all along: a
+        // `start` meanwhile waits, rather than spawn a second JVM on the
+        // same port and data.
+        let mut process = self.lock();
+        let stopped = process
+            .as_mut()
+            .map_or(Ok(()), |process| process.terminate(STOP_GRACE));
+        *process = None;
+        stopped
     }
 
     /// Kills the server (SIGKILL), like a crash. Does nothing if it is not
     /// running.
     pub fn kill(&self) -> Result<(), Error> {
-        let process = self.lock().take();
-        match process {
-            Some(mut process) => process.kill(),
-            None => Ok(()),
-        }
+        let mut process = self.lock();
+        let killed = process.as_mut().map_or(Ok(()), JvmProcess::kill);
+        *process = None;
+        killed
     }
 
     /// [`stop`](Self::stop), then [`start`](Self::start).
