@@ -774,11 +774,12 @@ impl HeldCheck {
 
 /// A Ctrl-C (SIGINT to zklock's process group, as a terminal sends it)
 /// while zklock checks that setpriv can set a parent-death signal, once
-/// the lock is held: the check, in a group of its own, is not ended by it,
-/// so setpriv is not taken for an old one, and zklock exits 75 with the
-/// command never started. Before, the check died with zklock's group, a
-/// false warning followed, and the command started without setpriv, the
-/// signal then passed on to it.
+/// the lock is held: the check, in a group of its own, does not die of it
+/// (and pass for an old setpriv); zklock ends the check itself, at once,
+/// and exits 75 with the command never started. Before, the check died
+/// with zklock's group, a false warning followed, and the command started
+/// without setpriv, the signal then passed on to it; later, zklock waited
+/// for the check to end before it acted on the signal.
 #[test]
 fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
     const PATH: &str = "/cli/sigint-checking";
