@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{builder, mk, open, proxy, server, states_until, wait_connected, WAIT};
 use zklock::proto::OpCode;
-use zklock::testing::ProxyMode;
+use zklock::testing::{Pause, ProxyMode, ReleasedOnDrop};
 use zklock::{CreateMode, Error, Mutex, State};
 
 #[test]
@@ -311,4 +311,86 @@ fn a_close_on_a_silent_connection_is_confirmed_through_another_host() {
         "confirmed through the other host"
     );
     drop(guard);
+}
+
+/// A resolver that does not answer (a dead name server; here a pause point
+/// holds the resolution) delays neither the session's own expiry nor a
+/// `close`: the client resolves and connects on a thread of its own.
+#[test]
+fn a_resolver_that_does_not_answer_holds_up_neither_the_expiry_nor_close() {
+    let zk = server();
+    let host = zk.connect_string();
+    let c = builder()
+        .session_timeout(Duration::from_secs(4))
+        .connect(&host)
+        .expect("connect");
+    let states = c.state_changes();
+    let resolving = ReleasedOnDrop(Pause::arm_resolving(&host));
+    zk.kill().expect("kill the server");
+    assert!(
+        resolving.0.wait_reached(WAIT),
+        "the reconnect resolves the host"
+    );
+    // The client's own clock ends the session while the name is still
+    // being resolved.
+    assert_eq!(
+        states_until(&states, State::Expired),
+        [State::Disconnected, State::Expired]
+    );
+    let started = Instant::now();
+    c.close().expect("a close after the session ended");
+    assert!(started.elapsed() < WAIT, "close waits for no resolver");
+    assert_eq!(c.exists("/").map(|_| ()), Err(Error::SessionExpired));
+}
+
+/// A close while the name is still being resolved ends at the close's own
+/// deadline, saying no server confirmed it.
+#[test]
+fn a_close_during_a_resolution_ends_at_its_own_deadline() {
+    let zk = server();
+    let host = zk.connect_string();
+    let c = builder()
+        .session_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(1))
+        .connect(&host)
+        .expect("connect");
+    let resolving = ReleasedOnDrop(Pause::arm_resolving(&host));
+    zk.kill().expect("kill the server");
+    assert!(
+        resolving.0.wait_reached(WAIT),
+        "the reconnect resolves the host"
+    );
+    let started = Instant::now();
+    assert_eq!(
+        c.close(),
+        Err(Error::Timeout {
+            what: "a read-write server to confirm closeSession (connect_timeout)",
+            after: Duration::from_secs(1),
+        })
+    );
+    assert!(started.elapsed() < WAIT, "close waits for no resolver");
+}
+
+/// `connect` gives up at its budget even while the resolver is silent,
+/// and says where the attempt was.
+#[test]
+fn connect_gives_up_at_its_budget_while_the_name_is_still_being_resolved() {
+    let zk = server();
+    let host = zk.connect_string();
+    let resolving = ReleasedOnDrop(Pause::arm_resolving(&host));
+    let started = Instant::now();
+    let error = builder()
+        .connect_timeout(Duration::from_secs(1))
+        .connect(&host)
+        .expect_err("no address to connect to");
+    assert!(started.elapsed() < WAIT, "connect waits for no resolver");
+    assert!(resolving.0.wait_reached(Duration::ZERO));
+    assert_eq!(
+        error,
+        Error::ConnectFailed {
+            hosts: host.clone(),
+            timeout: Duration::from_secs(1),
+            last_error: format!("{host}: its name was still being resolved"),
+        }
+    );
 }

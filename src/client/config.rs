@@ -100,7 +100,10 @@ impl Config {
     /// How long one TCP connect plus handshake may take per host (default
     /// 5 s), and how long [`Client::close`](crate::Client::close) tries to
     /// have a server confirm the close. Resolving a host name is the system
-    /// resolver's, and not bounded by it. Once a session is established, a
+    /// resolver's, and not bounded by it; it runs on a thread of its own,
+    /// so a resolver that does not answer delays neither the session's
+    /// timers (request deadlines, its local expiry) nor a `close` or a
+    /// `connect` past its own deadline. Once a session is established, a
     /// reconnect attempt gets at most a third of the negotiated session
     /// timeout shared among the other hosts (T/6 with three hosts): a
     /// silent server is given up on only 2/3 of T after it was last heard,

@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, Select};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::core::{drain_events, lock, Shared};
@@ -21,7 +21,6 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 /// call that reports it), until that one is.
 pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
     let mut read_buf = vec![0u8; 64 * 1024];
-    let mut rng = Rng::new();
     loop {
         let Some((host, not_before)) = next_attempt(&shared) else {
             return;
@@ -31,7 +30,10 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
         }
         let attempt_timeout = shared.core().session.attempt_timeout();
         let started = Instant::now();
-        match connect(&host, attempt_timeout, &mut rng) {
+        let Some(connected) = connect_aside(&shared, &wake, &host, attempt_timeout) else {
+            return;
+        };
+        match connected {
             // The handshake has what the TCP connect left of the timeout.
             Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf, started),
             Err(e) => {
@@ -60,34 +62,145 @@ fn next_attempt(shared: &Shared) -> Option<(String, Instant)> {
 /// connection have deadlines) and waking for `close`. False if the session
 /// ended meanwhile.
 fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
+    let never = crossbeam_channel::never::<()>();
+    match serve_timers(shared, wake, Some(until), &never) {
+        Waited::Over => false,
+        Waited::Until | Waited::Got(_) => true,
+    }
+}
+
+/// How [`serve_timers`] ended.
+enum Waited<T> {
+    /// The session ended.
+    Over,
+    /// The time asked for came.
+    Until,
+    /// What was waited for arrived: `None` if its sender is gone instead.
+    Got(Option<T>),
+}
+
+/// Serves the session's timers and `close` until the session ends, `until`
+/// comes, or `arrival` delivers.
+fn serve_timers<T>(
+    shared: &Shared,
+    wake: &Receiver<()>,
+    until: Option<Instant>,
+    arrival: &Receiver<T>,
+) -> Waited<T> {
     let mut events = Vec::new();
+    let mut woken_by = Some(wake);
     loop {
         let now = Instant::now();
         let mut core = shared.core();
         core.session.handle_timeout(now);
         let over = core.session.fatal_error().is_some();
-        let deadline = core.session.poll_timeout().map_or(until, |t| t.min(until));
+        let deadline = [core.session.poll_timeout(), until]
+            .into_iter()
+            .flatten()
+            .min();
         drain_events(&mut core.session, &mut events);
         drop(core);
         shared.dispatch(&mut events);
         if over {
-            return false;
+            return Waited::Over;
         }
-        if now >= until {
-            return true;
+        if until.is_some_and(|until| now >= until) {
+            return Waited::Until;
         }
-        let wait = deadline.saturating_duration_since(now).min(MAX_WAIT);
-        if let Err(RecvTimeoutError::Disconnected) = wake.recv_timeout(wait) {
+        let wait = deadline.map_or(MAX_WAIT, |at| {
+            at.saturating_duration_since(now).min(MAX_WAIT)
+        });
+        let mut select = Select::new();
+        let arrival_index = select.recv(arrival);
+        let wake_index = woken_by.map(|wake| select.recv(wake));
+        let Ok(ready) = select.select_timeout(wait) else {
+            continue;
+        };
+        if ready.index() == arrival_index {
+            return Waited::Got(ready.recv(arrival).ok());
+        }
+        if let Some(wake) = woken_by.filter(|_| Some(ready.index()) == wake_index) {
             // Every handle is gone (the last dropped on one of our own
-            // threads): nothing can wake us early, but the wait still is one.
-            std::thread::sleep(wait);
+            // threads): nothing can wake us early any more.
+            if ready.recv(wake).is_err() {
+                woken_by = None;
+            }
+        }
+    }
+}
+
+/// What the connecting thread reports.
+enum Connecting {
+    /// The host's name is resolved; the TCP connect has begun.
+    Resolved,
+    /// The attempt's outcome.
+    Done(io::Result<TcpStream>),
+}
+
+/// Resolves `host` and connects to it on a thread of its own, while this
+/// one goes on serving the session's timers and `close`: a resolver with a
+/// dead name server can take many seconds, and no request's deadline, local
+/// expiry, `close` or `connect` budget may wait for it. `None` once the
+/// session is over; the thread is then left to end on its own (its
+/// connection, if it makes one, is dropped), after saying in the last
+/// connect error where it was.
+fn connect_aside(
+    shared: &Shared,
+    wake: &Receiver<()>,
+    host: &str,
+    timeout: Duration,
+) -> Option<io::Result<TcpStream>> {
+    let (report, reports) = crossbeam_channel::bounded(2);
+    let target = host.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("zklock-connect".into())
+        .spawn(move || {
+            let connected = connect_reporting(&target, timeout, &mut Rng::new(), || {
+                let _ = report.send(Connecting::Resolved);
+            });
+            let _ = report.send(Connecting::Done(connected));
+        });
+    if let Err(e) = spawned {
+        log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
+        return Some(connect(host, timeout, &mut Rng::new()));
+    }
+    let mut resolved = false;
+    loop {
+        match serve_timers(shared, wake, None, &reports) {
+            Waited::Got(Some(Connecting::Resolved)) => resolved = true,
+            Waited::Got(Some(Connecting::Done(connected))) => return Some(connected),
+            Waited::Got(None) => {
+                return Some(Err(io::Error::other(
+                    "the connecting thread ended without an outcome",
+                )))
+            }
+            Waited::Over | Waited::Until => {
+                let step = if resolved {
+                    "the TCP connect was still under way"
+                } else {
+                    "its name was still being resolved"
+                };
+                *lock(&shared.last_connect_error) = Some(format!("{host}: {step}"));
+                return None;
+            }
         }
     }
 }
 
 /// A TCP connection to `host` (one of its addresses, at random).
 pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
+    connect_reporting(host, timeout, rng, || {})
+}
+
+/// [`connect`], calling `resolved` between resolving and connecting.
+fn connect_reporting(
+    host: &str,
+    timeout: Duration,
+    rng: &mut Rng,
+    resolved: impl FnOnce(),
+) -> io::Result<TcpStream> {
     let addrs = resolve(host)?;
+    resolved();
     let addr = addrs.get(rng.below(addrs.len())).copied().ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
     })?;
@@ -107,6 +220,8 @@ pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Resul
 /// A name under `.invalid` fails at once, without asking the system's
 /// resolver, as RFC 6761 asks of resolvers: no query leaves the machine.
 fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
+    #[cfg(feature = "testing")]
+    crate::testing::pause::resolving(host);
     let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
     if is_reserved_invalid(name) {
         return Err(io::Error::new(

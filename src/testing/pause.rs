@@ -4,7 +4,9 @@
 //! replaced between two steps of one call.
 //!
 //! A point is armed on one thread, the one about to make the call, so tests
-//! running in parallel never stop each other's threads.
+//! running in parallel never stop each other's threads. The exception is a
+//! host's resolution, which a client makes on a thread of its own: it is
+//! armed for one host, and a test's own server gives it a host of its own.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -29,6 +31,9 @@ pub enum PausePoint {
     /// A lock attempt's create found the lock directory missing, and the
     /// attempt is about to make it.
     LockDirMissing,
+    /// A client is about to resolve a host of its connect string (armed
+    /// with [`Pause::arm_resolving`]): a resolver that does not answer.
+    Resolving,
 }
 
 /// One armed point. Cloned to hand it to the thread that releases it.
@@ -77,6 +82,10 @@ thread_local! {
     static ARMED: RefCell<Vec<Pause>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Resolutions armed, by host: they happen on the client's own threads,
+/// which a test cannot arm. A test's own server gives it a host of its own.
+static RESOLVING: Mutex<Vec<(String, Pause)>> = Mutex::new(Vec::new());
+
 impl Pause {
     /// Arms `point` on the calling thread, once: the next time this thread
     /// reaches it, it stops there until [`Pause::release`].
@@ -86,6 +95,21 @@ impl Pause {
             gate: Arc::default(),
         };
         ARMED.with(|armed| armed.borrow_mut().push(pause.clone()));
+        pause
+    }
+
+    /// Arms the next resolution of `host` (`name:port`, as in a connect
+    /// string), once, on whichever thread makes it: that thread stops
+    /// there until [`Pause::release`].
+    pub fn arm_resolving(host: &str) -> Pause {
+        let pause = Pause {
+            point: PausePoint::Resolving,
+            gate: Arc::default(),
+        };
+        RESOLVING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((host.to_owned(), pause.clone()));
         pause
     }
 
@@ -122,13 +146,38 @@ pub(crate) fn reached(point: PausePoint) {
         let index = armed.iter().position(|pause| pause.point == point)?;
         Some(armed.remove(index))
     });
-    let Some(pause) = armed else {
-        return;
+    if let Some(pause) = armed {
+        pause.stop_here();
+    }
+}
+
+/// Called by the library before it resolves `host`: stops the calling
+/// thread there if a test armed that host's resolution.
+pub(crate) fn resolving(host: &str) {
+    let armed = {
+        let mut armed = RESOLVING.lock().unwrap_or_else(|e| e.into_inner());
+        armed
+            .iter()
+            .position(|(armed_host, _)| armed_host == host)
+            .map(|index| armed.remove(index).1)
     };
-    pause.gate.state().reached = true;
-    pause.gate.changed.notify_all();
-    if !pause.gate.wait(MAX_PAUSE, |state| state.released) {
-        log::warn!("{point:?}: not released within {MAX_PAUSE:?}, going on");
+    if let Some(pause) = armed {
+        pause.stop_here();
+    }
+}
+
+impl Pause {
+    /// Says the point is reached, then waits for the release (for at
+    /// most [`MAX_PAUSE`]).
+    fn stop_here(&self) {
+        self.gate.state().reached = true;
+        self.gate.changed.notify_all();
+        if !self.gate.wait(MAX_PAUSE, |state| state.released) {
+            log::warn!(
+                "{:?}: not released within {MAX_PAUSE:?}, going on",
+                self.point
+            );
+        }
     }
 }
 
