@@ -135,8 +135,14 @@ pub enum Error {
     /// calls, which include no reconfiguration.
     #[error("reconfiguration disabled")]
     ReconfigDisabled,
-    /// The server closed the session: SASL authentication is required (-124).
-    #[error("session closed: SASL authentication required")]
+    /// The server requires a credential of a scheme this session lacks
+    /// (-124): `enforce.auth.enabled` with `enforce.auth.schemes`, `sasl`
+    /// or `digest`, say. The server answers every request with it and
+    /// closes the connection, but not the session, which the client
+    /// resumes; a credential added with
+    /// [`add_auth`](crate::Client::add_auth) goes first on that
+    /// handshake, and lets later requests through.
+    #[error("the server requires authentication this session lacks")]
     SessionClosedRequireSaslAuth,
     /// A quota was exceeded (-125).
     #[error("quota exceeded")]

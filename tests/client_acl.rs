@@ -1,5 +1,6 @@
 //! ACLs and authentication against a real server: digest credentials (at
-//! connect and through add_auth), NoAuth, InvalidACL, whoAmI, AuthFailed.
+//! connect and through add_auth), NoAuth, InvalidACL, whoAmI, AuthFailed,
+//! and a server enforcing a scheme (-124).
 
 mod common;
 
@@ -192,4 +193,34 @@ fn a_failed_authentication_ends_the_session() {
         c.add_auth("", b"x"),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// A server enforcing an authentication scheme (`enforce.auth.schemes`)
+/// answers a request of a session without it with -124 and closes the
+/// connection, not the session: the client resumes the session, and a
+/// credential added then (sent first on the next handshake) lets the
+/// session's later requests through. A client given it at connect is
+/// never refused.
+#[test]
+fn an_enforced_scheme_refuses_requests_until_its_credential_is_added() {
+    let zk = zklock::testing::TestServer::builder()
+        .system_property("zookeeper.enforce.auth.enabled", "true")
+        .system_property("zookeeper.enforce.auth.schemes", "digest")
+        .start()
+        .expect("start an enforcing server");
+    let c = connect(&zk.connect_string());
+    let session = c.session_id();
+    assert_eq!(c.exists("/"), Err(Error::SessionClosedRequireSaslAuth));
+    c.add_auth("digest", b"alice:secret").expect("add_auth");
+    assert!(c.exists("/").expect("exists, authenticated").is_some());
+    assert_eq!(c.session_id(), session, "the same session, resumed");
+    let mut ids = c.who_am_i().expect("whoAmI");
+    ids.sort_by(|a, b| a.auth_scheme.cmp(&b.auth_scheme));
+    assert_eq!(ids, [info("digest", "alice"), info("ip", "127.0.0.1")]);
+
+    let bob = builder()
+        .digest("bob", "secret")
+        .connect(&zk.connect_string())
+        .expect("connect as bob");
+    assert!(bob.exists("/").expect("exists").is_some());
 }
