@@ -455,7 +455,8 @@ impl Client {
         }
     }
 
-    /// Adds credentials to the session (re-sent after every reconnect).
+    /// Adds credentials to the session (re-sent after every reconnect,
+    /// once however often the same ones were added).
     /// A failure ends the session with `AuthFailed`. With a
     /// [`request_timeout`](crate::Config::request_timeout), a server that
     /// does not answer in time fails the call with `Timeout`, as any other

@@ -156,3 +156,53 @@ fn an_auth_added_while_disconnected_fails_after_the_session_timeout_and_goes_lat
     s.handle_bytes(at(3201), &reply(AUTH_XID, 0, 0, &()));
     assert!(replies(&mut s).is_empty());
 }
+
+/// Credentials added again (an application adding them on every
+/// `Connected`, say) go at once each time, with a reply for each caller,
+/// but each later handshake carries them once.
+#[test]
+fn credentials_added_again_go_once_with_each_later_handshake() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected_with(config(), start);
+    for token in [1, 2, 3] {
+        s.add_auth(at(u64::from(token)), digest_auth(), token)
+            .unwrap();
+    }
+    assert_eq!(sent(&mut s).len(), 3);
+    for _ in 0..3 {
+        s.handle_bytes(at(10), &reply(AUTH_XID, 0, 0, &()));
+    }
+    assert_eq!(
+        replies(&mut s),
+        [
+            (1, Ok(Response::Empty)),
+            (2, Ok(Response::Empty)),
+            (3, Ok(Response::Empty))
+        ]
+    );
+    let frames = reconnect(&mut s, at(1000));
+    let xids: Vec<i32> = frames.iter().map(|f| header(f).xid).collect();
+    assert_eq!(xids, [AUTH_XID], "the credentials, once");
+
+    // Added again while disconnected: each caller waits for a reply of
+    // its own on the next handshake, and the one after sends them once.
+    s.handle_disconnected(at(2000));
+    for token in [4, 5] {
+        s.add_auth(at(2000), digest_auth(), token).unwrap();
+    }
+    let frames = reconnect(&mut s, at(2100));
+    let xids: Vec<i32> = frames.iter().map(|f| header(f).xid).collect();
+    assert_eq!(xids, [AUTH_XID, AUTH_XID]);
+    for _ in 0..2 {
+        s.handle_bytes(at(2101), &reply(AUTH_XID, 0, 0, &()));
+    }
+    let mut answered = replies(&mut s);
+    answered.sort_by_key(|(token, _)| *token);
+    assert_eq!(
+        answered,
+        [(4, Ok(Response::Empty)), (5, Ok(Response::Empty))]
+    );
+    let frames = reconnect(&mut s, at(3000));
+    assert_eq!(frames.len(), 1, "the credentials, once");
+}

@@ -730,9 +730,11 @@ impl<T, W: Clone> Session<T, W> {
         self.send(now, OpCode::Delete, &request, purpose)
     }
 
-    /// Adds credentials. They are also re-sent after every reconnect. Made
-    /// while not connected, the caller waits for the next handshake up to
-    /// the session timeout, then gets `ConnectionLoss` (the packet stays).
+    /// Adds credentials. They are also re-sent after every reconnect, once
+    /// however often they were added (an application adding them on every
+    /// `Connected` must not make each handshake longer). Made while not
+    /// connected, the caller waits for the next handshake up to the session
+    /// timeout, then gets `ConnectionLoss` (the packet stays).
     pub fn add_auth(&mut self, now: Instant, auth: AuthPacket, token: T) -> Result<()> {
         self.check_open()?;
         // The packet is re-sent after every reconnect: one over the server's
@@ -740,6 +742,7 @@ impl<T, W: Clone> Session<T, W> {
         let mut frame = Vec::new();
         let len = write_request(&mut frame, AUTH_XID, OpCode::Auth, &auth);
         self.check_frame_len(len)?;
+        let known = self.auths.iter().position(|known| *known == auth);
         if self.conn == Conn::Established {
             self.outbox.extend_from_slice(&frame);
             self.auth_waiters.push_back(AuthWaiter {
@@ -749,10 +752,12 @@ impl<T, W: Clone> Session<T, W> {
             self.last_send = now;
         } else {
             let deadline = now + self.negotiated.unwrap_or(self.config.session_timeout);
-            self.deferred_auth_waiters
-                .push((self.auths.len(), token, deadline));
+            let index = known.unwrap_or(self.auths.len());
+            self.deferred_auth_waiters.push((index, token, deadline));
         }
-        self.auths.push(auth);
+        if known.is_none() {
+            self.auths.push(auth);
+        }
         Ok(())
     }
 

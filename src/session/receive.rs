@@ -78,12 +78,21 @@ impl<T, W: Clone> Session<T, W> {
     fn prime(&mut self, now: Instant) {
         let mut deferred = std::mem::take(&mut self.deferred_auth_waiters);
         for (i, auth) in self.auths.iter().enumerate() {
-            write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, auth);
-            let token = deferred
-                .iter()
-                .position(|(index, _, _)| *index == i)
-                .map(|at| deferred.swap_remove(at).1);
-            self.auth_waiters.push_back(AuthWaiter { token, sent: now });
+            // Once for each caller still waiting for these credentials, so
+            // that each has a reply of its own; once with none waiting.
+            let mut written = false;
+            loop {
+                let token = deferred
+                    .iter()
+                    .position(|(index, _, _)| *index == i)
+                    .map(|at| deferred.swap_remove(at).1);
+                if written && token.is_none() {
+                    break;
+                }
+                write_request(&mut self.outbox, AUTH_XID, OpCode::Auth, auth);
+                self.auth_waiters.push_back(AuthWaiter { token, sent: now });
+                written = true;
+            }
         }
         self.set_watches_again(now);
         for (path, version) in self.background.clone() {
