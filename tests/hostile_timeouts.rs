@@ -251,3 +251,37 @@ fn the_request_timeout_fires_while_the_io_thread_waits_on_an_idle_connection() {
     drop(client);
     assert_no_client_panics();
 }
+
+/// Accepts the handshake with a 3 s session timeout (a 2 s read timeout),
+/// then trickles a reply frame it never finishes: a byte every 200 ms, for
+/// a minute at most.
+fn trickle(peer: &mut Peer) -> io::Result<After> {
+    peer.handshake(3_000)?;
+    let frame = hostile::reply_frame(-2, 0, &[0; 1000]);
+    for byte in frame.iter().take(300) {
+        peer.send(&[*byte])?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(After::Close)
+}
+
+/// Bytes that never make a whole frame are no sign of life: the read
+/// timeout drops the connection, and a call on it fails with
+/// `ConnectionLoss` instead of waiting as long as the trickle lasts.
+#[test]
+fn a_frame_trickled_and_never_finished_does_not_keep_the_connection() {
+    setup();
+    let h = Hostile::start(trickle);
+    let connect_string = h.connect_string();
+    let client = within(BOUND, "connect", move || {
+        Client::builder()
+            .connect_timeout(Duration::from_secs(1))
+            .connect(&connect_string)
+    })
+    .expect("connect to the fake server");
+    let caller = client.clone();
+    let result = within(BOUND, "exists", move || caller.exists("/trickled"));
+    assert_eq!(result, Err(Error::ConnectionLoss));
+    drop(client);
+    assert_no_client_panics();
+}

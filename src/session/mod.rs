@@ -531,13 +531,14 @@ impl<T, W: Clone> Session<T, W> {
         self.close_attempt_ended();
     }
 
-    /// Bytes arrived on the connection.
+    /// Bytes arrived on the connection. Only a whole frame counts as
+    /// hearing from the server (as in the Java client): a connection that
+    /// trickles a frame it never finishes is as silent as one that sends
+    /// nothing, and its read timeout drops it.
     pub fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
         if self.conn == Conn::None {
             return;
         }
-        self.last_recv = now;
-        self.last_heard = now;
         let mut inbox = std::mem::take(&mut self.inbox);
         inbox.extend_from_slice(bytes);
         let mut consumed = 0;
@@ -546,6 +547,8 @@ impl<T, W: Clone> Session<T, W> {
             match split_frame(rest, self.reply_frame_limit()) {
                 Ok(Some((payload, len))) => {
                     consumed += len;
+                    self.last_recv = now;
+                    self.last_heard = now;
                     if let Err(e) = self.handle_frame(now, payload) {
                         self.request_disconnect(e);
                     }

@@ -250,6 +250,34 @@ fn pings_follow_send_idleness_and_silence_drops_the_connection() {
     assert!(matches!(s.poll_disconnect(), Some(Error::Timeout { .. })));
 }
 
+/// A server that trickles a frame it never finishes (a byte a second, well
+/// inside the read timeout) is as silent as one that sends nothing.
+#[test]
+fn a_frame_trickled_and_never_finished_is_silence() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    let ping_reply = reply(PING_XID, 3, 0, &());
+    for (second, byte) in ping_reply.iter().take(3).enumerate() {
+        let now = at(1 + 500 * second as u64);
+        s.handle_timeout(now);
+        sent(&mut s);
+        s.handle_bytes(now, &[*byte]);
+        assert_eq!(s.poll_disconnect(), None);
+    }
+    // The read timeout counts from the handshake, the last whole frame.
+    s.handle_timeout(at(1999));
+    assert_eq!(s.poll_disconnect(), None);
+    s.handle_timeout(at(2000));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Timeout {
+            what: "any reply or ping response from the server",
+            after: Duration::from_millis(2000),
+        })
+    );
+}
+
 #[test]
 fn a_reply_overdue_by_the_request_timeout_fails_its_call_and_drops_the_connection() {
     let start = Instant::now();
