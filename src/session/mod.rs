@@ -1063,6 +1063,10 @@ impl<T, W: Clone> Session<T, W> {
         let len = write_request(&mut self.outbox, xid, op, body);
         if let Err(e) = self.check_frame_len(len) {
             self.outbox.truncate(start);
+            // Nor is the room it took kept: the buffer lives as long as
+            // the client, and the refused request may be any size.
+            self.outbox
+                .shrink_to(start.saturating_add(self.config.max_request));
             return Err(e);
         }
         self.pending.push_back(Pending {

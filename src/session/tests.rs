@@ -927,6 +927,30 @@ fn oversized_and_malformed_frames_drop_the_connection() {
     ));
 }
 
+/// A refused request leaves the send buffer no larger than a request the
+/// server takes would: the buffer lives as long as the client.
+#[test]
+fn a_refused_request_leaves_no_room_taken_behind() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let huge = 8 * crate::proto::JUTE_MAX_BUFFER;
+    let request = crate::proto::SetDataRequest {
+        path: "/app/big".into(),
+        data: Some(vec![0; huge]),
+        version: -1,
+    };
+    assert!(matches!(
+        s.submit(now, OpCode::SetData, &request, 1, None),
+        Err(Error::InvalidArgument(_))
+    ));
+    let room = s.outbox.capacity();
+    assert!(
+        room <= 2 * crate::proto::JUTE_MAX_BUFFER,
+        "{room} bytes kept"
+    );
+    assert!(sent(&mut s).is_empty());
+}
+
 #[test]
 fn oversized_requests_are_refused_before_sending() {
     let now = Instant::now();
