@@ -98,10 +98,12 @@ pub enum Error {
     /// The ACL is invalid (-114), e.g. `auth` with no authenticated id.
     #[error("invalid ACL")]
     InvalidAcl,
-    /// Authentication failed (-115): a server refused credentials
-    /// ([`Client::add_auth`](crate::Client::add_auth), the builder's
-    /// [`digest`](crate::ClientBuilder::digest), an unknown scheme). The
-    /// session ends (`State::AuthFailed`) and cannot be used any more.
+    /// Authentication failed (-115): a server refused credentials from
+    /// [`Client::add_auth`](crate::Client::add_auth) (an unknown scheme,
+    /// say; the digest scheme, and so the builder's
+    /// [`digest`](crate::ClientBuilder::digest), takes any user and
+    /// password, and a wrong one shows as `NoAuth` instead). The session
+    /// ends (`State::AuthFailed`) and cannot be used any more.
     #[error("authentication failed")]
     AuthFailed,
     /// The session moved to another server (-118): a request came through a

@@ -295,7 +295,11 @@ impl ClientBuilder {
     /// must not contain `:` (the server would take the part before it as
     /// the user). `connect` waits for the server's answer: with a
     /// [`request_timeout`](Self::request_timeout), one that does not come in
-    /// time fails it with `Timeout`.
+    /// time fails it with `Timeout`; a connection lost before the answer
+    /// lets `connect` return, and the credentials go again with the next
+    /// handshake. The server's digest scheme takes any user and password:
+    /// a wrong password shows as `NoAuth` on the nodes it should open, not
+    /// as `AuthFailed`.
     pub fn digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
         self.config.digest.push((user.into(), password.into()));
         self
