@@ -179,3 +179,84 @@ fn a_malformed_digest_is_bad_usage_and_never_shown() {
     let (out, _) = exec_touching(&server, Some(""));
     assert_eq!(one_line(&out), NOT_AUTHORIZED);
 }
+
+/// With `--acl creator`, the nodes exec creates (its lock node, and the
+/// lock directory and its parent, missing before) are its credentials'
+/// alone: a session without them can neither list the queue nor delete
+/// the holder's node.
+#[test]
+fn exec_with_acl_creator_keeps_its_nodes_to_its_credentials() {
+    let server = TestServer::new().expect("start a ZooKeeper server");
+    let dir = TempDir::new("cli-acl");
+    let reported = dir.join("node");
+    let done = dir.join("done");
+    // Bounded: 400 rounds of 50 ms, should `done` never come.
+    let script = format!(
+        "printf '%s' \"$ZKLOCK_LOCK_NODE\" > '{}.tmp' && mv '{0}.tmp' '{0}'; i=0; \
+         while [ ! -e '{}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+        reported.display(),
+        done.display()
+    );
+    let mut command = Command::new(ZKLOCK);
+    command
+        .args(["exec", "--acl", "creator", "/cli-acl/job", "--", "sh", "-c"])
+        .arg(&script)
+        .env("ZK_CONNECT", server.connect_string())
+        .env("ZK_DIGEST", "alice:secret");
+    let run = Run::spawn(&mut command);
+    child::wait_until("the command reports its lock node", WAIT, || {
+        reported.exists()
+    });
+    let node = std::fs::read_to_string(&reported).expect("read the lock node");
+
+    let alice = Client::builder()
+        .digest("alice", "secret")
+        .connect(&server.connect_string())
+        .expect("connect as alice");
+    let alice_only = vec![Acl {
+        perms: zklock::proto::perms::ALL,
+        id: zklock::Id::new("digest", "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E="),
+    }];
+    for path in ["/cli-acl", "/cli-acl/job", node.as_str()] {
+        let (acl, _) = alice.get_acl(path).expect("getACL as alice");
+        assert_eq!(acl, alice_only, "{path}");
+    }
+    let anonymous = Client::connect(&server.connect_string()).expect("connect");
+    assert_eq!(
+        anonymous.get_children("/cli-acl/job"),
+        Err(zklock::Error::NoAuth)
+    );
+    assert_eq!(anonymous.delete(&node, None), Err(zklock::Error::NoAuth));
+
+    std::fs::write(&done, b"").expect("let the command end");
+    let out = run.finish(WAIT);
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+}
+
+/// `--acl creator` names the credentials' holders: without `ZK_DIGEST`
+/// there are none, which is bad usage, as is an ACL other than the two.
+#[test]
+fn an_acl_without_credentials_or_unknown_is_bad_usage() {
+    let server = TestServer::new().expect("start a ZooKeeper server");
+    let out = zklock(
+        &server,
+        None,
+        &["exec", "--acl", "creator", "/cli-acl/job", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: --acl creator needs $ZK_DIGEST: the credentials whose holders alone \
+         may use the lock (zklock --help shows the usage)"
+    );
+    let out = zklock(
+        &server,
+        Some("alice:secret"),
+        &["exec", "--acl", "world", "/cli-acl/job", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert_eq!(
+        one_line(&out),
+        "zklock: --acl must be open or creator, not \"world\" (zklock --help shows the usage)"
+    );
+}

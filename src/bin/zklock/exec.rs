@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
-use zklock::{AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, StateChanges};
+use zklock::{Acl, AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, StateChanges};
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
 use crate::supervise::{self, not_held, Ran, Watch};
 use crate::{progress, signals};
-use crate::{Common, Outcome};
+use crate::{Common, Outcome, DIGEST_VAR};
 
 /// COMMAND did not run: the lock was not acquired, or no longer held when
 /// COMMAND was to start.
@@ -35,6 +35,9 @@ struct Options {
     grace: Duration,
     publish_args: bool,
     quiet: bool,
+    /// The ACL of the nodes zklock creates: the lock node, and the lock
+    /// directory and its parents where missing.
+    acl: Vec<Acl>,
 }
 
 fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
@@ -45,6 +48,7 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
         grace: Duration::ZERO,
         publish_args: false,
         quiet: false,
+        acl: Acl::open_unsafe(),
     };
     let mut no_wait = false;
     args.options(|name, value| {
@@ -81,6 +85,17 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
             "grace" => o.grace = Duration::from_millis(args::number(name, &value()?)?),
             "publish-args" => o.publish_args = true,
             "quiet" => o.quiet = true,
+            "acl" => {
+                o.acl = match value()?.as_str() {
+                    "open" => Acl::open_unsafe(),
+                    "creator" => Acl::creator_all(),
+                    other => {
+                        return Err(Usage(format!(
+                            "--acl must be open or creator, not {other:?}"
+                        )))
+                    }
+                }
+            }
             _ => return Err(Usage(format!("unknown option --{name}"))),
         }
         Ok(())
@@ -94,6 +109,13 @@ fn parse(args: &mut Args) -> Result<(Options, String, Vec<String>), Usage> {
     // Checked again against the negotiated timeout once connected; this
     // catches what is wrong whatever the server says, before connecting.
     check_grace(o.grace, o.common.session_timeout, "")?;
+    // The server would refuse it (InvalidACL) once connected: an `auth` ACL
+    // needs credentials to name.
+    if o.acl == Acl::creator_all() && !o.common.has_digest() {
+        return Err(Usage(format!(
+            "--acl creator needs ${DIGEST_VAR}: the credentials whose holders alone may use the lock"
+        )));
+    }
     let path = args.positional("LOCK_PATH")?;
     let command = args.command()?;
     args.finish()?;
@@ -118,10 +140,16 @@ enum Lock {
 }
 
 impl Lock {
-    fn new(client: &Client, path: &str, side: Side, data: String) -> zklock::Result<Lock> {
+    fn new(
+        client: &Client,
+        path: &str,
+        side: Side,
+        data: String,
+        acl: Vec<Acl>,
+    ) -> zklock::Result<Lock> {
         Ok(match side {
-            Side::Exclusive => Lock::Mutex(Mutex::new(client, path)?.with_data(data)),
-            _ => Lock::Rw(RwLock::new(client, path)?.with_data(data)),
+            Side::Exclusive => Lock::Mutex(Mutex::new(client, path)?.with_data(data).with_acl(acl)),
+            _ => Lock::Rw(RwLock::new(client, path)?.with_data(data).with_acl(acl)),
         })
     }
 
@@ -166,7 +194,13 @@ pub fn run(mut args: Args) -> Outcome {
     if let Err(e) = check_grace(options.grace, timeout, "negotiated ") {
         return e.into();
     }
-    let lock = match Lock::new(&client, &path, options.side, node_data(&command, &options)) {
+    let lock = match Lock::new(
+        &client,
+        &path,
+        options.side,
+        node_data(&command, &options),
+        options.acl.clone(),
+    ) {
         Ok(l) => l,
         Err(e) => return e.into(),
     };

@@ -47,7 +47,8 @@ const EXIT_USAGE: u8 = 2;
 
 const USAGE: &str = "usage:
   zklock exec [--connect HOSTS] [--session-timeout MS] [--wait SECS | --no-wait]
-              [--read | --write] [--grace MS] [--publish-args] [--quiet]
+              [--read | --write] [--grace MS] [--acl open|creator]
+              [--publish-args] [--quiet]
               LOCK_PATH -- COMMAND [ARGS...]
   zklock holders [--connect HOSTS] [--json] LOCK_PATH
   zklock bench [--connect HOSTS] --mode uncontended|contended|get|set
@@ -71,8 +72,11 @@ than --grace MS, default 0, at most 1/6 of the session timeout; the session
 expired; the lock node was deleted), the group gets SIGTERM, then SIGKILL,
 and is gone before the session can expire. The lock node's data names the
 host, zklock's pid and COMMAND's program; --publish-args adds its arguments
-(readable by anyone who can read LOCK_PATH). --quiet silences the progress
-and reason lines on stderr.
+(readable by anyone who can read LOCK_PATH). The nodes exec creates (the
+lock node, and LOCK_PATH and its parents where missing) are open to anyone
+(--acl open, the default); with --acl creator, only sessions with the
+$ZK_DIGEST credentials may read, use or delete them. --quiet silences the
+progress and reason lines on stderr.
 
 holders lists the holders and the waiters in queue order, with session ids
 and fencing tokens. bench prints one JSON line (--without-lock skips the lock
@@ -89,7 +93,7 @@ exit status:
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
 /// The environment variable with the digest credentials (`USER:PASSWORD`).
-const DIGEST_VAR: &str = "ZK_DIGEST";
+pub const DIGEST_VAR: &str = "ZK_DIGEST";
 
 /// The longest session timeout the protocol carries: `i32::MAX` ms.
 const MAX_SESSION_TIMEOUT_MS: u64 = i32::MAX as u64;
@@ -106,6 +110,11 @@ pub struct Common {
 }
 
 impl Common {
+    /// True with digest credentials from `ZK_DIGEST`.
+    pub fn has_digest(&self) -> bool {
+        self.digest.is_some()
+    }
+
     /// The defaults, with `ZK_CONNECT` and `ZK_DIGEST` from the environment.
     fn from_env() -> Result<Common, Usage> {
         Ok(Common {
