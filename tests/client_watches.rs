@@ -413,3 +413,39 @@ fn a_watch_set_right_after_a_removal_is_not_removed_with_it() {
         "watches removed locally but kept by the server in {wrongly_removed} of {rounds} rounds"
     );
 }
+
+/// A loop asking for a new watch each round on a node that stays quiet,
+/// dropping each receiver, keeps one watcher per kind and path, not one per
+/// round; a receiver that is kept still gets its event.
+#[test]
+fn dropped_watch_receivers_do_not_pile_up() {
+    const ROUNDS: usize = 50;
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    mk(&c, "/quiet", b"");
+    assert_eq!(c.local_watcher_count(), 0);
+    for _ in 0..ROUNDS {
+        drop(c.get_data_w("/quiet").expect("get_data_w"));
+    }
+    // The last round's sender stays until the path's next watch.
+    assert_eq!(c.local_watcher_count(), 1);
+    let (_, _, kept) = c.get_data_w("/quiet").expect("get_data_w");
+    assert_eq!(c.local_watcher_count(), 1, "the dropped one forgotten");
+    for _ in 0..ROUNDS {
+        drop(c.get_children_w("/quiet").expect("get_children_w"));
+        drop(c.exists_w("/quiet").expect("exists_w"));
+        drop(
+            c.add_watch("/quiet", AddWatchMode::Persistent)
+                .expect("add_watch"),
+        );
+    }
+    // The kept data watcher, and one of each other kind.
+    assert_eq!(c.local_watcher_count(), 4);
+
+    c.set_data("/quiet", b"changed", None).expect("set_data");
+    expect_event(&kept, NodeDataChanged, "/quiet");
+    expect_spent(&kept, "the kept one-shot watch");
+    // The one-shot data and exists watchers fired; the child watcher and
+    // the persistent one (whose receiver is gone) stay.
+    assert_eq!(c.local_watcher_count(), 2);
+}

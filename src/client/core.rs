@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use super::watch_receiver::WatchSender;
 use crate::changes::{Listeners, StateChanges};
 use crate::error::{Error, Result};
 use crate::proto::{OpCode, Record, Response, SetDataRequest};
@@ -20,7 +21,7 @@ pub(crate) type NotifyFn = Arc<dyn Fn(&WatchedEvent) + Send + Sync>;
 #[derive(Clone)]
 pub(crate) enum Watcher {
     /// A user's receiver; sending on an unbounded channel never blocks.
-    Channel(Sender<WatchedEvent>),
+    Channel(WatchSender),
     /// An internal callback; must return quickly (it runs on the I/O thread).
     Notify(NotifyFn),
 }
@@ -40,11 +41,14 @@ impl Watcher {
         matches!(self, Watcher::Notify(g) if Arc::ptr_eq(g, f))
     }
 
+    /// True for a user's watch whose receiver is dropped.
+    pub(crate) fn is_abandoned(&self) -> bool {
+        matches!(self, Watcher::Channel(tx) if tx.is_abandoned())
+    }
+
     pub(crate) fn deliver(&self, event: &WatchedEvent) {
         match self {
-            Watcher::Channel(tx) => {
-                let _ = tx.send(event.clone());
-            }
+            Watcher::Channel(tx) => tx.send(event),
             Watcher::Notify(f) => f(event),
         }
     }

@@ -11,23 +11,25 @@ pub(crate) mod path;
 mod probe;
 mod release;
 mod watch_ops;
+mod watch_receiver;
 
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 
 use crate::changes::StateChanges;
 use crate::error::{Error, Result};
 use crate::proto::{AuthPacket, PASSWORD_LEN};
-use crate::session::{Session, SessionConfig, State, WatchedEvent};
+use crate::session::{Session, SessionConfig, State};
 
 pub use config::{ClientBuilder, Config, StateHandler};
 pub use connect_string::DEFAULT_PORT;
 pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
 pub(crate) use own_node::{unanswered, Found};
 pub(crate) use watch_ops::{CreatedListed, DataWatch, NewLockNode, Unsent};
+pub use watch_receiver::WatchReceiver;
 
 use self::connect_string::ConnectString;
 use self::core::{drain_events, lock, ReplySlot, Shared};
@@ -40,18 +42,6 @@ const MAX_RELEASE_LINGER: Duration = Duration::from_secs(1);
 
 /// The largest frame length the wire can carry (an i32).
 const MAX_FRAME_LEN: usize = i32::MAX as usize;
-
-/// Receives the events of one watch: exactly one event for a one-shot
-/// watch, a stream for a persistent one. When the session ends, a last event
-/// with `EventType::None` and the final state arrives, then the channel
-/// disconnects.
-///
-/// The client keeps a watch's sender until the watch fires or the session
-/// ends, even if this receiver is dropped (the Java client keeps its
-/// watchers the same way): a loop that polls a node that rarely changes
-/// should wait on one receiver again (`recv_timeout`) rather than ask for a
-/// new watch each time round.
-pub type WatchReceiver = Receiver<WatchedEvent>;
 
 /// A ZooKeeper client: `Send + Sync`, cheap to clone, and every clone shares
 /// one session. Calls block the calling thread until their reply arrives;

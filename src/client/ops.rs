@@ -4,12 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::unbounded;
-
 use super::core::Watcher;
 #[cfg(feature = "testing")]
 use super::core::{Core, ReplySlot, Shared};
 use super::path::validate;
+use super::watch_receiver::watch_channel;
 use super::{Client, WatchReceiver};
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
@@ -27,6 +26,22 @@ pub(crate) type Created = (String, Option<Stat>);
 const MAX_TTL_MS: u128 = 0xFF_FFFF_FFFF;
 
 impl Client {
+    /// A new user watch's two ends, for a watch of one of `kinds` on
+    /// `path`. The watchers of those kinds there whose receivers are gone
+    /// are dropped first: a caller asking for a new watch each time round
+    /// keeps one, not one per round, however long the node stays quiet.
+    fn watch_channel(&self, path: &str, kinds: &[WatchKind]) -> Result<(Watcher, WatchReceiver)> {
+        let server_path = self.server_path(path)?;
+        let mut core = self.shared().core();
+        for &kind in kinds {
+            core.session
+                .forget_watchers(kind, &server_path, Watcher::is_abandoned);
+        }
+        drop(core);
+        let (tx, rx) = watch_channel();
+        Ok((Watcher::Channel(tx), rx))
+    }
+
     /// Validates a user path and adds the chroot.
     pub(crate) fn server_path(&self, path: &str) -> Result<String> {
         self.server_path_for(path, false)
@@ -196,8 +211,8 @@ impl Client {
     /// Like [`Client::exists`], and leaves a one-shot watch: NodeCreated if
     /// the node is missing; NodeDataChanged or NodeDeleted if it exists.
     pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, WatchReceiver)> {
-        let (tx, rx) = unbounded();
-        let stat = self.exists_inner(path, Some(Watcher::Channel(tx)))?;
+        let (tx, rx) = self.watch_channel(path, &[WatchKind::Exist, WatchKind::Data])?;
+        let stat = self.exists_inner(path, Some(tx))?;
         Ok((stat, rx))
     }
 
@@ -269,8 +284,8 @@ impl Client {
     /// Like [`Client::get_data`], and leaves a one-shot data watch
     /// (NodeDataChanged or NodeDeleted).
     pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, WatchReceiver)> {
-        let (tx, rx) = unbounded();
-        let (data, stat) = self.get_data_inner(path, Some(Watcher::Channel(tx)))?;
+        let (tx, rx) = self.watch_channel(path, &[WatchKind::Data])?;
+        let (data, stat) = self.get_data_inner(path, Some(tx))?;
         Ok((data, stat, rx))
     }
 
@@ -342,8 +357,8 @@ impl Client {
     /// Like [`Client::get_children`], and leaves a one-shot child watch
     /// (NodeChildrenChanged or NodeDeleted).
     pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, WatchReceiver)> {
-        let (tx, rx) = unbounded();
-        let children = self.get_children_inner(path, Some(Watcher::Channel(tx)))?;
+        let (tx, rx) = self.watch_channel(path, &[WatchKind::Child])?;
+        let children = self.get_children_inner(path, Some(tx))?;
         Ok((children, rx))
     }
 
@@ -493,12 +508,12 @@ impl Client {
     /// matching event arrives on the receiver until
     /// [`Client::remove_watches`] or the end of the session.
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<WatchReceiver> {
-        let path = self.server_path(path)?;
-        let (tx, rx) = unbounded();
         let kind = match mode {
             AddWatchMode::Persistent => WatchKind::Persistent,
             AddWatchMode::PersistentRecursive => WatchKind::PersistentRecursive,
         };
+        let (tx, rx) = self.watch_channel(path, &[kind])?;
+        let path = self.server_path(path)?;
         let request = AddWatchRequest {
             path: path.clone(),
             mode,
@@ -506,7 +521,7 @@ impl Client {
         let watch = WatchRequest {
             kind,
             path,
-            watcher: Watcher::Channel(tx),
+            watcher: tx,
         };
         match self
             .shared()
