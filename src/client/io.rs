@@ -34,7 +34,8 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
             return;
         };
         match connected {
-            // The handshake has what the TCP connect left of the timeout.
+            // The handshake has what the name lookup and the TCP connect
+            // left of the timeout.
             Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf, started),
             Err(e) => {
                 log::debug!("connect to {host} failed: {e}");
@@ -175,11 +176,23 @@ fn connect_aside(
                 )))
             }
             Waited::Over | Waited::Until => {
-                let step = if resolved {
-                    "the TCP connect was still under way"
-                } else {
-                    "its name was still being resolved"
-                };
+                // What the connector said as the session ended still counts.
+                let mut failed = None;
+                for report in reports.try_iter() {
+                    match report {
+                        Connecting::Resolved => resolved = true,
+                        Connecting::Done(Ok(_)) => return None,
+                        Connecting::Done(Err(e)) => failed = Some(e.to_string()),
+                    }
+                }
+                let step = failed.unwrap_or_else(|| {
+                    let step = if resolved {
+                        "the TCP connect was still under way"
+                    } else {
+                        "its name was still being resolved"
+                    };
+                    step.to_owned()
+                });
                 *lock(&shared.last_connect_error) = Some(format!("{host}: {step}"));
                 return None;
             }

@@ -470,8 +470,10 @@ impl Client {
         }
     }
 
-    /// Adds credentials to the session (re-sent after every reconnect,
-    /// once however often the same ones were added).
+    /// Adds credentials to the session, re-sent after every reconnect:
+    /// once however often the same ones were added (the handshake right
+    /// after calls made while disconnected sends them once for each, so
+    /// that each gets its reply).
     /// A failure ends the session with `AuthFailed`. With a
     /// [`request_timeout`](crate::Config::request_timeout), a server that
     /// does not answer in time fails the call with `Timeout`, as any other

@@ -205,6 +205,25 @@ mod tests {
     }
 
     #[test]
+    fn a_resolution_stops_whichever_thread_resolves_that_host_once() {
+        let pause = Pause::arm_resolving("pause-test.invalid:1");
+        // Another host passes.
+        std::thread::spawn(|| resolving("pause-test.invalid:2"))
+            .join()
+            .unwrap();
+        assert!(!pause.wait_reached(Duration::from_millis(50)));
+        let worker = std::thread::spawn(|| {
+            resolving("pause-test.invalid:1");
+            // Armed once: the next pass does not stop.
+            resolving("pause-test.invalid:1");
+        });
+        assert!(pause.wait_reached(WAIT));
+        assert!(!worker.is_finished(), "stopped until released");
+        pause.release();
+        worker.join().unwrap();
+    }
+
+    #[test]
     fn a_point_armed_on_one_thread_never_stops_another() {
         let pause = Pause::arm(PausePoint::LockGranted);
         std::thread::spawn(|| reached(PausePoint::LockGranted))
