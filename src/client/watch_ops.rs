@@ -214,10 +214,13 @@ impl Client {
             let Some((on_done, replaced)) = lock(&on_listed).take() else {
                 return;
             };
-            // Replies are handled in order: the create's is in.
-            let create_reply = reply_slot
-                .take_ready()
-                .unwrap_or_else(|| Err(malformed("listing answered before its create")));
+            // Replies are handled in order: the create's is in. A listing
+            // failed unsent (by a close on another thread) can come first,
+            // while the I/O thread has yet to hand over the create's end.
+            let create_reply = reply_slot.take_ready().unwrap_or_else(|| match &reply {
+                Err(e) => Err(e.clone()),
+                Ok(_) => Err(malformed("listing answered before its create")),
+            });
             let created = match client.upgrade() {
                 Some(client) => client.finish_create_replacing(create_reply, replaced),
                 None => Some(Err(Error::Closed)),
@@ -241,7 +244,9 @@ impl Client {
             }),
             Err(e) => {
                 // The create went out alone: its reply still settles it.
-                if let Some((on_done, replaced)) = lock(&on_done).take() {
+                // Taken first, so that the wait below holds no lock.
+                let pending = lock(&on_done).take();
+                if let Some((on_done, replaced)) = pending {
                     let created = self.finish_create_replacing(shared.wait(&create_slot), replaced);
                     on_done(CreatedListed {
                         created,
