@@ -49,7 +49,11 @@ const MAX_FRAME_LEN: usize = i32::MAX as usize;
 ///
 /// Dropping the last clone closes the session, like [`Client::close`].
 /// Lock objects ([`Mutex`](crate::Mutex) and the others), their guards and
-/// [`LockMonitor`](crate::LockMonitor)s hold a clone too.
+/// [`LockMonitor`](crate::LockMonitor)s hold a clone too, and so, for a
+/// moment, may the client's own threads (while they handle a reply or a
+/// state change for a lock): the drop that is last then happens there,
+/// without waiting. A process that must know its session closed before it
+/// exits calls [`Client::close`], which waits for the server.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -369,7 +373,7 @@ impl Client {
     /// for the client's threads to finish, the state handler's call with
     /// the final state included (so a handler must not block on
     /// anything the closing thread holds), unless called on one of the
-    /// client's own threads (from a state handler or a watch callback),
+    /// client's own threads (from the state handler),
     /// which cannot wait for themselves and so return `Ok` at once.
     /// Later calls on any clone fail with `Closed`, or with the error that
     /// ended the session before (`SessionExpired`, say). With

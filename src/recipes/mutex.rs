@@ -152,7 +152,9 @@ fn attempt(
 /// when the server throttles it), and is not sent if the lock is already
 /// `Lost`.
 /// [`MutexGuard::unlock`] releases at once and waits for the server's
-/// confirmation. Not `Clone`: one guard, one release. Not `Send`, like
+/// confirmation: call it before a process exits, since a delete left to
+/// the client's threads is lost with them (the node then lasts until the
+/// session times out). Not `Clone`: one guard, one release. Not `Send`, like
 /// [`std::sync::MutexGuard`]: the mutex knows its holder by thread, to
 /// refuse a second `lock` there with `WouldDeadlock`; another thread
 /// follows the lock through [`MutexGuard::monitor`].
