@@ -693,6 +693,7 @@ fn attempt_in_outage(
     heal: impl Fn() + Sync,
 ) {
     let (done, finished) = crossbeam_channel::bounded::<()>(1);
+    let over = std::sync::atomic::AtomicBool::new(false);
     let (result, took) = std::thread::scope(|scope| {
         scope.spawn(|| {
             if finished.recv_timeout(outage).is_err() {
@@ -703,12 +704,13 @@ fn attempt_in_outage(
             scope.spawn(|| {
                 ready();
                 std::thread::sleep(Duration::from_millis(200));
-                mutex.cancel();
+                cancel_until_over(mutex, &over);
             });
         }
         let started = std::time::Instant::now();
         let result = mutex.try_lock_for(if cancelled { WAIT } else { deadline });
         let took = started.elapsed();
+        over.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = done.send(());
         (result.map(|guard| guard.is_some()), took)
     });
@@ -941,12 +943,15 @@ fn attempts_made_while_disconnected_take_back_their_unsent_create() {
     let timed_out_after = started.elapsed();
 
     let started = std::time::Instant::now();
+    let over = std::sync::atomic::AtomicBool::new(false);
     let cancelled = std::thread::scope(|scope| {
         scope.spawn(|| {
             std::thread::sleep(Duration::from_millis(200));
-            mutex.cancel();
+            cancel_until_over(&mutex, &over);
         });
-        mutex.lock().map(drop)
+        let result = mutex.lock().map(drop);
+        over.store(true, std::sync::atomic::Ordering::SeqCst);
+        result
     });
     let cancelled_after = started.elapsed();
     assert!(matches!(cancelled, Err(Error::Cancelled)), "{cancelled:?}");
@@ -1056,5 +1061,16 @@ fn a_lock_directory_create_on_a_silent_connection_keeps_the_deadline_and_cancel(
             took < SESSION / 3,
             "returned after {took:?}, not at its deadline or cancel"
         );
+    }
+}
+
+/// Cancels `mutex`'s attempts every 50 ms until `over` (for at most WAIT):
+/// a cancel made before the attempt waits is not kept, and a loaded
+/// machine may start the attempt late.
+fn cancel_until_over(mutex: &Mutex, over: &std::sync::atomic::AtomicBool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !over.load(std::sync::atomic::Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        mutex.cancel();
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

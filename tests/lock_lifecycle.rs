@@ -387,7 +387,9 @@ fn an_attempt_given_up_as_it_finds_its_directory_missing_makes_none() {
     let c = connect(&server.connect_string());
     let mutex = Mutex::new(&c, DIR).unwrap();
     for cancel in [true, false] {
-        let started = Instant::now();
+        // One deadline for the attempt and for the wait below, whenever
+        // the attempt's thread starts.
+        let deadline = Instant::now() + DEADLINE;
         let result = std::thread::scope(|scope| {
             let (paused_tx, paused) = std::sync::mpsc::channel();
             let mutex = &mutex;
@@ -396,7 +398,7 @@ fn an_attempt_given_up_as_it_finds_its_directory_missing_makes_none() {
                 if cancel {
                     mutex.lock().map(|_| true)
                 } else {
-                    mutex.try_lock_for(DEADLINE).map(|g| g.is_some())
+                    mutex.try_lock_until(deadline).map(|g| g.is_some())
                 }
             });
             let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("armed"));
@@ -404,9 +406,7 @@ fn an_attempt_given_up_as_it_finds_its_directory_missing_makes_none() {
             if cancel {
                 mutex.cancel();
             } else {
-                wait_until("the deadline to pass", WAIT, || {
-                    started.elapsed() > DEADLINE
-                });
+                wait_until("the deadline to pass", WAIT, || Instant::now() > deadline);
             }
             drop(pause);
             attempt.join().expect("the attempt's thread")
