@@ -1,9 +1,11 @@
 //! Stock deduction without overselling: several workers, each with its own
 //! ZooKeeper session (as separate processes would have), take orders against
 //! a stock counter stored in a znode. Each order is a read-modify-write (read
-//! the count, parse it, decrement if positive, write it back ignoring
-//! versions) done while holding a zklock `Mutex`. The write goes through
-//! the guard (`guard.multi`), which applies it only while the lock is held.
+//! the count, parse it, decrement if positive, write it back) done while
+//! holding a zklock `Mutex`. The write goes through the guard
+//! (`guard.multi`), which applies it only while the lock is held and only to
+//! the version read. `--no-lock` writes back ignoring versions, to show the
+//! overselling the lock prevents.
 //!
 //! It prints the final stock, how many orders were served and refused, and
 //! the lock acquisitions per second, then checks that the final stock is

@@ -8,6 +8,10 @@ use crate::proto::{DecodeError, ErrorCode};
 /// named as in `KeeperException.Code`; the rest are the client's own.
 ///
 /// `Error` is `Clone`, so one fatal session error reaches every waiting caller.
+///
+/// A server result code says what went wrong, not where: `NoNode` displays
+/// as "no node", without the path. Add the path, or the operation, as
+/// context where you report the error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -30,7 +34,7 @@ pub enum Error {
     /// made while disconnected gets, never sent, if no connection comes
     /// within the session timeout. A call whose connection is lost is never
     /// sent again.
-    #[error("connection lost before the reply arrived")]
+    #[error("connection lost before a reply came; the request may or may not have been applied")]
     ConnectionLoss,
     /// The server could not parse the request (-5).
     #[error("the server could not parse the request (marshalling error)")]

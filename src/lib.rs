@@ -7,14 +7,17 @@
 //! let stock = client.mutex("/locks/stock/42")?;
 //! {
 //!     let guard = stock.lock()?; // blocks until held; fair, first come first served
-//!     let (data, _) = client.get_data("/stock/42")?;
+//!     let (data, stat) = client.get_data("/stock/42")?;
 //!     let left: u32 = String::from_utf8_lossy(&data).parse().unwrap_or(0);
 //!     // Pass the fencing token to storage that can reject stale writers.
 //!     println!("holding with token {}", guard.fencing_token());
 //!     // `left - 1` would underflow once the stock is gone.
 //!     if let Some(now) = left.checked_sub(1) {
-//!         // Applied only if the lock is still held when the server applies it.
-//!         guard.multi(&[zklock::Op::set_data("/stock/42", now.to_string(), None)])?;
+//!         // Applied only if the lock is still held when the server applies
+//!         // it, and only to the version read: a retry after an unknown
+//!         // outcome (`ConnectionLoss`) cannot deduct twice.
+//!         let version = Some(stat.version);
+//!         guard.multi(&[zklock::Op::set_data("/stock/42", now.to_string(), version)])?;
 //!     }
 //! } // dropping the guard releases the lock
 //! # Ok(()) }
@@ -49,7 +52,10 @@ pub use client::{
     Client, ClientBuilder, Config, Op, OpOutcome, ReadOp, ReadOutcome, WatchReceiver,
 };
 pub use error::{Error, Result};
-pub use proto::{Acl, AddWatchMode, CreateMode, EventType, Id, KeeperState, Stat, WatcherType};
+pub use proto::{
+    perms, Acl, AddWatchMode, ClientInfo, CreateMode, DecodeError, EventType, Id, KeeperState,
+    Stat, WatcherType,
+};
 pub use recipes::{
     AnyGuard, LockMonitor, LockState, Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard,
     RwLock, RwLockReadGuard, RwLockWriteGuard,

@@ -214,7 +214,7 @@ fn exec_with_acl_creator_keeps_its_nodes_to_its_credentials() {
         .connect(&server.connect_string())
         .expect("connect as alice");
     let alice_only = vec![Acl {
-        perms: zklock::proto::perms::ALL,
+        perms: zklock::perms::ALL,
         id: zklock::Id::new("digest", "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E="),
     }];
     for path in ["/cli-acl", "/cli-acl/job", node.as_str()] {

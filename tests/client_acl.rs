@@ -5,8 +5,7 @@
 mod common;
 
 use common::{base64, builder, connect, digest_id, fails_fast, mk, open, server, sha1};
-use zklock::proto::{perms, ClientInfo};
-use zklock::{Acl, CreateMode, Error, Id, State};
+use zklock::{perms, Acl, ClientInfo, CreateMode, Error, Id, State};
 
 fn info(scheme: &str, user: &str) -> ClientInfo {
     ClientInfo {

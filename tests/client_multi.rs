@@ -223,7 +223,7 @@ fn multi_read_reports_each_read_on_its_own() {
     mk(&c, "/r/a", b"alpha");
     mk(&c, "/r/b", b"");
     let write_only = [Acl {
-        perms: zklock::proto::perms::WRITE,
+        perms: zklock::perms::WRITE,
         id: Id::new("world", "anyone"),
     }];
     c.create("/r/locked", b"secret", &write_only, CreateMode::Persistent)

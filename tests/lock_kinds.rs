@@ -63,7 +63,9 @@ fn a_reentrant_mutex_deletes_its_node_when_the_count_reaches_zero() {
     let c = connect(&server.connect_string());
     let other = connect(&server.connect_string());
     let mutex = ReentrantMutex::new(&c, DIR).unwrap();
-    let other_mutex = ReentrantMutex::new(&other, DIR).unwrap();
+    // The client's shorthand makes the same lock.
+    let other_mutex = other.reentrant_mutex(DIR).unwrap();
+    assert_eq!(other_mutex.path(), DIR);
 
     let first = mutex.lock().unwrap();
     let second = mutex.lock().unwrap();
@@ -199,7 +201,9 @@ fn the_write_holder_may_also_read() {
     let server = server();
     let c = connect(&server.connect_string());
     let other = RwLock::new(&connect(&server.connect_string()), DIR).unwrap();
-    let rw = RwLock::new(&c, DIR).unwrap();
+    // The client's shorthand makes the same lock.
+    let rw = c.rw_lock(DIR).unwrap();
+    assert_eq!(rw.path(), DIR);
 
     let write = rw.write().unwrap();
     let read = rw

@@ -11,7 +11,7 @@ use crate::session::State;
 use super::Client;
 
 /// A callback for session state changes, run on the client's event thread.
-pub type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
+pub(crate) type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 
 /// How a [`Client`] connects. Built with [`Client::builder`]; every setter on
 /// [`ClientBuilder`] has a getter of the same name here, except
@@ -131,9 +131,9 @@ impl Config {
         self.digest.iter().map(|(user, _)| user.as_str())
     }
 
-    /// The largest frame accepted from a server (default 1 MiB
-    /// `jute.maxbuffer` plus 64 KiB, for the header and Stat around a
-    /// maximal payload).
+    /// The largest frame accepted from a server (default 1,114,111 bytes:
+    /// the default `jute.maxbuffer`, 1,048,575, plus 64 KiB for the header
+    /// and Stat around a maximal payload).
     pub fn max_frame(&self) -> usize {
         self.max_frame
     }
@@ -285,7 +285,7 @@ impl ClientBuilder {
 
     /// Allows connecting to read-only servers (writes then fail with
     /// `NotReadOnly`), and moving to a read-write one as soon as one is
-    /// found (see [`Config::can_be_read_only`]).
+    /// found (default false; see [`Config::can_be_read_only`]).
     pub fn can_be_read_only(mut self, allowed: bool) -> Self {
         self.config.can_be_read_only = allowed;
         self
@@ -305,15 +305,16 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets the largest frame accepted from a server (at least 1024 bytes,
-    /// at most 2,147,483,647; see [`Config::max_frame`]).
+    /// Sets the largest frame accepted from a server (default 1,114,111
+    /// bytes; at least 1024, at most 2,147,483,647; see
+    /// [`Config::max_frame`]).
     pub fn max_frame(mut self, bytes: usize) -> Self {
         self.config.max_frame = bytes;
         self
     }
 
     /// Sets the largest request sent: match the servers' `jute.maxbuffer`
-    /// (at least 1024 bytes, at most 2,147,483,647; see
+    /// (default 1,048,575 bytes; at least 1024, at most 2,147,483,647; see
     /// [`Config::max_request`]).
     pub fn max_request(mut self, bytes: usize) -> Self {
         self.config.max_request = bytes;
@@ -358,15 +359,15 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets whether concurrent reads share a request (see
+    /// Sets whether concurrent reads share a request (default true; see
     /// [`Config::batch_reads`]).
     pub fn batch_reads(mut self, enabled: bool) -> Self {
         self.config.batch_reads = enabled;
         self
     }
 
-    /// Sets whether concurrent setData calls share a request (see
-    /// [`Config::batch_writes`]).
+    /// Sets whether concurrent setData calls share a request (default true;
+    /// see [`Config::batch_writes`]).
     pub fn batch_writes(mut self, enabled: bool) -> Self {
         self.config.batch_writes = enabled;
         self

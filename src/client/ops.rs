@@ -509,6 +509,14 @@ impl Client {
     /// Adds a persistent watch on `path` (which need not exist). Every
     /// matching event arrives on the receiver until
     /// [`Client::remove_watches`] or the end of the session.
+    ///
+    /// On 3.6–3.8 servers, a one-shot watch of this session on exactly
+    /// `path` turns the server's persistent watch into a one-shot one, and
+    /// removing one-shot watches there removes the persistent watch's half
+    /// of that kind (ZOOKEEPER-4466 and 4471, fixed in 3.9): the receiver
+    /// then hears less, or nothing, until a reconnect registers the watch
+    /// again. Keep one-shot and persistent watches on different paths
+    /// there.
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<WatchReceiver> {
         let kind = match mode {
             AddWatchMode::Persistent => WatchKind::Persistent,

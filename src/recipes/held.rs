@@ -392,8 +392,8 @@ impl Tracker {
     /// Marks the lock lost if its session has been replaced, and says so.
     /// Asked before anything the new session would answer, which knows
     /// nothing of the old one: a check of the node there could pass while
-    /// the servers still hold the old session (the client declares an
-    /// expiry early, never late).
+    /// the servers still hold the old session (the client may declare an
+    /// expiry before the servers end the session).
     fn lost_with_its_session(&self) -> bool {
         let replaced = self.session_replaced();
         if replaced {

@@ -32,7 +32,9 @@ use crate::Client;
 /// on itself until its deadline instead of getting `WouldDeadlock`.
 ///
 /// A lock object, like its guards and monitors, holds a handle on its
-/// [`Client`]: the session stays open while any of them lives.
+/// [`Client`]: the session stays open while any of them lives. A guard
+/// borrows its lock object, so keep the object in a variable: `let m =
+/// client.mutex(p)?; let g = m.lock()?;`, not `client.mutex(p)?.lock()?`.
 #[derive(Debug)]
 pub struct Mutex {
     spec: LockSpec,
@@ -88,27 +90,33 @@ impl Mutex {
 
     /// One attempt that does not wait for other holders: `Ok(None)` if
     /// another contender holds it. It still waits for the server's answers,
-    /// through a reconnect if need be.
+    /// through a reconnect if need be, and fails as [`Mutex::lock`] does
+    /// (`WouldDeadlock` included).
     pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
         self.acquire(Some(Instant::now()))
     }
 
     /// Waits up to `timeout`: `Ok(None)` if the lock was not acquired in time.
-    /// A timeout too long to make a deadline of waits without one.
+    /// A timeout too long to make a deadline of waits without one. Fails as
+    /// [`Mutex::lock`] does.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<'_>>> {
         self.acquire(Instant::now().checked_add(timeout))
     }
 
-    /// Waits until `deadline`: `Ok(None)` if the lock was not acquired in time.
+    /// Waits until `deadline`: `Ok(None)` if the lock was not acquired in
+    /// time. Fails as [`Mutex::lock`] does.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MutexGuard<'_>>> {
         self.acquire(Some(deadline))
     }
 
     /// Wakes every attempt under way on this mutex (`lock`, `try_lock_for`,
     /// `try_lock_until`), which then fail with `Cancelled` and leave no node
-    /// behind. Callable from any thread. Not sticky: a call that starts
-    /// after it (or has not registered its attempt yet) is not cancelled,
-    /// so to stop a call racing with it, cancel until the call returns.
+    /// behind: a node whose create is still unanswered is deleted by the
+    /// client's I/O thread when the answer comes, so it can be seen briefly
+    /// after the call returns. Callable from any thread. Not sticky: a call
+    /// that starts after it (or has not registered its attempt yet) is not
+    /// cancelled, so to stop a call racing with it, cancel until the call
+    /// returns.
     pub fn cancel(&self) {
         self.waiters.cancel();
     }
@@ -179,7 +187,11 @@ macro_rules! guard_accessors {
         /// The lock node's creation zxid. It strictly increases from one
         /// holder of this path to the next, even across re-creations of the
         /// lock directory: give it to the protected storage so that it can
-        /// reject writes from a holder that has since lost the lock.
+        /// reject writes from a holder that has since lost the lock. With
+        /// an [`RwLock`](crate::RwLock), a writer's token exceeds every
+        /// earlier holder's, and a reader's exceeds the earlier writers';
+        /// readers holding together have no order among themselves (a
+        /// later reader may be granted first).
         ///
         /// A node created together with this client's previous release of
         /// the lock (see [`Config::release_linger`](crate::Config::release_linger))
@@ -238,8 +250,9 @@ macro_rules! guard_accessors {
         /// is held: one [`multi`](crate::Client::multi) transaction that
         /// first checks that the lock node still exists. The server applies
         /// a transaction at one point in its order of writes; a passed
-        /// check means that no other contender could hold the lock at that
-        /// point, whatever this guard's state said when the call was made
+        /// check means that no conflicting holder could exist at that point
+        /// (no other holder at all, or for a read lock no writer), whatever
+        /// this guard's state said when the call was made
         /// (an operator may have deleted the node since, say). See
         /// [`check_op`](Self::check_op) for why.
         ///
@@ -257,10 +270,12 @@ macro_rules! guard_accessors {
         /// An op for your own [`multi`](crate::Client::multi) that fails
         /// the transaction (with `NoNode`) unless this lock is still held,
         /// to write under several locks at once, say. It checks that the
-        /// lock node exists: the node of a lock once held is the lowest
-        /// contender for as long as it exists, since nodes created later
-        /// always come after it, so a transaction that passes the check
-        /// was applied while the lock was held. Nodes are named by a
+        /// lock node exists: the node of a lock once held stays ahead of
+        /// every contender it excludes for as long as it exists (it is the
+        /// lowest contender; a read node, ahead of every writer still
+        /// waiting), since nodes created later always come after it, so a
+        /// transaction that passes the check was applied while the lock
+        /// was held. Nodes are named by a
         /// per-attempt uuid, so no other hold can have the same node.
         pub fn check_op(&self) -> crate::Op {
             self.held().check_op()
@@ -575,5 +590,10 @@ impl Client {
     /// A [`Mutex`] at `path` on this client's session.
     pub fn mutex(&self, path: &str) -> Result<Mutex> {
         Mutex::new(self, path)
+    }
+
+    /// A [`ReentrantMutex`] at `path` on this client's session.
+    pub fn reentrant_mutex(&self, path: &str) -> Result<ReentrantMutex> {
+        ReentrantMutex::new(self, path)
     }
 }

@@ -63,8 +63,9 @@ pub(crate) fn release_note(node: &str) -> String {
 }
 
 /// True if a holder of a node with `marker` may announce its release with
-/// a note: zklock's mutex and write nodes do (Curator's mutex nodes share
-/// the mutex marker and never do); read nodes and kazoo's never do.
+/// a note: zklock's mutex and write nodes do (Curator's mutex and write
+/// nodes share their markers and never do: their waiters see the deletion
+/// and list again); read nodes and kazoo's never do.
 pub(crate) fn announces_release(marker: &str) -> bool {
     marker == MUTEX_MARKER || marker == WRITE_MARKER
 }

@@ -18,7 +18,8 @@ use crate::Client;
 /// writer waits for every earlier node, watching its immediate predecessor.
 /// A [`Mutex`](crate::Mutex)'s nodes on the same path count as writers, so
 /// the two kinds exclude each other there among zklock processes (Curator's
-/// readers ignore mutex nodes: see the README's interoperability caveats).
+/// read and write locks ignore mutex nodes: see the README's
+/// interoperability caveats).
 /// The thread holding the write lock may also take the read lock, unless
 /// another writer is already queued (`WouldDeadlock`: that writer would
 /// take the lock from under the read lock once the write lock is released,
@@ -76,18 +77,20 @@ impl RwLock {
 
     /// One attempt at a read lock that does not wait for writers: `Ok(None)`
     /// if one holds it or is queued ahead. It still waits for the server's
-    /// answers, through a reconnect if need be.
+    /// answers, through a reconnect if need be, and fails as
+    /// [`RwLock::read`] does (`WouldDeadlock` included).
     pub fn try_read(&self) -> Result<Option<RwLockReadGuard<'_>>> {
         self.acquire_read(Some(Instant::now()))
     }
 
     /// Waits up to `timeout` for a read lock (without a deadline if too long
-    /// to make one).
+    /// to make one). Fails as [`RwLock::read`] does.
     pub fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard<'_>>> {
         self.acquire_read(Instant::now().checked_add(timeout))
     }
 
-    /// Waits until `deadline` for a read lock.
+    /// Waits until `deadline` for a read lock. Fails as [`RwLock::read`]
+    /// does.
     pub fn try_read_until(&self, deadline: Instant) -> Result<Option<RwLockReadGuard<'_>>> {
         self.acquire_read(Some(deadline))
     }
@@ -102,18 +105,20 @@ impl RwLock {
 
     /// One attempt at the write lock that does not wait for other holders:
     /// `Ok(None)` if another contender holds it. It still waits for the
-    /// server's answers, through a reconnect if need be.
+    /// server's answers, through a reconnect if need be, and fails as
+    /// [`RwLock::write`] does (`WouldDeadlock` included).
     pub fn try_write(&self) -> Result<Option<RwLockWriteGuard<'_>>> {
         self.acquire_write(Some(Instant::now()))
     }
 
     /// Waits up to `timeout` for the write lock (without a deadline if too
-    /// long to make one).
+    /// long to make one). Fails as [`RwLock::write`] does.
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard<'_>>> {
         self.acquire_write(Instant::now().checked_add(timeout))
     }
 
-    /// Waits until `deadline` for the write lock.
+    /// Waits until `deadline` for the write lock. Fails as
+    /// [`RwLock::write`] does.
     pub fn try_write_until(&self, deadline: Instant) -> Result<Option<RwLockWriteGuard<'_>>> {
         self.acquire_write(Some(deadline))
     }
@@ -276,6 +281,13 @@ impl RwLockWriteGuard<'_> {
     /// if the lock had already been lost.
     pub fn unlock(self) -> Result<()> {
         self.hold.unlock()
+    }
+}
+
+impl Client {
+    /// An [`RwLock`] at `path` on this client's session.
+    pub fn rw_lock(&self, path: &str) -> Result<RwLock> {
+        RwLock::new(self, path)
     }
 }
 

@@ -33,7 +33,7 @@ pub fn create_bobs_node(zk: &TestServer, path: &str, data: &[u8]) -> Client {
         .connect(&zk.connect_string())
         .expect("connect as bob");
     let bob_only = [Acl {
-        perms: zklock::proto::perms::ALL,
+        perms: zklock::perms::ALL,
         id: Id::new("auth", ""),
     }];
     bob.create(path, data, &bob_only, zklock::CreateMode::Persistent)
