@@ -394,3 +394,42 @@ fn connect_gives_up_at_its_budget_while_the_name_is_still_being_resolved() {
         }
     );
 }
+
+/// A name lookup slower than the connect timeout (a first name server
+/// that does not answer, before a second one that does) leaves the TCP
+/// connect and the handshake their whole timeout: the reconnect succeeds
+/// on its first connection. (Counting the lookup, every attempt's
+/// handshake was given up on as it began.)
+#[test]
+fn a_slow_name_lookup_leaves_the_handshake_its_whole_timeout() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let host = gate.connect_string();
+    let c = builder()
+        .session_timeout(Duration::from_secs(6))
+        .connect_timeout(Duration::from_secs(1))
+        .connect(&host)
+        .expect("connect");
+    let states = c.state_changes();
+    assert_eq!(gate.connections_accepted(), 1);
+    let resolving = ReleasedOnDrop(Pause::arm_resolving(&host));
+    gate.cut();
+    assert!(
+        resolving.0.wait_reached(WAIT),
+        "the reconnect resolves the host"
+    );
+    // The resolver's slowness, not a synchronisation: longer than the
+    // attempt's 1 s.
+    std::thread::sleep(Duration::from_millis(1500));
+    resolving.0.release();
+    assert_eq!(
+        states_until(&states, State::Connected),
+        [State::Disconnected, State::Connected]
+    );
+    assert_eq!(
+        gate.connections_accepted(),
+        2,
+        "the reconnect's first connection is kept"
+    );
+    c.exists("/").expect("the session goes on");
+}

@@ -29,14 +29,16 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
             return;
         }
         let attempt_timeout = shared.core().session.attempt_timeout();
-        let started = Instant::now();
         let Some(connected) = connect_aside(&shared, &wake, &host, attempt_timeout) else {
             return;
         };
         match connected {
-            // The handshake has what the name lookup and the TCP connect
-            // left of the timeout.
-            Ok(stream) => serve(&shared, &host, Arc::new(stream), &mut read_buf, started),
+            // The handshake has what the TCP connect left of the timeout:
+            // the name lookup is the resolver's, as in the Java client, or
+            // a resolver slower than the timeout would fail every attempt.
+            Ok((stream, resolved)) => {
+                serve(&shared, &host, Arc::new(stream), &mut read_buf, resolved)
+            }
             Err(e) => {
                 log::debug!("connect to {host} failed: {e}");
                 *lock(&shared.last_connect_error) = Some(format!("{host}: {e}"));
@@ -132,8 +134,9 @@ fn serve_timers<T>(
 
 /// What the connecting thread reports.
 enum Connecting {
-    /// The host's name is resolved; the TCP connect has begun.
-    Resolved,
+    /// The host's name was resolved at this instant; the TCP connect has
+    /// begun.
+    Resolved(Instant),
     /// The attempt's outcome.
     Done(io::Result<TcpStream>),
 }
@@ -144,32 +147,41 @@ enum Connecting {
 /// expiry, `close` or `connect` budget may wait for it. `None` once the
 /// session is over; the thread is then left to end on its own (its
 /// connection, if it makes one, is dropped), after saying in the last
-/// connect error where it was.
+/// connect error where it was. A connection comes with the instant its
+/// name was resolved.
 fn connect_aside(
     shared: &Shared,
     wake: &Receiver<()>,
     host: &str,
     timeout: Duration,
-) -> Option<io::Result<TcpStream>> {
+) -> Option<io::Result<(TcpStream, Instant)>> {
     let (report, reports) = crossbeam_channel::bounded(2);
     let target = host.to_owned();
     let spawned = std::thread::Builder::new()
         .name("zklock-connect".into())
         .spawn(move || {
             let connected = connect_reporting(&target, timeout, &mut Rng::new(), || {
-                let _ = report.send(Connecting::Resolved);
+                let _ = report.send(Connecting::Resolved(Instant::now()));
             });
             let _ = report.send(Connecting::Done(connected));
         });
     if let Err(e) = spawned {
         log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
-        return Some(connect(host, timeout, &mut Rng::new()));
+        let mut resolved = Instant::now();
+        let connected = connect_reporting(host, timeout, &mut Rng::new(), || {
+            resolved = Instant::now();
+        });
+        return Some(connected.map(|stream| (stream, resolved)));
     }
-    let mut resolved = false;
+    let mut resolved = None;
     loop {
         match serve_timers(shared, wake, None, &reports) {
-            Waited::Got(Some(Connecting::Resolved)) => resolved = true,
-            Waited::Got(Some(Connecting::Done(connected))) => return Some(connected),
+            Waited::Got(Some(Connecting::Resolved(at))) => resolved = Some(at),
+            Waited::Got(Some(Connecting::Done(connected))) => {
+                // Reported in order: a connection's lookup came first.
+                let resolved = resolved.unwrap_or_else(Instant::now);
+                return Some(connected.map(|stream| (stream, resolved)));
+            }
             Waited::Got(None) => {
                 return Some(Err(io::Error::other(
                     "the connecting thread ended without an outcome",
@@ -180,13 +192,13 @@ fn connect_aside(
                 let mut failed = None;
                 for report in reports.try_iter() {
                     match report {
-                        Connecting::Resolved => resolved = true,
+                        Connecting::Resolved(at) => resolved = Some(at),
                         Connecting::Done(Ok(_)) => return None,
                         Connecting::Done(Err(e)) => failed = Some(e.to_string()),
                     }
                 }
                 let step = failed.unwrap_or_else(|| {
-                    let step = if resolved {
+                    let step = if resolved.is_some() {
                         "the TCP connect was still under way"
                     } else {
                         "its name was still being resolved"
@@ -260,13 +272,14 @@ fn is_reserved_invalid(name: &str) -> bool {
     last_label.eq_ignore_ascii_case("invalid")
 }
 
-/// One connection's life: handshake, then reads until it is lost.
+/// One connection's life: handshake, then reads until it is lost. The
+/// attempt's time counts from `resolved`, when its host's name was.
 fn serve(
     shared: &Arc<Shared>,
     host: &str,
     stream: Arc<TcpStream>,
     buf: &mut [u8],
-    started: Instant,
+    resolved: Instant,
 ) {
     {
         let mut core = shared.core();
@@ -278,7 +291,7 @@ fn serve(
             return;
         }
         core.set_stream(Some(stream.clone()));
-        core.session.handle_connected(started);
+        core.session.handle_connected(resolved);
     }
     let mut socket_read_timeout = SocketTimeout::default();
     // Looks for a read-write server while this connection is read-only,

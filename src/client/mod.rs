@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::proto::{AuthPacket, PASSWORD_LEN};
 use crate::session::{Session, SessionConfig, State};
 
-pub use config::{ClientBuilder, Config, StateHandler};
+pub use config::{ClientBuilder, Config};
 pub use connect_string::DEFAULT_PORT;
 pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
 pub(crate) use own_node::{unanswered, Found};
@@ -349,6 +349,21 @@ impl Client {
     /// session follows, `None` until a server has granted the new one.
     pub fn negotiated_timeout(&self) -> Option<Duration> {
         self.inner.shared.core().session.negotiated_timeout()
+    }
+
+    /// When the client last heard from a server that its session lives: a
+    /// whole reply, ping answer or event, or a handshake that resumed it
+    /// (when the client was built, before any), on this process's monotonic
+    /// clock, taken as the client read it. The servers expire the session
+    /// one negotiated timeout T after they last heard from the client,
+    /// which was at most one network delay before this: a lock of this
+    /// session cannot pass to another contender before about
+    /// `last_heard() + T`, a bound that holds even when the caller itself
+    /// was not running (stopped, or starved of CPU) to see the connection
+    /// go. (A reply that arrived while the whole process was stopped is
+    /// taken as heard when it was read.)
+    pub fn last_heard(&self) -> Instant {
+        self.inner.shared.core().session.last_heard()
     }
 
     /// The chroot every path is relative to, if any.

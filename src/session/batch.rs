@@ -103,7 +103,7 @@ impl<T, W: Clone> Session<T, W> {
             self.config.batch_reads && !self.batch_refused && self.conn == Conn::Established;
         // Held-back deletes go first, so that a batch starts at the tail.
         if batchable {
-            self.send_held_back_deletes(now);
+            self.send_held_back(now);
         }
         let start = self.outbox.len();
         match &read {

@@ -66,6 +66,30 @@ impl<T, W: Clone> Session<T, W> {
             .retain(|d| !matches!(d.request.purpose, Purpose::SetWatches { .. }));
     }
 
+    /// Sends at once the re-registrations of watches waiting out a
+    /// throttle's back-off, their back-off cut short: a request sent after
+    /// them must not overtake them, or its reply could show data newer
+    /// than a change whose event the re-registration is still to bring.
+    /// Not on a connection being dropped, which takes them with it (the
+    /// next handshake sets every watch again), nor after closeSession.
+    pub(super) fn send_delayed_set_watches(&mut self, now: Instant) {
+        if self.disconnect.is_some() || !self.background_can_go() {
+            return;
+        }
+        let is_rewatch =
+            |d: &Delayed<T, W>| matches!(d.request.purpose, Purpose::SetWatches { .. });
+        if !self.delayed.iter().any(is_rewatch) {
+            return;
+        }
+        let (rewatch, rest) = std::mem::take(&mut self.delayed)
+            .into_iter()
+            .partition::<Vec<_>, _>(is_rewatch);
+        self.delayed = rest;
+        for delayed in rewatch {
+            self.send_encoded(now, delayed.request);
+        }
+    }
+
     /// What the delayed requests are for.
     pub(super) fn delayed_purposes(&self) -> impl Iterator<Item = &Purpose<T, W>> {
         self.delayed.iter().map(|d| &d.request.purpose)
@@ -90,7 +114,7 @@ impl<T, W: Clone> Session<T, W> {
         let timeout = self.negotiated.unwrap_or(self.config.session_timeout);
         for Delayed { request, .. } in self.delayed.drain(..due).collect::<Vec<_>>() {
             if self.conn == Conn::Established {
-                self.send_held_back_deletes(now);
+                self.send_held_back(now);
                 self.send_encoded(now, request);
             } else {
                 self.queued.push_back(Queued {

@@ -5,9 +5,16 @@ use std::time::{Duration, Instant};
 use crate::rand::Rng;
 
 /// Pause after every host in the list has failed in a row, so a dead
-/// ensemble is not hammered; also the first pause after connections that
-/// are lost right after their handshake.
+/// ensemble is not hammered, doubling with each such pass up to
+/// `MAX_CYCLE_BACKOFF` (each drawn at random from its upper half, so that a
+/// fleet of clients an election dropped at once does not retry in step);
+/// also the first pause after connections that are lost right after their
+/// handshake.
 const CYCLE_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The longest pause after a pass of failed attempts: the Java client's
+/// pause after trying every host.
+const MAX_CYCLE_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The longest pause after connections lost right after their handshake:
 /// short enough that requests waiting for a connection (for the session
@@ -27,6 +34,8 @@ pub(crate) struct HostList {
     next: usize,
     failures_in_a_row: usize,
     not_before: Option<Instant>,
+    /// Draws the pauses after passes of failed attempts.
+    rng: Rng,
     /// When the current connection completed its handshake.
     established: Option<Instant>,
     /// Connections lost right after their handshake, in a row.
@@ -38,13 +47,14 @@ pub(crate) struct HostList {
 }
 
 impl HostList {
-    pub(crate) fn new(mut hosts: Vec<String>, rng: &mut Rng) -> HostList {
+    pub(crate) fn new(mut hosts: Vec<String>, mut rng: Rng) -> HostList {
         rng.shuffle(&mut hosts);
         HostList {
             hosts,
             next: 0,
             failures_in_a_row: 0,
             not_before: None,
+            rng,
             established: None,
             short_lives: 0,
             current: None,
@@ -90,9 +100,21 @@ impl HostList {
     /// A connection attempt (or handshake) failed.
     pub(crate) fn failed(&mut self, now: Instant) {
         self.failures_in_a_row += 1;
-        if self.failures_in_a_row % self.hosts.len().max(1) == 0 {
-            self.not_before = Some(now + CYCLE_BACKOFF);
+        let hosts = self.hosts.len().max(1);
+        if self.failures_in_a_row % hosts == 0 {
+            let passes = self.failures_in_a_row / hosts;
+            self.not_before = Some(now + self.cycle_pause(passes));
         }
+    }
+
+    /// The pause after `passes` failed passes in a row: from the upper half
+    /// of 250 ms doubled each pass, up to 1 s.
+    fn cycle_pause(&mut self, passes: usize) -> Duration {
+        let doublings = u32::try_from(passes.saturating_sub(1)).unwrap_or(u32::MAX);
+        let half = doubled(doublings, MAX_CYCLE_BACKOFF) / 2;
+        let span = usize::try_from(half.as_micros()).unwrap_or(usize::MAX);
+        let drawn = u64::try_from(self.rng.below(span.saturating_add(1))).unwrap_or(0);
+        half + Duration::from_micros(drawn)
     }
 
     /// A handshake succeeded: a full cycle of failures counts from here.
@@ -118,13 +140,17 @@ impl HostList {
         }
         self.short_lives = self.short_lives.saturating_add(1);
         if self.short_lives >= 2 {
-            let doublings = (self.short_lives - 2).min(16);
-            let pause = CYCLE_BACKOFF
-                .saturating_mul(1 << doublings)
-                .min(MAX_FLAP_BACKOFF);
+            let pause = doubled(self.short_lives - 2, MAX_FLAP_BACKOFF);
             self.not_before = Some(now + pause);
         }
     }
+}
+
+/// `CYCLE_BACKOFF` doubled `doublings` times, up to `cap`.
+fn doubled(doublings: u32, cap: Duration) -> Duration {
+    CYCLE_BACKOFF
+        .saturating_mul(1 << doublings.min(16))
+        .min(cap)
 }
 
 /// An even share of `time` among `hosts` (at least one).
@@ -139,7 +165,7 @@ mod tests {
     #[test]
     fn round_robin_with_backoff_after_a_full_failed_cycle() {
         let now = Instant::now();
-        let mut hosts = HostList::new(vec!["a:1".into(), "b:2".into()], &mut Rng::seeded(3));
+        let mut hosts = HostList::new(vec!["a:1".into(), "b:2".into()], Rng::seeded(3));
         let (first, at) = hosts.next(now).unwrap();
         assert_eq!(at, now);
         hosts.failed(now);
@@ -149,16 +175,52 @@ mod tests {
         hosts.failed(now);
         let (third, at) = hosts.next(now).unwrap();
         assert_eq!(third, first);
-        assert_eq!(at, now + CYCLE_BACKOFF);
+        let pause = at - now;
+        assert!(
+            pause >= CYCLE_BACKOFF / 2 && pause <= CYCLE_BACKOFF,
+            "{pause:?}"
+        );
         hosts.connected(now);
         assert_eq!(hosts.next(now).unwrap().1, now);
+    }
+
+    /// Each failed pass doubles the pause's ceiling up to 1 s, and the
+    /// pause is drawn from the ceiling's upper half: clients dropped
+    /// together do not retry in step. A connection starts over.
+    #[test]
+    fn pauses_after_failed_passes_grow_to_a_second_and_differ_between_clients() {
+        let now = Instant::now();
+        let pauses = |seed| {
+            let names = ["a:1", "b:2", "c:3"].map(String::from);
+            let mut hosts = HostList::new(names.to_vec(), Rng::seeded(seed));
+            let mut pauses = Vec::new();
+            for _ in 0..6 {
+                for _ in 0..3 {
+                    hosts.next(now).unwrap();
+                    hosts.failed(now);
+                }
+                pauses.push(hosts.next(now).unwrap().1 - now);
+            }
+            hosts.connected(now);
+            assert_eq!(hosts.next(now).unwrap().1, now);
+            pauses
+        };
+        let (one, other) = (pauses(1), pauses(2));
+        let ceilings = [250, 500, 1000, 1000, 1000, 1000].map(Duration::from_millis);
+        for (pause, ceiling) in one.iter().chain(&other).zip(ceilings.iter().cycle()) {
+            assert!(
+                *pause >= *ceiling / 2 && pause <= ceiling,
+                "{pause:?} of {ceiling:?}"
+            );
+        }
+        assert_ne!(one, other, "two clients' pauses are drawn apart");
     }
 
     #[test]
     fn probes_go_round_the_other_hosts_and_a_preferred_one_is_next() {
         let now = Instant::now();
         let names = ["a:1", "b:2", "c:3"].map(String::from);
-        let mut hosts = HostList::new(names.to_vec(), &mut Rng::seeded(5));
+        let mut hosts = HostList::new(names.to_vec(), Rng::seeded(5));
         let (connected, _) = hosts.next(now).unwrap();
         hosts.failed(now);
         hosts.failed(now);
@@ -174,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_single_host_has_nothing_to_probe() {
-        let mut hosts = HostList::new(vec!["a:1".into()], &mut Rng::seeded(1));
+        let mut hosts = HostList::new(vec!["a:1".into()], Rng::seeded(1));
         assert_eq!(hosts.next_probe(), None);
         hosts.next(Instant::now()).unwrap();
         assert_eq!(hosts.next_probe(), None);

@@ -318,7 +318,7 @@ impl<T, W: Clone> Session<T, W> {
     /// A session that will connect to `hosts` (`host:port` strings).
     pub fn new(config: SessionConfig, hosts: Vec<String>, now: Instant) -> Self {
         Session {
-            hosts: HostList::new(hosts, &mut Rng::new()),
+            hosts: HostList::new(hosts, Rng::new()),
             config,
             conn: Conn::None,
             state: State::Disconnected,
@@ -377,6 +377,13 @@ impl<T, W: Clone> Session<T, W> {
     /// The timeout the server granted, once connected.
     pub fn negotiated_timeout(&self) -> Option<Duration> {
         self.negotiated
+    }
+
+    /// When a whole frame last arrived from any server on an established
+    /// connection, or a handshake granted or resumed the session (the
+    /// session's creation, before any did).
+    pub fn last_heard(&self) -> Instant {
+        self.last_heard
     }
 
     /// The largest zxid seen in a reply.
@@ -548,7 +555,12 @@ impl<T, W: Clone> Session<T, W> {
                 Ok(Some((payload, len))) => {
                     consumed += len;
                     self.last_recv = now;
-                    self.last_heard = now;
+                    // A handshake's answer counts only if it resumes the
+                    // session (see `handle_handshake`): a refusal, or a
+                    // "session expired", says nothing of the session's life.
+                    if self.conn == Conn::Established {
+                        self.last_heard = now;
+                    }
                     if let Err(e) = self.handle_frame(now, payload) {
                         self.request_disconnect(e);
                     }
@@ -964,11 +976,15 @@ impl<T, W: Clone> Session<T, W> {
     /// server (the rule of the 3.9.3+ Java client). Only once a session was
     /// established, and not while closing.
     ///
-    /// This errs early, never late: our requests may have reached a server
-    /// for up to the read timeout (2/3) after its last reply, so it may keep
-    /// the session a little longer. Giving a lock up early is safe; believing
-    /// in it after another contender may hold it is not. Without this rule a
-    /// client cut off from every server would never learn of the expiry.
+    /// It is no exact bound either way. The servers expire the session a
+    /// timeout after they last heard from it: after a clean cut, about T
+    /// after its last reply, so this comes up to T/3 late; if our pings
+    /// went on reaching a server until the read timeout (2/3) dropped the
+    /// connection, as late as 5T/3, so this comes early. What a lock holder
+    /// relies on comes first: the read timeout drops the connection, and
+    /// its guard turns `Suspended`, before the servers can have expired the
+    /// session. Without this rule a client cut off from every server would
+    /// never learn of the expiry.
     /// A session only read-only servers have seen is never resumed (the
     /// next handshake asks for a new one) and holds no ephemeral nodes:
     /// there is nothing to expire.
@@ -1057,7 +1073,7 @@ impl<T, W: Clone> Session<T, W> {
         body: &impl Record,
         purpose: Purpose<T, W>,
     ) -> Result<()> {
-        self.send_held_back_deletes(now);
+        self.send_held_back(now);
         let start = self.outbox.len();
         let xid = self.next_xid();
         let len = write_request(&mut self.outbox, xid, op, body);
@@ -1079,9 +1095,13 @@ impl<T, W: Clone> Session<T, W> {
         Ok(())
     }
 
-    /// Sends the deletes held back (deferred, or throttled and backing
-    /// off), which keep their place ahead of any later request.
-    fn send_held_back_deletes(&mut self, now: Instant) {
+    /// Sends what is held back but keeps its place ahead of any later
+    /// request: re-registrations of watches backing off after a throttle,
+    /// and deletes (deferred, or throttled and backing off).
+    fn send_held_back(&mut self, now: Instant) {
+        if !self.delayed.is_empty() {
+            self.send_delayed_set_watches(now);
+        }
         if !self.deferred.is_empty() {
             self.send_deferred_deletes(now);
         }

@@ -62,6 +62,7 @@ impl<T, W: Clone> Session<T, W> {
         ));
         self.seen_rw_server |= !response.read_only;
         self.conn = Conn::Established;
+        self.last_heard = now;
         self.hosts.connected(now);
         if response.read_only {
             self.set_state(State::ConnectedReadOnly);

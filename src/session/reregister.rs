@@ -56,7 +56,9 @@ impl<T, W: Clone> Session<T, W> {
     /// (refused unapplied, on a connection that stays up) goes again, the
     /// same record, after a back-off: without it, every watch it names
     /// would stay unset on the server while the client waits for its events
-    /// (a lock's waiter, for its predecessor's deletion, for ever).
+    /// (a lock's waiter, for its predecessor's deletion, for ever). A
+    /// request made meanwhile sends it ahead of itself, its back-off cut
+    /// short (see [`Session::send_delayed_set_watches`]).
     pub(super) fn set_watches_answered(
         &mut self,
         op: OpCode,

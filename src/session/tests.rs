@@ -1318,3 +1318,42 @@ fn queued_requests_are_withdrawn_only_while_unsent() {
     s.handle_timeout(now + TIMEOUT * 2);
     assert!(replies(&mut s).iter().all(|(t, _)| *t == 5));
 }
+
+/// Only what says the session lives counts as hearing from a server: a
+/// frame on an established connection, or a handshake that resumes it;
+/// not a refusal, nor a "session expired".
+#[test]
+fn last_heard_moves_only_for_answers_that_say_the_session_lives() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected(start);
+    assert_eq!(s.last_heard(), start);
+    s.handle_bytes(at(100), &reply(PING_XID, 3, 0, &()));
+    assert_eq!(s.last_heard(), at(100), "a ping's answer");
+    // Resumed elsewhere: the handshake counts.
+    s.handle_disconnected(at(200));
+    s.next_host(at(200)).unwrap();
+    s.handle_connected(at(300));
+    sent(&mut s);
+    s.handle_bytes(at(400), &accepted(0x1234, 3000));
+    assert_eq!(s.last_heard(), at(400), "a resume");
+    // A refusal, then a "session expired": neither counts.
+    s.handle_disconnected(at(500));
+    s.next_host(at(500)).unwrap();
+    s.handle_connected(at(600));
+    sent(&mut s);
+    let refusal = ReplyHeader {
+        xid: 0,
+        zxid: 0,
+        err: ErrorCode::NotReadOnly.code(),
+    };
+    s.handle_bytes(at(700), &frame(&refusal));
+    assert_eq!(s.poll_disconnect(), Some(Error::NotReadOnly));
+    s.handle_disconnected(at(700));
+    s.next_host(at(800)).unwrap();
+    s.handle_connected(at(900));
+    sent(&mut s);
+    s.handle_bytes(at(1000), &expired());
+    assert_eq!(s.state(), State::Expired);
+    assert_eq!(s.last_heard(), at(400));
+}

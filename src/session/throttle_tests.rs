@@ -331,16 +331,42 @@ fn a_throttled_set_watches_goes_again_on_the_same_connection_after_a_back_off() 
     assert_eq!(set_watches_of(&frames[0]), (30, vec!["/app/w".to_owned()]));
 }
 
+/// A request made while a throttled re-registration backs off goes after
+/// it: its reply could otherwise show data newer than a change whose event
+/// the re-registration is still to bring.
+#[test]
+fn a_request_made_during_a_set_watches_back_off_goes_after_it() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let (mut s, first) = rewatching(start);
+    s.handle_bytes(at(10), &reply(header(&first).xid, 0, throttled(), &()));
+    assert!(sent(&mut s).is_empty(), "backing off");
+    s.submit(at(11), OpCode::GetData, &get_data("/app/w"), 2, None)
+        .unwrap();
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(
+        ops,
+        [OpCode::SetWatches.code(), OpCode::GetData.code()],
+        "the re-registration first, its back-off cut short"
+    );
+    assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+    // Sent once: its back-off's end sends nothing more.
+    s.handle_timeout(at(500));
+    assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
+}
+
 #[test]
 fn a_throttled_set_watches_cut_off_goes_with_the_next_handshake_as_of_its_zxid() {
     let start = Instant::now();
     let (mut s, first) = rewatching(start);
-    s.handle_bytes(start, &reply(header(&first).xid, 0, throttled(), &()));
-    // A later reply raises the last zxid seen, while the watch is unset on
-    // the server from zxid 20 on.
+    // A request sent before the throttle's answer came, answered after it,
+    // raises the last zxid seen while the watch is unset on the server from
+    // zxid 20 on.
     s.submit(start, OpCode::GetData, &get_data("/app/q"), 2, None)
         .unwrap();
     let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(start, &reply(header(&first).xid, 0, throttled(), &()));
     s.handle_bytes(start, &reply(xid, 30, 0, &super::tests::data_v()));
     events(&mut s);
     let frames = reconnect(&mut s, start);
@@ -415,12 +441,13 @@ fn a_re_registration_is_confirmed_only_once_every_record_is() {
     events(&mut s);
     let records = reconnect(&mut s, start);
     assert_eq!(records.len(), 2);
-    // One confirmed, one throttled; a later reply raises the last zxid.
-    s.handle_bytes(start, &reply(header(&records[0]).xid, 0, 0, &()));
-    s.handle_bytes(start, &reply(header(&records[1]).xid, 0, throttled(), &()));
+    // One confirmed, one throttled; a reply to a request sent before the
+    // throttle's answer came raises the last zxid.
     s.submit(start, OpCode::GetData, &get_data("/app/q"), 3, None)
         .unwrap();
     let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(start, &reply(header(&records[0]).xid, 0, 0, &()));
+    s.handle_bytes(start, &reply(header(&records[1]).xid, 0, throttled(), &()));
     s.handle_bytes(start, &reply(xid, 30, 0, &super::tests::data_v()));
     events(&mut s);
     // Cut off before the throttled record went again: every watch is set

@@ -4,13 +4,20 @@ use std::collections::HashMap;
 
 use crate::proto::{EventType, KeeperState};
 
-/// A watch notification or a state change, as delivered to user code. Paths
-/// are relative to the client's chroot.
+/// A watch notification, or the session's end, as delivered to user code.
+/// Paths are relative to the client's chroot. Unlike the Java client's
+/// watchers, these hear no disconnections or reconnections: those go to
+/// [`Client::state_changes`](crate::Client::state_changes) and the state
+/// handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchedEvent {
-    /// What happened; [`EventType::None`] for session state changes.
+    /// What happened; [`EventType::None`] for the session's end (`state`
+    /// then says how it ended).
     pub event_type: EventType,
-    /// The session state at the time.
+    /// The session state at the time, as the server names it
+    /// ([`KeeperState::SyncConnected`] for a node event). This is not
+    /// [`Client::state`](crate::Client::state)'s [`State`](crate::State):
+    /// compare with `KeeperState` variants.
     pub state: KeeperState,
     /// The node concerned; empty for state changes.
     pub path: String,

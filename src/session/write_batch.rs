@@ -45,7 +45,7 @@ impl<T, W: Clone> Session<T, W> {
             return Ok(());
         };
         // Held-back deletes go first, so that a batch starts at the tail.
-        self.send_held_back_deletes(now);
+        self.send_held_back(now);
         let start = self.outbox.len();
         let purpose = Purpose::Writes {
             tokens: vec![token],
