@@ -65,6 +65,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     conns: Mutex<Vec<ConnEntry>>,
     open: AtomicUsize,
+    /// Client connections accepted (not refused) since the start.
+    accepted: AtomicUsize,
     trigger: Mutex<Option<(Trigger, OnRequest)>>,
     /// How many client requests of each opcode went through, and when the
     /// last one did.
@@ -193,6 +195,7 @@ impl FaultProxy {
             stop: AtomicBool::new(false),
             conns: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
+            accepted: AtomicUsize::new(0),
             trigger: Mutex::new(None),
             requests: Mutex::new(HashMap::new()),
             error_replies: Mutex::new(Vec::new()),
@@ -333,6 +336,12 @@ impl FaultProxy {
     pub fn connection_count(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
     }
+
+    /// The number of client connections accepted (not refused) since the
+    /// proxy started, closed ones included.
+    pub fn connections_accepted(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -382,13 +391,19 @@ fn handle_accepted(stream: TcpStream, shared: &Arc<Shared>) {
     }
     let conn = Arc::new(Conn::new(stream));
     shared.open.fetch_add(1, Ordering::SeqCst);
+    shared.accepted.fetch_add(1, Ordering::SeqCst);
     let (thread_conn, thread_shared) = (Arc::clone(&conn), Arc::clone(shared));
+    // Registered before its thread forwards a byte, so that a `cut` made
+    // once the client is connected through it always finds it. (The
+    // connection threads never take this lock.)
+    let mut conns = shared.conns();
     let spawned = std::thread::Builder::new()
         .name("zklock-proxy-conn".into())
         .spawn(move || run_connection(&thread_conn, &thread_shared));
     match spawned {
-        Ok(thread) => shared.conns().push((conn, Some(thread))),
+        Ok(thread) => conns.push((conn, Some(thread))),
         Err(_) => {
+            drop(conns);
             conn.close();
             shared.connection_ended();
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::process::{JvmProcess, Launch};
 use super::util::{
     create_dir_all, free_ports, is_port_clash, log_tail, ms, poll_pause, remaining, remove_all_but,
-    server_mode, temp_dir, write_file, JavaSetup,
+    server_mode, serves_data_dir, temp_dir, write_file, JavaSetup,
 };
 use super::{
     four_letter_word, Error, ServerMode, DEFAULT_MAX_SESSION_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT,
@@ -389,8 +389,10 @@ impl TestServer {
         four_letter_word(self.addr(), command, QUERY_TIMEOUT)
     }
 
-    /// Waits until the server serves requests (`srvr` reports a mode), for
-    /// at most `timeout`. Fails at once if the JVM has exited or is stopped.
+    /// Waits until the server serves requests (`srvr` reports a mode, and
+    /// `conf` this server's data directory), for at most `timeout`. Fails
+    /// at once if the JVM has exited or is stopped; a paused one is waited
+    /// for until `timeout`.
     pub fn wait_serving(&self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -402,8 +404,12 @@ impl TestServer {
                     }
                 }
             }
-            if let Some(ServerMode::Standalone) =
-                server_mode(self.addr(), remaining(deadline).min(QUERY_TIMEOUT))
+            // Another process's server on this port answers too, while
+            // this JVM is still on its way to failing to bind it: only one
+            // serving this data directory is this one.
+            let query = remaining(deadline).min(QUERY_TIMEOUT);
+            if server_mode(self.addr(), query) == Some(ServerMode::Standalone)
+                && serves_data_dir(self.addr(), &self.data_dir, query)
             {
                 return Ok(());
             }

@@ -92,6 +92,17 @@ pub(crate) fn server_mode(addr: SocketAddr, timeout: Duration) -> Option<ServerM
         .and_then(|reply| ServerMode::from_srvr(&reply))
 }
 
+/// Whether the server at `addr` says (`conf`) that it keeps its data in
+/// `data_dir`.
+pub(crate) fn serves_data_dir(addr: SocketAddr, data_dir: &Path, timeout: Duration) -> bool {
+    four_letter_word(addr, "conf", timeout).is_ok_and(|reply| {
+        reply
+            .lines()
+            .filter_map(|line| line.strip_prefix("dataDir="))
+            .any(|dir| Path::new(dir.trim()).starts_with(data_dir))
+    })
+}
+
 /// A `Duration` from a number of ms.
 pub(crate) fn ms(ms: u32) -> Duration {
     Duration::from_millis(u64::from(ms))
@@ -376,6 +387,23 @@ mod tests {
             }
         }
     }
+
+    /// A server on a port is taken for one only if it keeps that one's
+    /// data: another process's server there is not.
+    #[test]
+    fn a_server_is_known_by_its_data_directory() {
+        let server = crate::testing::TestServer::new().expect("start ZooKeeper");
+        assert!(serves_data_dir(server.addr(), server.data_dir(), QUERY));
+        let other = server.data_dir().with_file_name("another-data-dir");
+        assert!(!serves_data_dir(server.addr(), &other, QUERY));
+        assert!(!serves_data_dir(
+            server.addr(),
+            Path::new("/var/lib/zookeeper"),
+            QUERY
+        ));
+    }
+
+    const QUERY: Duration = Duration::from_secs(5);
 
     #[test]
     fn parses_modes() {
