@@ -34,11 +34,17 @@ pub const POLL: Duration = Duration::from_millis(5);
 impl Run {
     /// Starts `command` with stdin closed and stdout and stderr collected.
     pub fn spawn(command: &mut Command) -> Run {
+        Run::spawn_with_stderr(command, Stdio::piped())
+    }
+
+    /// Like [`Run::spawn`], with stderr going to `stderr` (collected only if
+    /// piped).
+    pub fn spawn_with_stderr(command: &mut Command, stderr: Stdio) -> Run {
         let program = command.get_program().to_string_lossy().into_owned();
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("run {program}: {e}"));
         let pipes: [Option<Box<dyn Read + Send>>; 2] = [

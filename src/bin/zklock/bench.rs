@@ -262,8 +262,8 @@ fn raw(options: &Options) -> Result<Measured, Error> {
 /// on the gate until its sender `go` is dropped. A sender dropped early (a
 /// worker failed to spawn) starts them too, so none waits forever.
 fn timed<T>(go: crossbeam_channel::Sender<()>, work: impl FnOnce() -> T) -> (T, Duration) {
-    drop(go);
     let started = Instant::now();
+    drop(go);
     let result = work();
     (result, started.elapsed())
 }

@@ -14,7 +14,7 @@ use zklock::{Acl, AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, State
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
 use crate::supervise::{self, not_held, Ran, Watch};
-use crate::{progress, signals};
+use crate::{progress, signals, tied};
 use crate::{Common, Outcome, DIGEST_VAR};
 
 /// COMMAND did not run: the lock was not acquired, or no longer held when
@@ -177,6 +177,16 @@ pub fn run(mut args: Args) -> Outcome {
         Ok(parsed) => parsed,
         Err(e) => return e.into(),
     };
+    // Found before the lock is asked for: a missing command would only
+    // wait for the lock to give it back. Reported as missing, not as
+    // setpriv's failure to run it.
+    let Some(program) = command.first() else {
+        return Outcome::Usage("missing COMMAND".into());
+    };
+    let resolved = match tied::resolve(program) {
+        Ok(resolved) => resolved,
+        Err(e) => return Outcome::Error(format!("cannot run {program:?}: {e}")),
+    };
     let group = Arc::new(Group::default());
     let (signals, resumed) = match signals::install(group.clone()) {
         Ok(received) => (received.ending, received.resumed),
@@ -229,6 +239,7 @@ pub fn run(mut args: Args) -> Outcome {
         ("ZKLOCK_LOCK_NODE", OsStr::new(&node)),
     ];
     let watch = Watch {
+        client: client.clone(),
         states,
         monitor,
         signals,
@@ -236,7 +247,7 @@ pub fn run(mut args: Args) -> Outcome {
         group,
         stops_before_grant,
     };
-    match supervise::run(&command, envs, watch, timeout, options.grace) {
+    match supervise::run(&command, resolved, envs, watch, timeout, options.grace) {
         Ran::Exit(outcome) => outcome,
         Ran::InterruptedBeforeStart => {
             not_acquired(&options, "interrupted before the command could start")

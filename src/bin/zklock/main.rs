@@ -14,14 +14,14 @@
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
 
-/// Writes one line to stderr. Unlike `eprintln!`, it cannot panic: with
-/// stderr gone the line is lost, but zklock carries on, and so does the
-/// lock's promise to its command.
+/// Writes one line to stderr, through a thread of its own (see [`stderr`]).
+/// Unlike `eprintln!`, it can neither panic nor block: with stderr gone or
+/// full the line is lost, but zklock carries on, and so does the lock's
+/// promise to its command.
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::stderr::say(format!($($arg)*))
+    };
 }
 
 mod args;
@@ -31,8 +31,10 @@ mod group;
 mod holders;
 mod progress;
 mod signals;
+mod stderr;
 mod supervise;
 mod tied;
+mod watchdog;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -50,8 +52,9 @@ const USAGE: &str = "usage:
               [--read | --write] [--grace MS] [--acl open|creator]
               [--publish-args] [--quiet]
               LOCK_PATH -- COMMAND [ARGS...]
-  zklock holders [--connect HOSTS] [--json] LOCK_PATH
-  zklock bench [--connect HOSTS] --mode uncontended|contended|get|set
+  zklock holders [--connect HOSTS] [--session-timeout MS] [--json] LOCK_PATH
+  zklock bench [--connect HOSTS] [--session-timeout MS]
+               --mode uncontended|contended|get|set
                [--clients C] [--ops N] [--path P] [--without-lock]
 
 Every command takes --connect and --session-timeout. --connect defaults to
@@ -59,14 +62,15 @@ $ZK_CONNECT, then 127.0.0.1:2181; --session-timeout defaults to 10000 ms (at
 most 2147483647). With $ZK_DIGEST set to USER:PASSWORD, the session
 authenticates with those digest credentials (kept out of the process list
 and of exec's COMMAND's environment), for lock paths whose ACL asks for
-them. zklock COMMAND --help shows this text.
+them. zklock SUBCOMMAND --help shows this text.
 
 exec runs COMMAND while holding the lock at LOCK_PATH (a fair mutex, or with
 --read/--write one side of a read-write lock), with ZKLOCK_FENCING_TOKEN and
 ZKLOCK_LOCK_NODE in its environment, in a process group of its own. It waits
 for the lock forever, up to --wait SECS, or not at all with --no-wait.
 SIGINT, SIGTERM, SIGHUP or SIGQUIT cancels the wait; once COMMAND runs, they
-are passed on to its process group, and SIGTSTP stops the group with zklock.
+are passed on to its process group (those ignored when zklock starts, as
+under nohup, stay ignored), and SIGTSTP stops the group with zklock.
 If the lock can no longer be relied on (the connection was lost for longer
 than --grace MS, default 0, at most 1/6 of the session timeout; the session
 expired; the lock node was deleted), the group gets SIGTERM, then SIGKILL,
@@ -212,12 +216,15 @@ impl From<zklock::Error> for Outcome {
     }
 }
 
+/// How long the lines still queued for stderr may hold up the exit.
+const STDERR_FLUSH: Duration = Duration::from_secs(2);
+
 fn main() -> ExitCode {
     let outcome = match arguments() {
         Ok(argv) => dispatch(argv),
         Err(outcome) => outcome,
     };
-    match outcome {
+    let code = match outcome {
         Outcome::Exit(code) => ExitCode::from(code),
         Outcome::Usage(message) => {
             say!("zklock: {message} (zklock --help shows the usage)");
@@ -227,7 +234,9 @@ fn main() -> ExitCode {
             say!("zklock: {message}");
             ExitCode::from(EXIT_ERROR)
         }
-    }
+    };
+    stderr::flush(STDERR_FLUSH);
+    code
 }
 
 /// The arguments after the program's name. `std::env::args` would panic

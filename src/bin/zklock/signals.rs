@@ -44,11 +44,16 @@ pub struct Received {
     pub resumed: Receiver<()>,
 }
 
-/// Installs the handlers.
+/// Installs the handlers, except for the ending and stopping signals
+/// zklock was started with ignored (`nohup`, or `&` in a script, ignores
+/// SIGHUP, or SIGINT and SIGQUIT): those stay ignored, by zklock and by
+/// the command, which inherits that, as it would have without zklock.
 pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
+    let ignored = ignored_at_start();
     let handled = ENDING
         .iter()
         .chain(&STOPPING)
+        .filter(|s| !ignored.contains(s))
         .chain(&[Signal::SIGCONT])
         .map(|s| *s as i32);
     let mut signals = signal_hook::iterator::Signals::new(handled)?;
@@ -83,4 +88,22 @@ fn stop(group: &Group) {
             say!("zklock: cannot stop: {e}");
         }
     });
+}
+
+/// The signals this process ignores, from the kernel's account of it
+/// (`SigIgn` in `/proc/self/status`, a hexadecimal mask with bit N-1 for
+/// signal N); none where that cannot be read.
+fn ignored_at_start() -> Vec<Signal> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    Signal::iterator()
+        .filter(|signal| {
+            let bit = (*signal as i32).saturating_sub(1);
+            (0..64).contains(&bit) && mask & (1u64 << bit) != 0
+        })
+        .collect()
 }

@@ -19,6 +19,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,10 +27,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, bounded, never, select, Receiver};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use zklock::{LockMonitor, LockState, StateChanges};
+use zklock::{Client, LockMonitor, LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
-use crate::tied::{watch_exit, Launcher, NotLaunched, Tied};
+use crate::tied::{watch_exit, Launcher, Tied};
+use crate::watchdog::Watchdog;
 use crate::{Outcome, EXIT_ERROR};
 
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
@@ -49,6 +51,8 @@ const CONFIRM_AGAIN: Duration = Duration::from_millis(100);
 /// What the command runs under: the lock's state changes and monitor, the
 /// signals to pass on, zklock's continuations, and the group it will lead.
 pub struct Watch {
+    /// The lock's client: when it last heard from a server.
+    pub client: Client,
     pub states: StateChanges<LockState>,
     pub monitor: LockMonitor,
     pub signals: Receiver<Signal>,
@@ -81,10 +85,11 @@ impl From<Outcome> for Ran {
     }
 }
 
-/// Runs `command` with `envs`, the lock held, until it exits or the lock
-/// can no longer be relied on.
+/// Runs `command`, its program found at `resolved`, with `envs`, the lock
+/// held, until it exits or the lock can no longer be relied on.
 pub fn run<'a>(
     command: &[String],
+    resolved: PathBuf,
     envs: impl IntoIterator<Item = (&'a str, &'a OsStr)>,
     watch: Watch,
     timeout: Duration,
@@ -95,6 +100,7 @@ pub fn run<'a>(
         None => return Outcome::Usage("missing COMMAND".into()).into(),
     };
     let Watch {
+        client,
         states,
         monitor,
         mut signals,
@@ -103,10 +109,8 @@ pub fn run<'a>(
         stops_before_grant,
     } = watch;
     let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
-    let launcher = match Launcher::new(program, &signals) {
-        Ok(launcher) => launcher,
-        Err(NotLaunched::Io(e)) => return cannot_run(e),
-        Err(NotLaunched::Interrupted) => return Ran::InterruptedBeforeStart,
+    let Ok(launcher) = Launcher::new(resolved, &signals) else {
+        return Ran::InterruptedBeforeStart;
     };
     // A stop since the lock was granted (while it was being checked, or
     // setpriv's, say) may have outlasted the session. A Ctrl-Z is counted
@@ -152,10 +156,32 @@ pub fn run<'a>(
         return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id())).into();
     };
     group.started(pid);
+    // Dropped, whatever way this returns, once zklock is done with the
+    // group.
+    let _watchdog = match Watchdog::start(pid) {
+        Ok(watchdog) => Some(watchdog),
+        Err(e) => {
+            say!(
+                "zklock: warning: no watchdog ({e}); if zklock is killed with SIGKILL, \
+                 the command's descendants run on without the lock"
+            );
+            None
+        }
+    };
     let exited = watch_exit(pid);
-    let kill_after = kill_delay(timeout, grace);
-    let lost_lock = |child: &mut Child| terminate(child, &group, &exited, kill_after).into();
-    let mut suspended_since: Option<Instant> = None;
+    let schedule = Schedule { timeout, grace };
+    // The end of a suspension's grace, fixed when it is first noticed: a
+    // later reading of when the client last heard could come after a
+    // reconnect that found the session expired.
+    let mut grace_ends: Option<Instant> = None;
+    let lost_lock = |child: &mut Child, grace_ends: Option<Instant>| {
+        let now = Instant::now();
+        let kill_at = match grace_ends {
+            Some(end) => schedule.kill_at_after_grace(now, end),
+            None => schedule.kill_at(now, client.last_heard()),
+        };
+        terminate(child, &group, &exited, kill_at).into()
+    };
     // While zklock, continued, confirms the lock, the group stays stopped:
     // the confirmation, and the stop count it was asked at. One asked
     // before a later stop is stale, and does not continue the group.
@@ -167,8 +193,7 @@ pub fn run<'a>(
         confirming = Some(confirm_as_of(&monitor, &group));
     }
     loop {
-        let deadline = suspended_since
-            .map(|since| after((since + grace).saturating_duration_since(Instant::now())));
+        let deadline = grace_ends.map(|end| after(end.saturating_duration_since(Instant::now())));
         select! {
             recv(exited) -> _ => {
                 let lost = states.try_iter().any(|s| s == LockState::Lost);
@@ -190,12 +215,16 @@ pub fn run<'a>(
                 return Outcome::Exit(code).into();
             }
             recv(states) -> state => match state {
-                Ok(LockState::Held) => suspended_since = None,
-                Ok(LockState::Suspended) if grace.is_zero() => return lost_lock(&mut child),
-                Ok(LockState::Suspended) => {
-                    suspended_since = suspended_since.or(Some(Instant::now()));
+                Ok(LockState::Held) => grace_ends = None,
+                Ok(LockState::Suspended) if grace.is_zero() => {
+                    return lost_lock(&mut child, grace_ends);
                 }
-                Ok(LockState::Lost) | Err(_) => return lost_lock(&mut child),
+                Ok(LockState::Suspended) => {
+                    let noticed = Instant::now();
+                    grace_ends =
+                        grace_ends.or(Some(schedule.grace_ends(noticed, client.last_heard())));
+                }
+                Ok(LockState::Lost) | Err(_) => return lost_lock(&mut child, grace_ends),
             },
             recv(signals) -> signal => match signal {
                 Ok(signal) => group.signal_or_say(signal),
@@ -213,7 +242,7 @@ pub fn run<'a>(
             },
             recv(confirming.as_ref().map_or_else(never, |(c, _)| c.clone())) -> held => {
                 if held != Ok(true) {
-                    return lost_lock(&mut child);
+                    return lost_lock(&mut child, grace_ends);
                 }
                 // Not continued if zklock was stopped again since it was
                 // asked: that stop's continuation asks again.
@@ -221,7 +250,9 @@ pub fn run<'a>(
                     group.resume(as_of);
                 }
             },
-            recv(deadline.unwrap_or_else(never)) -> _ => return lost_lock(&mut child),
+            recv(deadline.unwrap_or_else(never)) -> _ => {
+                return lost_lock(&mut child, grace_ends);
+            }
         }
     }
 }
@@ -240,6 +271,39 @@ pub fn not_held(state: LockState) -> Option<&'static str> {
 /// one above T/4 - G (100 ms once did) breaks that for short timeouts.
 fn kill_delay(timeout: Duration, grace: Duration) -> Duration {
     timeout.saturating_sub(grace.saturating_mul(3)) / 6
+}
+
+/// When the grace ends and when SIGKILL goes: counted from when zklock
+/// notices, but never later than the bound counted from when its client
+/// last heard from a server. The client drops a silent connection 2T/3
+/// after that, the grace G follows, and K after it the group is killed,
+/// by 11T/12. A zklock that did not run meanwhile (stopped, frozen with
+/// its command, starved of CPU) notices late, and the bound stands.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    timeout: Duration,
+    grace: Duration,
+}
+
+impl Schedule {
+    /// The end of the grace of a suspension noticed `now`, the client
+    /// having last heard from a server at `heard`.
+    fn grace_ends(self, now: Instant, heard: Instant) -> Instant {
+        let dropped = heard + self.timeout * 2 / 3;
+        (now + self.grace).min(dropped + self.grace)
+    }
+
+    /// When SIGKILL goes, for a termination begun `now`.
+    fn kill_at(self, now: Instant, heard: Instant) -> Instant {
+        self.kill_at_after_grace(now, self.grace_ends(now, heard))
+    }
+
+    /// When SIGKILL goes, for a termination begun `now`, after a grace
+    /// that ended (or ends) at `grace_ends`.
+    fn kill_at_after_grace(self, now: Instant, grace_ends: Instant) -> Instant {
+        let kill_after = kill_delay(self.timeout, self.grace);
+        (now + kill_after).min(grace_ends + kill_after)
+    }
 }
 
 /// A confirmation (see [`confirm_held`]), with the stop count it is asked
@@ -270,26 +334,28 @@ fn confirm_held(monitor: &LockMonitor) -> Receiver<bool> {
     rx
 }
 
-/// SIGTERM to the command's group; SIGKILL to what is left of it after
-/// `kill_after`; returns once it is gone (or, should even SIGKILL not end
-/// it, after `KILLED_WAIT`). A group stopped with zklock gets SIGKILL at
-/// once: it could act on SIGTERM only once continued, by when another
-/// contender may hold the lock.
-fn terminate(
-    child: &mut Child,
-    group: &Group,
-    exited: &Receiver<()>,
-    kill_after: Duration,
-) -> Outcome {
+/// SIGTERM to the command's group; SIGKILL to what is left of it at
+/// `kill_at`; returns once it is gone (or, should even SIGKILL not end it,
+/// after `KILLED_WAIT`). A group stopped with zklock gets SIGKILL at once:
+/// it could act on SIGTERM only once continued, by when another contender
+/// may hold the lock. So does one whose `kill_at` has passed.
+fn terminate(child: &mut Child, group: &Group, exited: &Receiver<()>, kill_at: Instant) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
     let mut leader_exited = false;
+    let left = kill_at.saturating_duration_since(Instant::now());
     let gone = if group.is_stopped() {
         say!("zklock: lock no longer held; killing the stopped command (process group {id})");
+        false
+    } else if left.is_zero() {
+        say!(
+            "zklock: lock no longer held, and no time left to end the command gently; \
+             killing it (process group {id})"
+        );
         false
     } else {
         say!("zklock: lock no longer held; terminating the command (process group {id})");
         group.signal_or_say(Signal::SIGTERM);
-        wait_gone(id, exited, &mut leader_exited, kill_after)
+        wait_gone(id, exited, &mut leader_exited, left)
     };
     if !gone {
         group.signal_or_say(Signal::SIGKILL);
@@ -349,5 +415,41 @@ mod tests {
                 assert!(kill_delay(timeout, grace) >= timeout / 12 - Duration::from_nanos(1));
             }
         }
+    }
+
+    /// Noticed on time, the grace and the kill count from the notice; a
+    /// connection closed early changes nothing; noticed late (zklock
+    /// stopped or frozen), they keep to the bound counted from when the
+    /// client last heard from a server, and once it has passed, SIGKILL
+    /// goes at once.
+    #[test]
+    fn the_schedule_keeps_to_the_bound_from_the_last_contact() {
+        let ms = Duration::from_millis;
+        let heard = Instant::now();
+        let schedule = Schedule {
+            timeout: ms(12_000),
+            grace: ms(1_200),
+        };
+        // K = (12 000 - 3 600) / 6 = 1 400 ms.
+        assert_eq!(kill_delay(schedule.timeout, schedule.grace), ms(1_400));
+        // The read timeout dropped the connection at 8 s: on time.
+        let on_time = heard + ms(8_000);
+        assert_eq!(schedule.grace_ends(on_time, heard), heard + ms(9_200));
+        assert_eq!(
+            schedule.kill_at(heard + ms(9_200), heard),
+            heard + ms(10_600)
+        );
+        assert!(heard + ms(10_600) <= heard + ms(11_000), "within 11T/12");
+        // A server closed the connection at 1 s: from the notice.
+        let early = heard + ms(1_000);
+        assert_eq!(schedule.grace_ends(early, heard), heard + ms(2_200));
+        assert_eq!(schedule.kill_at(early, heard), heard + ms(2_400));
+        // Noticed at 10 s: the grace is over, SIGKILL due at 10.6 s.
+        let late = heard + ms(10_000);
+        assert_eq!(schedule.grace_ends(late, heard), heard + ms(9_200));
+        assert_eq!(schedule.kill_at(late, heard), heard + ms(10_600));
+        // Noticed at 14 s, after the session: SIGKILL already due.
+        let too_late = heard + ms(14_000);
+        assert!(schedule.kill_at(too_late, heard) < too_late);
     }
 }

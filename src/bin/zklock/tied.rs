@@ -6,8 +6,9 @@
 //! the command is started under `setpriv --pdeathsig KILL` (util-linux
 //! 2.33+), which asks the kernel to kill it when this process's main thread
 //! ends, then runs it in its place (same pid, same arguments). Only the
-//! command itself gets that signal, not its descendants, and the kernel
-//! clears it when the command execs a setuid or setgid program.
+//! command itself gets that signal (its descendants in its group are left
+//! to the `watchdog`), and the kernel clears it when the command execs a
+//! setuid or setgid program.
 //!
 //! The command leads a process group of its own (setpriv execs in place,
 //! so the group id is the command's pid): see `group`.
@@ -52,22 +53,15 @@ pub struct Launcher {
     wrapper: Option<String>,
 }
 
-/// Why there is no [`Launcher`].
-pub enum NotLaunched {
-    /// The program cannot be found or is not executable.
-    Io(io::Error),
-    /// An ending signal came while setpriv was being checked (and ended
-    /// the check).
-    Interrupted,
-}
+/// Why there is no [`Launcher`]: an ending signal came while setpriv was
+/// being checked (and ended the check).
+pub struct Interrupted;
 
 impl Launcher {
-    /// Finds `program` and whether setpriv can tie it to this process,
-    /// unless one of `signals` comes first.
-    pub fn new(program: &str, signals: &Receiver<Signal>) -> Result<Launcher, NotLaunched> {
-        // Resolved here, so that a missing command is reported as such
-        // rather than as setpriv's failure to run it.
-        let resolved = resolve(program).map_err(NotLaunched::Io)?;
+    /// For the program at `resolved` (see [`resolve`]): finds whether
+    /// setpriv can tie it to this process, unless one of `signals` comes
+    /// first.
+    pub fn new(resolved: PathBuf, signals: &Receiver<Signal>) -> Result<Launcher, Interrupted> {
         Ok(match setpriv(signals)? {
             Some(setpriv) => {
                 let wrapper = comm_of(&setpriv).filter(|w| comm_of(&resolved).as_ref() != Some(w));
@@ -153,7 +147,7 @@ fn comm_of(path: &std::path::Path) -> Option<String> {
 /// the command is started directly. A setpriv older than 2.33 rejects
 /// `--pdeathsig`: trusted blindly, it would run nothing, every time. One of
 /// `signals` ends the check, and the command is not to start.
-fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, NotLaunched> {
+fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, Interrupted> {
     let Ok(setpriv) = resolve(SETPRIV) else {
         warn(&format!("{SETPRIV} not found"));
         return Ok(None);
@@ -195,7 +189,7 @@ fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, NotLaunched> {
         recv(exited) -> _ => {}
         recv(signals) -> _ => {
             end_probe();
-            return Err(NotLaunched::Interrupted);
+            return Err(Interrupted);
         }
         // A check that has ended after all counts: when a stop of zklock
         // outlasts the limit, both are ready at once.
@@ -239,13 +233,13 @@ pub fn watch_exit(pid: Pid) -> Receiver<()> {
 fn warn(why: &str) {
     say!(
         "zklock: warning: {why}; if zklock is killed with SIGKILL, \
-         the command runs on without the lock"
+         only its watchdog stops the command"
     );
 }
 
 /// Where `program` is, looked up in `PATH` as `execvp` does when it has no
 /// `/`: the first executable file of that name.
-fn resolve(program: &str) -> io::Result<PathBuf> {
+pub fn resolve(program: &str) -> io::Result<PathBuf> {
     if program.contains('/') {
         let path = PathBuf::from(program);
         return if is_executable_file(&path)? {

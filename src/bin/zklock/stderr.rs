@@ -1,0 +1,110 @@
+//! zklock's lines on stderr, written by a thread of their own. A stderr
+//! that nobody reads (a full pipe, a terminal stopped with Ctrl-S) then
+//! holds up that thread alone: never the signals that stop the command
+//! before another contender can acquire, nor anything else zklock does.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+
+/// Lines waiting for the writer beyond this many are dropped.
+const BACKLOG: usize = 256;
+
+/// A write to stderr that takes this long, in ms, is stuck, not slow.
+const STALL_MS: u64 = 200;
+const STALL: Duration = Duration::from_millis(STALL_MS);
+
+/// When the write under way began, if one is: in ms since [`EPOCH`], plus
+/// one (0: none under way).
+static WRITING_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// What [`WRITING_SINCE`] counts from.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+fn millis_since_epoch() -> u64 {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
+}
+
+/// Whether a write to stderr has been under way for [`STALL`] or more.
+fn is_stuck() -> bool {
+    match WRITING_SINCE.load(Ordering::Relaxed) {
+        0 => false,
+        since => millis_since_epoch().saturating_sub(since - 1) >= STALL_MS,
+    }
+}
+
+enum Line {
+    Text(String),
+    /// Answered once every line before it is written.
+    Written(Sender<()>),
+}
+
+/// The writer's queue; `None` if its thread could not be started.
+static WRITER: OnceLock<Option<Sender<Line>>> = OnceLock::new();
+
+fn writer() -> Option<&'static Sender<Line>> {
+    WRITER
+        .get_or_init(|| {
+            let (lines, queue) = bounded::<Line>(BACKLOG);
+            let spawned = std::thread::Builder::new()
+                .name("zklock-stderr".into())
+                .spawn(move || {
+                    for line in queue {
+                        match line {
+                            Line::Text(text) => {
+                                WRITING_SINCE.store(millis_since_epoch() + 1, Ordering::Relaxed);
+                                let _ = writeln!(std::io::stderr(), "{text}");
+                                WRITING_SINCE.store(0, Ordering::Relaxed);
+                            }
+                            Line::Written(done) => {
+                                let _ = done.send(());
+                            }
+                        }
+                    }
+                });
+            spawned.ok().map(|_| lines)
+        })
+        .as_ref()
+}
+
+/// Queues `line` for stderr, without waiting: dropped if the writer is that
+/// far behind. Written here only if no writer thread could be started.
+pub fn say(line: String) {
+    match writer() {
+        Some(lines) => {
+            let _ = lines.try_send(Line::Text(line));
+        }
+        None => {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+}
+
+/// Waits, at most `timeout`, for the lines queued so far to be written:
+/// the process's exit would end the writer with them. Gives up early on a
+/// writer stuck in one write (for [`STALL`]): its lines are lost anyway,
+/// and the exit is not to wait for a reader that never comes.
+pub fn flush(timeout: Duration) {
+    let Some(lines) = WRITER.get().and_then(Option::as_ref) else {
+        return;
+    };
+    let deadline = Instant::now() + timeout;
+    let (done, written) = bounded(1);
+    if lines.try_send(Line::Written(done)).is_err() {
+        return;
+    }
+    loop {
+        match written.recv_deadline((Instant::now() + STALL).min(deadline)) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                if is_stuck() || Instant::now() >= deadline {
+                    return;
+                }
+            }
+        }
+    }
+}
