@@ -248,7 +248,8 @@ fn a_close_on_a_silent_connection_ends_at_a_short_connect_timeout() {
         })
     );
     assert!(took >= connect_timeout, "{took:?}");
-    assert!(took < connect_timeout * 3, "the close took {took:?}");
+    // The old code took about 1 s; this leaves a loaded machine room.
+    assert!(took < Duration::from_millis(850), "the close took {took:?}");
     assert_eq!(c.state(), State::Closed);
 }
 

@@ -807,7 +807,11 @@ fn a_timed_attempt_whose_create_reply_is_lost_keeps_its_deadline() {
             || proxy.refuse(false),
         );
         // The create happened: the node is there, and nobody knows it yet.
-        assert_eq!(owned_by(&holder, DIR, session).len(), 1);
+        // The proxy cut the connection once it had passed the create on, so
+        // the server may still be applying it.
+        wait_until("the cut-off create to be applied", WAIT, || {
+            owned_by(&holder, DIR, session).len() == 1
+        });
         assert_eq!(proxy.requests_seen(SYNC), syncs_before, "no search yet");
         proxy.refuse(false);
         wait_until("the search to find the node and delete it", WAIT, || {

@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use lock_common::leaf;
+use lock_common::{leaf, owner, wait_until};
 use zklock::testing::TestServer;
 use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
 
@@ -745,10 +745,17 @@ fn next_node(client: &Client, seen: &mut Vec<String>, whose: &str) -> String {
     }
 }
 
-/// A round trip on `client`: the background deletes of its abandoned lock
-/// nodes are ordered before it, so they are done when it returns.
+/// Waits until no node under the lock path is `client`'s: an attempt that
+/// gave up before its create was answered leaves the delete to the I/O
+/// thread, which sends it only when the answer comes, so one round trip
+/// is not enough. Call it when `client` holds nothing there.
 fn settle(client: &Client) {
-    client.exists(LOCK).expect("round trip");
+    let session = client.session_id();
+    wait_until("the client's abandoned lock nodes to go", WAIT, || {
+        lock_children(client)
+            .iter()
+            .all(|child| owner(client, &format!("{LOCK}/{child}")) != Some(session))
+    });
 }
 
 /// Checks the end state of a run: nobody inside, no lock node left.
@@ -1269,6 +1276,8 @@ fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
         rwlock.try_write_for(QUIET).expect("try_write").is_none(),
         "zklock wrote the lock while a kazoo reader reads"
     );
+    // The given-up write node must be gone, or the read queues behind it.
+    settle(&client);
     let read = rwlock
         .try_read()
         .expect("try_read")

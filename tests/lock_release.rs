@@ -225,12 +225,14 @@ fn a_node_created_while_the_release_lingers_makes_the_next_acquisition_list() {
     let server = server();
     let gate = proxy(&server);
     let holder = connect_lingering(&gate.connect_string(), LONG_LINGER);
+    // Connected before the release starts to linger, so that only the
+    // rival's create falls inside the linger.
+    let rival_client = connect(&server.connect_string());
+    let observer = connect(&server.connect_string());
     let mutex = Mutex::new(&holder, DIR).unwrap();
     let released = mutex.lock().unwrap().node().to_owned();
     let listings = sent(&gate, OpCode::GetChildren);
-    let rival_client = connect(&server.connect_string());
     let rival = Contender::mutex(&rival_client, DIR, "rival");
-    let observer = connect(&server.connect_string());
     wait_children(&observer, DIR, 2);
     let (holder_held, holder_thread) = spawn("holder", move || {
         let guard = mutex.lock().unwrap();
@@ -263,10 +265,7 @@ fn a_successor_of_another_kind_lists_the_lock() {
     let released = mutex.lock().unwrap().node().to_owned();
     let rwlock = RwLock::new(&holder, DIR).unwrap();
     let listings = sent(&gate, OpCode::GetChildren);
-    let write = rwlock
-        .try_write_for(QUIET)
-        .unwrap()
-        .expect("the write lock");
+    let write = rwlock.try_write_for(WAIT).unwrap().expect("the write lock");
     assert_eq!(sent(&gate, OpCode::Multi), 1);
     assert_eq!(sent(&gate, OpCode::GetChildren), listings + 1);
     assert_eq!(sequence(write.node()), sequence(&released) + 1);
