@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{builder, mk, open, proxy, server, states_until, wait_connected, WAIT};
 use zklock::proto::OpCode;
-use zklock::testing::{Pause, ProxyMode, ReleasedOnDrop};
+use zklock::testing::{FakeName, Pause, ProxyMode, ReleasedOnDrop};
 use zklock::{CreateMode, Error, Mutex, State};
 
 #[test]
@@ -433,4 +433,32 @@ fn a_slow_name_lookup_leaves_the_handshake_its_whole_timeout() {
         "the reconnect's first connection is kept"
     );
     c.exists("/").expect("the session goes on");
+}
+
+/// A name that resolves to several addresses, one of them silent (a member
+/// blackholed behind a DNS round robin), still connects within `connect`'s
+/// budget: the name gets a turn, and a connect timeout, for each of its
+/// addresses. Before, it got one attempt at a random address, and a client
+/// whose pick was the silent one failed.
+#[test]
+fn a_name_with_a_silent_address_connects_at_another_of_its_addresses() {
+    const CLIENTS: usize = 6;
+    let zk = server();
+    let silent = proxy(&zk);
+    silent.set_mode(ProxyMode::Blackhole);
+    let name = FakeName::new(
+        &format!("round-robin-{}.zklock.test:2181", std::process::id()),
+        vec![silent.addr(), zk.addr()],
+    );
+    // Each client starts at a random address: all of them connecting means
+    // that those which started at the silent one went on to the other
+    // (on the old code, all six connect one time in 64).
+    for i in 0..CLIENTS {
+        let c = builder()
+            .connect_timeout(Duration::from_millis(500))
+            .connect(name.host())
+            .unwrap_or_else(|e| panic!("client {i}: {e}"));
+        assert!(c.state().is_connected());
+        c.close().unwrap();
+    }
 }

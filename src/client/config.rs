@@ -103,9 +103,11 @@ impl Config {
     /// resolver's, and not bounded by it; it runs on a thread of its own,
     /// so a resolver that does not answer delays neither the session's
     /// timers (request deadlines, its local expiry) nor a `close` or a
-    /// `connect` past its own deadline. Once a session is established, a
-    /// reconnect attempt gets at most a third of the negotiated session
-    /// timeout shared among the other hosts (T/6 with three hosts): a
+    /// `connect` past its own deadline. A name that resolves to several
+    /// addresses counts as that many hosts: its attempts go round them in
+    /// turn. Once a session is established, a reconnect attempt gets at
+    /// most a third of the negotiated session timeout shared among the
+    /// other hosts (T/6 with three hosts): a
     /// silent server is given up on only 2/3 of T after it was last heard,
     /// and a whole connect timeout spent on another silent one would let
     /// the session expire with a healthy server in reach.
@@ -275,7 +277,8 @@ impl ClientBuilder {
 
     /// Sets how long one TCP connect plus handshake may take per host
     /// (default 5 s; from 1 ms to `i32::MAX` ms). `connect` waits up to
-    /// this times the number of hosts, and [`Client::close`] up to this for
+    /// this times the number of hosts (a name counting once for each
+    /// address it resolves to), and [`Client::close`] up to this for
     /// a server to confirm the close. Reconnects of an established session
     /// may get less: see [`Config::connect_timeout`].
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {

@@ -12,6 +12,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::core::{drain_events, lock, Shared};
 use super::probe;
 use crate::rand::Rng;
+use crate::session::Target;
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
 const MAX_WAIT: Duration = Duration::from_secs(1);
@@ -22,16 +23,17 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
     let mut read_buf = vec![0u8; 64 * 1024];
     loop {
-        let Some((host, not_before)) = next_attempt(&shared) else {
+        let Some((target, not_before)) = next_attempt(&shared) else {
             return;
         };
         if !wait_until(&shared, &wake, not_before) {
             return;
         }
         let attempt_timeout = shared.core().session.attempt_timeout();
-        let Some(connected) = connect_aside(&shared, &wake, &host, attempt_timeout) else {
+        let Some(connected) = connect_aside(&shared, &wake, &target, attempt_timeout) else {
             return;
         };
+        let host = target.host;
         match connected {
             // The handshake has what the TCP connect left of the timeout:
             // the name lookup is the resolver's, as in the Java client, or
@@ -49,7 +51,7 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
 }
 
 /// Handles timers, then asks the session where to go next.
-fn next_attempt(shared: &Shared) -> Option<(String, Instant)> {
+fn next_attempt(shared: &Shared) -> Option<(Target, Instant)> {
     let now = Instant::now();
     let mut core = shared.core();
     core.session.handle_timeout(now);
@@ -134,9 +136,9 @@ fn serve_timers<T>(
 
 /// What the connecting thread reports.
 enum Connecting {
-    /// The host's name was resolved at this instant; the TCP connect has
-    /// begun.
-    Resolved(Instant),
+    /// The host's name was resolved at this instant, to this many
+    /// addresses; the TCP connect has begun.
+    Resolved(Instant, usize),
     /// The attempt's outcome.
     Done(io::Result<TcpStream>),
 }
@@ -152,31 +154,43 @@ enum Connecting {
 fn connect_aside(
     shared: &Shared,
     wake: &Receiver<()>,
-    host: &str,
+    target: &Target,
     timeout: Duration,
 ) -> Option<io::Result<(TcpStream, Instant)>> {
+    let host = target.host.as_str();
     let (report, reports) = crossbeam_channel::bounded(2);
-    let target = host.to_owned();
-    let spawned = std::thread::Builder::new()
-        .name("zklock-connect".into())
-        .spawn(move || {
-            let connected = connect_reporting(&target, timeout, &mut Rng::new(), || {
-                let _ = report.send(Connecting::Resolved(Instant::now()));
-            });
-            let _ = report.send(Connecting::Done(connected));
-        });
+    let spawned = {
+        let target = target.clone();
+        std::thread::Builder::new()
+            .name("zklock-connect".into())
+            .spawn(move || {
+                let pick = |addresses: &[SocketAddr]| {
+                    let (addr, distinct) = take_turn(addresses, target.turn);
+                    let _ = report.send(Connecting::Resolved(Instant::now(), distinct));
+                    addr
+                };
+                let connected = connect_with(&target.host, timeout, pick);
+                let _ = report.send(Connecting::Done(connected));
+            })
+    };
     if let Err(e) = spawned {
         log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
-        let mut resolved = Instant::now();
-        let connected = connect_reporting(host, timeout, &mut Rng::new(), || {
-            resolved = Instant::now();
+        let mut resolved = (Instant::now(), 1);
+        let connected = connect_with(host, timeout, |addresses| {
+            let (addr, distinct) = take_turn(addresses, target.turn);
+            resolved = (Instant::now(), distinct);
+            addr
         });
-        return Some(connected.map(|stream| (stream, resolved)));
+        shared.core().session.handle_resolved(host, resolved.1);
+        return Some(connected.map(|stream| (stream, resolved.0)));
     }
     let mut resolved = None;
     loop {
         match serve_timers(shared, wake, None, &reports) {
-            Waited::Got(Some(Connecting::Resolved(at))) => resolved = Some(at),
+            Waited::Got(Some(Connecting::Resolved(at, addresses))) => {
+                shared.core().session.handle_resolved(host, addresses);
+                resolved = Some(at);
+            }
             Waited::Got(Some(Connecting::Done(connected))) => {
                 // Reported in order: a connection's lookup came first.
                 let resolved = resolved.unwrap_or_else(Instant::now);
@@ -192,7 +206,7 @@ fn connect_aside(
                 let mut failed = None;
                 for report in reports.try_iter() {
                     match report {
-                        Connecting::Resolved(at) => resolved = Some(at),
+                        Connecting::Resolved(at, _) => resolved = Some(at),
                         Connecting::Done(Ok(_)) => return None,
                         Connecting::Done(Err(e)) => failed = Some(e.to_string()),
                     }
@@ -214,19 +228,33 @@ fn connect_aside(
 
 /// A TCP connection to `host` (one of its addresses, at random).
 pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
-    connect_reporting(host, timeout, rng, || {})
+    connect_with(host, timeout, |addresses| {
+        addresses.get(rng.below(addresses.len())).copied()
+    })
 }
 
-/// [`connect`], calling `resolved` between resolving and connecting.
-fn connect_reporting(
+/// The address whose turn `turn` is, of `addresses` in a fixed order (a
+/// resolver may return them in any order, a DNS round robin rotated on
+/// every lookup), so that successive turns go round them all; and how many
+/// distinct addresses there are.
+fn take_turn(addresses: &[SocketAddr], turn: usize) -> (Option<SocketAddr>, usize) {
+    let mut sorted = addresses.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let addr = sorted.get(turn % sorted.len().max(1)).copied();
+    (addr, sorted.len())
+}
+
+/// A TCP connection to the address of `host` that `pick` chooses among
+/// those it resolves to; `pick` is called between resolving and
+/// connecting.
+fn connect_with(
     host: &str,
     timeout: Duration,
-    rng: &mut Rng,
-    resolved: impl FnOnce(),
+    pick: impl FnOnce(&[SocketAddr]) -> Option<SocketAddr>,
 ) -> io::Result<TcpStream> {
     let addrs = resolve(host)?;
-    resolved();
-    let addr = addrs.get(rng.below(addrs.len())).copied().ok_or_else(|| {
+    let addr = pick(&addrs).ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
     })?;
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -246,7 +274,12 @@ fn connect_reporting(
 /// resolver, as RFC 6761 asks of resolvers: no query leaves the machine.
 fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
     #[cfg(feature = "testing")]
-    crate::testing::pause::resolving(host);
+    {
+        crate::testing::pause::resolving(host);
+        if let Some(addresses) = crate::testing::names::lookup(host) {
+            return Ok(addresses);
+        }
+    }
     let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
     if is_reserved_invalid(name) {
         return Err(io::Error::new(
@@ -405,6 +438,21 @@ mod tests {
                 SocketAddr::V4(v4) => (v4.to_string(), 0),
             })
             .collect()
+    }
+
+    /// Turns go round the distinct addresses whatever order the resolver
+    /// gives them in (a DNS round robin rotates it on every lookup).
+    #[test]
+    fn turns_go_round_the_addresses_in_a_fixed_order() {
+        let a: SocketAddr = "127.0.0.1:2181".parse().unwrap();
+        let b: SocketAddr = "127.0.0.2:2181".parse().unwrap();
+        let c: SocketAddr = "[::1]:2181".parse().unwrap();
+        let rotations = [vec![a, b, c, a], vec![b, c, a], vec![c, a, b, b]];
+        let picked: Vec<_> = (0..3)
+            .map(|turn| take_turn(&rotations[turn], 7 + turn))
+            .collect();
+        assert_eq!(picked, [(Some(b), 3), (Some(c), 3), (Some(a), 3)]);
+        assert_eq!(take_turn(&[], 0), (None, 0));
     }
 
     #[test]

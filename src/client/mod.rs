@@ -245,13 +245,29 @@ impl Client {
                 release_timer: Mutex::new(None),
             }),
         };
-        let budget = config.connect_timeout * u32::try_from(parsed.hosts.len()).unwrap_or(u32::MAX);
-        // No new session follows an expiry before the first handshake (a
-        // session to take over that is gone): here it ends the connect.
-        let state = client
-            .inner
-            .shared
-            .wait_state(Some(now + budget), |s| s.is_connected() || s.is_terminal());
+        // A connect timeout for each address: a name that turns out to
+        // have several (a DNS round robin) gets a turn for each of them,
+        // so one silent address cannot use up the budget.
+        let mut addresses = parsed.hosts.len();
+        let (state, budget) = loop {
+            let budget = config
+                .connect_timeout
+                .saturating_mul(u32::try_from(addresses).unwrap_or(u32::MAX));
+            // No new session follows an expiry before the first handshake
+            // (a session to take over that is gone): here it ends the
+            // connect.
+            let state = client
+                .inner
+                .shared
+                .wait_state(now.checked_add(budget), |s| {
+                    s.is_connected() || s.is_terminal()
+                });
+            let known = client.inner.shared.core().session.address_count();
+            if state.is_connected() || state.is_terminal() || known <= addresses {
+                break (state, budget);
+            }
+            addresses = known;
+        };
         let taking_over = config.session.is_some();
         if !state.is_connected() {
             let fatal = client.inner.shared.core().session.fatal_error().cloned();

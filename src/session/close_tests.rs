@@ -117,7 +117,7 @@ fn not_confirmed() -> Error {
 fn closed_while_disconnected(now: Instant) -> (TestSession, String) {
     let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
     let mut s = Session::new(config(), hosts, now);
-    let (first, _) = s.next_host(now).unwrap();
+    let first = s.next_host(now).unwrap().0.host;
     s.handle_connected(now);
     sent(&mut s);
     s.handle_bytes(now, &accepted(0x1234, 3000));
@@ -150,8 +150,8 @@ fn close_moves_on_to_another_host_when_a_handshake_fails() {
     assert_eq!(s.state(), State::Disconnected);
     assert!(events(&mut s).is_empty());
     let (third, _) = s.next_host(t).unwrap();
-    assert_ne!(third, second, "another host");
-    assert_eq!(third, first);
+    assert_ne!(third.host, second.host, "another host");
+    assert_eq!(third.host, first);
     // A failed connect moves on too.
     s.handle_connect_failed(t);
     s.handle_timeout(t);

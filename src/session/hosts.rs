@@ -27,10 +27,14 @@ const MAX_FLAP_BACKOFF: Duration = Duration::from_secs(2);
 /// to in a tight loop.
 const SHORT_LIFE: Duration = Duration::from_secs(1);
 
-/// The hosts of the connect string, shuffled once, tried round-robin.
+/// The hosts of the connect string, shuffled once, tried round-robin. A
+/// name that resolves to several addresses (a DNS round robin, a headless
+/// service) counts as that many hosts once looked up: each attempt on it
+/// takes the next of its addresses, so a pass tries every address once.
 #[derive(Debug)]
 pub(crate) struct HostList {
-    hosts: Vec<String>,
+    hosts: Vec<Host>,
+    /// The host given last, or to be given next after [`Self::prefer`].
     next: usize,
     failures_in_a_row: usize,
     not_before: Option<Instant>,
@@ -44,11 +48,43 @@ pub(crate) struct HostList {
     current: Option<usize>,
     /// Where [`Self::next_probe`] goes on from.
     probe_next: usize,
+    /// Attempts given to the host at [`Self::next`] in a row.
+    given: usize,
+}
+
+/// One host of the connect string.
+#[derive(Debug)]
+struct Host {
+    name: String,
+    /// How many addresses its last lookup gave (1 until looked up).
+    addresses: usize,
+    /// How many attempts it has been given, from a random start so that
+    /// clients spread over its addresses.
+    turns: usize,
+}
+
+/// Where to connect: a host of the connect string, and which of its
+/// addresses, as a turn to be taken modulo the number its lookup gives
+/// (sorted, so that the turns go round them all).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The `host:port` of the connect string.
+    pub host: String,
+    /// The attempt's turn among the host's addresses.
+    pub turn: usize,
 }
 
 impl HostList {
-    pub(crate) fn new(mut hosts: Vec<String>, mut rng: Rng) -> HostList {
-        rng.shuffle(&mut hosts);
+    pub(crate) fn new(mut names: Vec<String>, mut rng: Rng) -> HostList {
+        rng.shuffle(&mut names);
+        let hosts = names
+            .into_iter()
+            .map(|name| Host {
+                name,
+                addresses: 1,
+                turns: rng.below(usize::from(u16::MAX)),
+            })
+            .collect();
         HostList {
             hosts,
             next: 0,
@@ -59,20 +95,50 @@ impl HostList {
             short_lives: 0,
             current: None,
             probe_next: 0,
+            given: 0,
         }
     }
 
+    /// The number of addresses to try in a pass: each host's, as far as
+    /// known (one for a host not looked up yet).
     pub(crate) fn len(&self) -> usize {
+        self.hosts
+            .iter()
+            .fold(0usize, |sum, host| sum.saturating_add(host.addresses))
+    }
+
+    /// The number of hosts in the connect string.
+    pub(crate) fn names(&self) -> usize {
         self.hosts.len()
     }
 
-    /// The host to try next, and the earliest time to try it.
-    pub(crate) fn next(&mut self, now: Instant) -> Option<(String, Instant)> {
-        let at = self.next % self.hosts.len().max(1);
-        let host = self.hosts.get(at)?.clone();
+    /// `host` was looked up and gave `addresses` addresses.
+    pub(crate) fn resolved(&mut self, host: &str, addresses: usize) {
+        for known in self.hosts.iter_mut().filter(|known| known.name == host) {
+            known.addresses = addresses.max(1);
+        }
+    }
+
+    /// Where to try next, and the earliest time to try it. A host is
+    /// given again, at its next address, until each of its addresses (as
+    /// far as its lookups tell) has had a turn; then the next host is.
+    pub(crate) fn next(&mut self, now: Instant) -> Option<(Target, Instant)> {
+        let count = self.hosts.len().max(1);
+        let mut at = self.next % count;
+        if self.given >= self.hosts.get(at)?.addresses {
+            at = (at + 1) % count;
+            self.given = 0;
+        }
+        let host = self.hosts.get_mut(at)?;
+        let target = Target {
+            host: host.name.clone(),
+            turn: host.turns,
+        };
+        host.turns = host.turns.wrapping_add(1);
+        self.given += 1;
         self.current = Some(at);
-        self.next = (at + 1) % self.hosts.len();
-        Some((host, self.not_before.unwrap_or(now).max(now)))
+        self.next = at;
+        Some((target, self.not_before.unwrap_or(now).max(now)))
     }
 
     /// The next host to ask whether it is read-write, round-robin over all
@@ -85,14 +151,15 @@ impl HostList {
             .map(|step| (self.probe_next + step) % self.hosts.len())
             .find(|at| Some(*at) != self.current)?;
         self.probe_next = (others + 1) % self.hosts.len();
-        self.hosts.get(others).cloned()
+        self.hosts.get(others).map(|host| host.name.clone())
     }
 
     /// Makes `host` (one of ours) the next to connect to, at once: a probe
     /// found it read-write.
     pub(crate) fn prefer(&mut self, host: &str) {
-        if let Some(at) = self.hosts.iter().position(|h| h == host) {
+        if let Some(at) = self.hosts.iter().position(|h| h.name == host) {
             self.next = at;
+            self.given = 0;
             self.not_before = None;
         }
     }
@@ -100,9 +167,9 @@ impl HostList {
     /// A connection attempt (or handshake) failed.
     pub(crate) fn failed(&mut self, now: Instant) {
         self.failures_in_a_row += 1;
-        let hosts = self.hosts.len().max(1);
-        if self.failures_in_a_row % hosts == 0 {
-            let passes = self.failures_in_a_row / hosts;
+        let addresses = self.len().max(1);
+        if self.failures_in_a_row % addresses == 0 {
+            let passes = self.failures_in_a_row / addresses;
             self.not_before = Some(now + self.cycle_pause(passes));
         }
     }
@@ -174,7 +241,7 @@ mod tests {
         assert_eq!(at, now);
         hosts.failed(now);
         let (third, at) = hosts.next(now).unwrap();
-        assert_eq!(third, first);
+        assert_eq!(third.host, first.host);
         let pause = at - now;
         assert!(
             pause >= CYCLE_BACKOFF / 2 && pause <= CYCLE_BACKOFF,
@@ -226,12 +293,51 @@ mod tests {
         hosts.failed(now);
         hosts.failed(now);
         let probed: Vec<String> = (0..4).map(|_| hosts.next_probe().unwrap()).collect();
-        assert!(!probed.contains(&connected), "{probed:?}");
+        assert!(!probed.contains(&connected.host), "{probed:?}");
         assert_ne!(probed[0], probed[1]);
         assert_eq!(probed[0], probed[2]);
         assert_eq!(probed[1], probed[3]);
         hosts.prefer(&probed[1]);
-        assert_eq!(hosts.next(now).unwrap(), (probed[1].clone(), now));
+        let (preferred, at) = hosts.next(now).unwrap();
+        assert_eq!((preferred.host, at), (probed[1].clone(), now));
+    }
+
+    /// A name that resolves to three addresses takes three turns in a row,
+    /// one for each of them, before the next host; the pause comes only
+    /// once every address of every host has failed.
+    #[test]
+    fn a_name_with_several_addresses_takes_a_turn_for_each() {
+        let now = Instant::now();
+        let names = ["round-robin:1", "single:2"].map(String::from);
+        let mut hosts = HostList::new(names.to_vec(), Rng::seeded(7));
+        assert_eq!(hosts.len(), 2);
+        hosts.resolved("round-robin:1", 3);
+        assert_eq!((hosts.len(), hosts.names()), (4, 2));
+        let mut given = Vec::new();
+        for _ in 0..8 {
+            let (target, at) = hosts.next(now).unwrap();
+            given.push((target, at));
+            hosts.failed(now);
+        }
+        let round_robin: Vec<usize> = given
+            .iter()
+            .filter(|(target, _)| target.host == "round-robin:1")
+            .map(|(target, _)| target.turn % 3)
+            .collect();
+        assert_eq!(round_robin.len(), 6, "{given:?}");
+        for pass in round_robin.chunks(3) {
+            let mut turns = pass.to_vec();
+            turns.sort_unstable();
+            assert_eq!(turns, [0, 1, 2], "every address once a pass: {given:?}");
+        }
+        // Its turns come in a row; the single name's alone between passes.
+        let hosts_in_order: Vec<&str> = given.iter().map(|(t, _)| t.host.as_str()).collect();
+        let first_pass = &hosts_in_order[..4];
+        assert_eq!(first_pass.iter().filter(|h| **h == "single:2").count(), 1);
+        assert_eq!(hosts_in_order[..4], hosts_in_order[4..]);
+        // No pause inside a pass, one after it.
+        let paused: Vec<bool> = given.iter().map(|(_, at)| *at > now).collect();
+        assert_eq!(paused, [false, false, false, false, true, true, true, true]);
     }
 
     #[test]

@@ -54,6 +54,7 @@ use crate::rand::Rng;
 
 pub use batch::{BatchRead, MAX_BATCHED_READS};
 pub(crate) use hosts::HostList;
+pub use hosts::Target;
 pub use probe::{Probe, FIRST_PROBE_INTERVAL, MAX_PROBE_INTERVAL};
 pub(crate) use receive::{refused_for_now, strip_chroot, within_chroot};
 pub(crate) use release::{throttled_back_off, ReleaseOutcome};
@@ -1003,7 +1004,7 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// Where to connect next and when, or `None` once the session is over.
-    pub fn next_host(&mut self, now: Instant) -> Option<(String, Instant)> {
+    pub fn next_host(&mut self, now: Instant) -> Option<(Target, Instant)> {
         if self.fatal.is_some() {
             return None;
         }
@@ -1016,7 +1017,22 @@ impl<T, W: Clone> Session<T, W> {
 
     /// The number of hosts in the connect string.
     pub fn host_count(&self) -> usize {
+        self.hosts.names()
+    }
+
+    /// The number of addresses a pass over the hosts tries: a host counts
+    /// once for each address its last lookup gave (see
+    /// [`handle_resolved`](Self::handle_resolved)), or once if not looked up
+    /// yet.
+    pub fn address_count(&self) -> usize {
         self.hosts.len()
+    }
+
+    /// `host`, one of the connect string's, was looked up and gave
+    /// `addresses` addresses: it takes that many turns in a pass, and the
+    /// timeouts shared among the attempts of a pass count them.
+    pub fn handle_resolved(&mut self, host: &str, addresses: usize) {
+        self.hosts.resolved(host, addresses);
     }
 
     // ---- Internals ----

@@ -41,7 +41,7 @@ fn on_read_only_server(hosts: &[&str], now: Instant) -> (TestSession, String) {
     let hosts_len = hosts.len();
     let hosts = hosts.iter().map(|h| h.to_string()).collect();
     let mut s = Session::new(read_only_config(), hosts, now);
-    let (host, _) = s.next_host(now).unwrap();
+    let host = s.next_host(now).unwrap().0.host;
     s.handle_connected(now);
     handshake(&mut s);
     answer(&mut s, now, 0x51, true);
@@ -104,7 +104,11 @@ fn a_read_write_answer_moves_the_session_there_as_a_new_one() {
     assert_eq!(s.poll_probe(later), Probe::Stop);
     s.handle_disconnected(later);
     assert_eq!(states_of(&events(&mut s)), [State::Disconnected]);
-    assert_eq!(s.next_host(later), Some((host, later)), "at once, there");
+    assert_eq!(
+        s.next_host(later).map(|(to, at)| (to.host, at)),
+        Some((host, later)),
+        "at once, there"
+    );
     s.handle_connected(later);
     let request = handshake(&mut s);
     assert_eq!(
@@ -198,15 +202,15 @@ fn a_read_write_host_that_refuses_the_handshake_is_moved_to_at_growing_pauses() 
         assert!(s.handle_probe(&read_write, true), "move {round}");
         assert_eq!(s.poll_disconnect(), Some(Error::ConnectionLoss));
         s.handle_disconnected(due);
-        let (host, at) = s.next_host(due).expect("a host");
-        assert_eq!(host, read_write);
+        let (to, at) = s.next_host(due).expect("a host");
+        assert_eq!(to.host, read_write);
         pauses.push((at - due).as_millis());
         s.handle_connected(at);
         assert_eq!(handshake(&mut s).session_id, 0, "a new session asked");
         // Refused: closed with no answer.
         s.handle_disconnected(at);
         assert_eq!(
-            s.next_host(at),
+            s.next_host(at).map(|(to, at)| (to.host, at)),
             Some((read_only.clone(), at)),
             "back to the read-only member at once"
         );

@@ -61,6 +61,7 @@
 //! (an abort, or a SIGKILL from a test runner).
 
 mod cluster;
+pub(crate) mod names;
 pub(crate) mod pause;
 mod process;
 mod proxy;
@@ -72,6 +73,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use cluster::{TestCluster, TestClusterBuilder};
+pub use names::FakeName;
 pub use pause::{Pause, PausePoint, ReleasedOnDrop};
 pub use proxy::{FaultProxy, ProxyMode, MAX_ERROR_REPLIES};
 pub use server::{TestServer, TestServerBuilder};
