@@ -104,8 +104,9 @@ impl Config {
     /// so a resolver that does not answer delays neither the session's
     /// timers (request deadlines, its local expiry) nor a `close` or a
     /// `connect` past its own deadline. A name that resolves to several
-    /// addresses counts as that many hosts: its attempts go round them in
-    /// turn. Once a session is established, a reconnect attempt gets at
+    /// addresses (IPv4 and IPv6 ones included) gets an attempt at each in
+    /// turn, and `connect` a timeout for each. Once a session is
+    /// established, a reconnect attempt gets at
     /// most a third of the negotiated session timeout shared among the
     /// other hosts (T/6 with three hosts): a
     /// silent server is given up on only 2/3 of T after it was last heard,

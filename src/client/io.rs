@@ -175,14 +175,17 @@ fn connect_aside(
     };
     if let Err(e) = spawned {
         log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
-        let mut resolved = (Instant::now(), 1);
+        let mut resolved = None;
         let connected = connect_with(host, timeout, |addresses| {
             let (addr, distinct) = take_turn(addresses, target.turn);
-            resolved = (Instant::now(), distinct);
+            resolved = Some((Instant::now(), distinct));
             addr
         });
-        shared.core().session.handle_resolved(host, resolved.1);
-        return Some(connected.map(|stream| (stream, resolved.0)));
+        if let Some((_, distinct)) = resolved {
+            shared.core().session.handle_resolved(host, distinct);
+        }
+        let resolved_at = resolved.map_or_else(Instant::now, |(at, _)| at);
+        return Some(connected.map(|stream| (stream, resolved_at)));
     }
     let mut resolved = None;
     loop {

@@ -29,14 +29,18 @@ const SHORT_LIFE: Duration = Duration::from_secs(1);
 
 /// The hosts of the connect string, shuffled once, tried round-robin. A
 /// name that resolves to several addresses (a DNS round robin, a headless
-/// service) counts as that many hosts once looked up: each attempt on it
-/// takes the next of its addresses, so a pass tries every address once.
+/// service, a name with both IPv4 and IPv6 addresses) takes a turn for
+/// each once looked up, each at the next of its addresses, so that a pass
+/// tries every address once.
 #[derive(Debug)]
 pub(crate) struct HostList {
     hosts: Vec<Host>,
     /// The host given last, or to be given next after [`Self::prefer`].
     next: usize,
-    failures_in_a_row: usize,
+    /// Failed attempts since the last pause (or connection).
+    failed_in_pass: usize,
+    /// Passes over every address that failed in a row.
+    failed_passes: usize,
     not_before: Option<Instant>,
     /// Draws the pauses after passes of failed attempts.
     rng: Rng,
@@ -88,7 +92,8 @@ impl HostList {
         HostList {
             hosts,
             next: 0,
-            failures_in_a_row: 0,
+            failed_in_pass: 0,
+            failed_passes: 0,
             not_before: None,
             rng,
             established: None,
@@ -99,17 +104,19 @@ impl HostList {
         }
     }
 
+    /// The number of hosts in the connect string: what the timeouts of
+    /// reconnects and closes are shared among, as in the Java client, so
+    /// that a name with many addresses does not shrink them.
+    pub(crate) fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
     /// The number of addresses to try in a pass: each host's, as far as
     /// known (one for a host not looked up yet).
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn addresses(&self) -> usize {
         self.hosts
             .iter()
             .fold(0usize, |sum, host| sum.saturating_add(host.addresses))
-    }
-
-    /// The number of hosts in the connect string.
-    pub(crate) fn names(&self) -> usize {
-        self.hosts.len()
     }
 
     /// `host` was looked up and gave `addresses` addresses.
@@ -166,11 +173,12 @@ impl HostList {
 
     /// A connection attempt (or handshake) failed.
     pub(crate) fn failed(&mut self, now: Instant) {
-        self.failures_in_a_row += 1;
-        let addresses = self.len().max(1);
-        if self.failures_in_a_row % addresses == 0 {
-            let passes = self.failures_in_a_row / addresses;
-            self.not_before = Some(now + self.cycle_pause(passes));
+        self.failed_in_pass += 1;
+        // Counted afresh in each pass: a lookup may change the count.
+        if self.failed_in_pass >= self.addresses() {
+            self.failed_in_pass = 0;
+            self.failed_passes += 1;
+            self.not_before = Some(now + self.cycle_pause(self.failed_passes));
         }
     }
 
@@ -186,7 +194,8 @@ impl HostList {
 
     /// A handshake succeeded: a full cycle of failures counts from here.
     pub(crate) fn connected(&mut self, now: Instant) {
-        self.failures_in_a_row = 0;
+        self.failed_in_pass = 0;
+        self.failed_passes = 0;
         self.not_before = None;
         self.established = Some(now);
     }
@@ -310,9 +319,9 @@ mod tests {
         let now = Instant::now();
         let names = ["round-robin:1", "single:2"].map(String::from);
         let mut hosts = HostList::new(names.to_vec(), Rng::seeded(7));
-        assert_eq!(hosts.len(), 2);
+        assert_eq!(hosts.addresses(), 2);
         hosts.resolved("round-robin:1", 3);
-        assert_eq!((hosts.len(), hosts.names()), (4, 2));
+        assert_eq!((hosts.addresses(), hosts.len()), (4, 2));
         let mut given = Vec::new();
         for _ in 0..8 {
             let (target, at) = hosts.next(now).unwrap();
@@ -338,6 +347,37 @@ mod tests {
         // No pause inside a pass, one after it.
         let paused: Vec<bool> = given.iter().map(|(_, at)| *at > now).collect();
         assert_eq!(paused, [false, false, false, false, true, true, true, true]);
+    }
+
+    /// A lookup that gives fewer addresses than the last one ends the
+    /// name's turns early, and the pass still reaches the other host
+    /// before its pause.
+    #[test]
+    fn a_count_lowered_mid_pass_still_tries_every_host_before_the_pause() {
+        let now = Instant::now();
+        let names = ["round-robin:1", "single:2"].map(String::from);
+        let mut hosts = HostList::new(names.to_vec(), Rng::seeded(11));
+        hosts.resolved("round-robin:1", 3);
+        // A pass at `t`, after the last one's pause: up to the next pause.
+        let mut pass = |t: Instant, lookup: Option<usize>| {
+            let mut given = Vec::new();
+            loop {
+                let (target, at) = hosts.next(t).unwrap();
+                if at > t {
+                    return given;
+                }
+                if let (Some(count), "round-robin:1") = (lookup, target.host.as_str()) {
+                    hosts.resolved(&target.host, count);
+                }
+                given.push(target.host);
+                hosts.failed(t);
+                assert!(given.len() <= 4, "{given:?}");
+            }
+        };
+        assert_eq!(pass(now, None).len(), 4);
+        let second = pass(now + Duration::from_secs(2), Some(2));
+        assert_eq!(second.len(), 3, "{second:?}");
+        assert!(second.contains(&"single:2".to_owned()), "{second:?}");
     }
 
     #[test]

@@ -1017,7 +1017,7 @@ impl<T, W: Clone> Session<T, W> {
 
     /// The number of hosts in the connect string.
     pub fn host_count(&self) -> usize {
-        self.hosts.names()
+        self.hosts.len()
     }
 
     /// The number of addresses a pass over the hosts tries: a host counts
@@ -1025,12 +1025,11 @@ impl<T, W: Clone> Session<T, W> {
     /// [`handle_resolved`](Self::handle_resolved)), or once if not looked up
     /// yet.
     pub fn address_count(&self) -> usize {
-        self.hosts.len()
+        self.hosts.addresses()
     }
 
     /// `host`, one of the connect string's, was looked up and gave
-    /// `addresses` addresses: it takes that many turns in a pass, and the
-    /// timeouts shared among the attempts of a pass count them.
+    /// `addresses` addresses: it takes that many turns in a pass.
     pub fn handle_resolved(&mut self, host: &str, addresses: usize) {
         self.hosts.resolved(host, addresses);
     }

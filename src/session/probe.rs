@@ -48,7 +48,7 @@ impl<T, W: Clone> Session<T, W> {
     /// Starts probing after a read-only handshake, unless there is no other
     /// host to ask.
     pub(super) fn start_probing(&mut self, now: Instant) {
-        self.probe = (self.hosts.names() > 1).then_some(ProbeSchedule {
+        self.probe = (self.hosts.len() > 1).then_some(ProbeSchedule {
             due: now + FIRST_PROBE_INTERVAL,
             wait: FIRST_PROBE_INTERVAL,
         });

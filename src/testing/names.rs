@@ -35,7 +35,10 @@ impl FakeName {
 
 impl Drop for FakeName {
     fn drop(&mut self) {
-        names().retain(|(host, _)| *host != self.host);
+        let mut names = names();
+        if let Some(at) = names.iter().position(|(host, _)| *host == self.host) {
+            names.remove(at);
+        }
     }
 }
 
