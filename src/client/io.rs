@@ -11,7 +11,6 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::core::{drain_events, lock, Shared};
 use super::probe;
-use crate::rand::Rng;
 use crate::session::Target;
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
@@ -229,10 +228,10 @@ fn connect_aside(
     }
 }
 
-/// A TCP connection to `host` (one of its addresses, at random).
-pub(super) fn connect(host: &str, timeout: Duration, rng: &mut Rng) -> io::Result<TcpStream> {
-    connect_with(host, timeout, |addresses| {
-        addresses.get(rng.below(addresses.len())).copied()
+/// A TCP connection to `target`'s address.
+pub(super) fn connect(target: &Target, timeout: Duration) -> io::Result<TcpStream> {
+    connect_with(&target.host, timeout, |addresses| {
+        take_turn(addresses, target.turn).0
     })
 }
 

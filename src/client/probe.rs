@@ -14,8 +14,7 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
 use super::core::Shared;
 use super::io::connect;
-use crate::rand::Rng;
-use crate::session::Probe;
+use crate::session::{Probe, Target};
 
 /// How long one question may take, connect included.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -49,7 +48,6 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: Arc<TcpStream>) -> Option<Probe
 }
 
 fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
-    let mut rng = Rng::new();
     loop {
         let probe = {
             let mut core = shared.core();
@@ -66,11 +64,11 @@ fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
                     return;
                 }
             }
-            Probe::Ask(host) => {
-                let read_write = match ask_isro(&host, &mut rng) {
+            Probe::Ask(target) => {
+                let read_write = match ask_isro(&target) {
                     Ok(answer) => answer == *READ_WRITE,
                     Err(e) => {
-                        log::debug!("asking {host} whether it is read-write: {e}");
+                        log::debug!("asking {target} whether it is read-write: {e}");
                         false
                     }
                 };
@@ -78,7 +76,7 @@ fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
                 if !core.is_current(stream) {
                     return;
                 }
-                if core.session.handle_probe(&host, read_write) {
+                if core.session.handle_probe(&target, read_write) {
                     drop(core);
                     // Wakes the I/O thread, which drops the connection for
                     // the session's reason and connects to `host`.
@@ -90,9 +88,9 @@ fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
     }
 }
 
-/// The first two bytes of `host`'s answer to `isro`, or fewer if it closed
-/// first; all within [`PROBE_TIMEOUT`].
-fn ask_isro(host: &str, rng: &mut Rng) -> io::Result<[u8; 2]> {
+/// The first two bytes of `target`'s answer to `isro`, or fewer if it
+/// closed first; all within [`PROBE_TIMEOUT`].
+fn ask_isro(target: &Target) -> io::Result<[u8; 2]> {
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let left = || {
         deadline
@@ -100,7 +98,7 @@ fn ask_isro(host: &str, rng: &mut Rng) -> io::Result<[u8; 2]> {
             .filter(|d| !d.is_zero())
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no answer in time"))
     };
-    let stream = connect(host, PROBE_TIMEOUT, rng)?;
+    let stream = connect(target, PROBE_TIMEOUT)?;
     stream.set_write_timeout(Some(left()?))?;
     (&stream).write_all(b"isro")?;
     let mut answer = [0u8; 2];
@@ -123,6 +121,14 @@ mod tests {
     use std::thread::JoinHandle;
 
     use super::*;
+
+    /// The one address of `host`.
+    fn at(host: &str) -> Target {
+        Target {
+            host: host.to_owned(),
+            turn: 0,
+        }
+    }
 
     /// A peer on loopback that takes one connection, checks that it asks
     /// `isro`, and then writes each of `replies` after its pause.
@@ -148,7 +154,7 @@ mod tests {
     #[test]
     fn a_read_write_server_is_told_by_its_answer() {
         let (host, peer) = peer(vec![(Duration::ZERO, b"rw")]);
-        assert_eq!(ask_isro(&host, &mut Rng::new()).unwrap(), *READ_WRITE);
+        assert_eq!(ask_isro(&at(&host)).unwrap(), *READ_WRITE);
         assert_eq!(peer.join().unwrap(), b"isro");
     }
 
@@ -157,7 +163,7 @@ mod tests {
         let refusal = b"isro is not executed because it is not in the whitelist.";
         for reply in [&b"ro"[..], &refusal[..], &b"r"[..], &b""[..]] {
             let (host, peer) = peer(vec![(Duration::ZERO, reply)]);
-            let answer = ask_isro(&host, &mut Rng::new()).unwrap();
+            let answer = ask_isro(&at(&host)).unwrap();
             assert_ne!(answer, *READ_WRITE, "{reply:?}");
             peer.join().unwrap();
         }
@@ -169,7 +175,7 @@ mod tests {
         let trickling = vec![(PROBE_TIMEOUT / 4, &b"r"[..]), (PROBE_TIMEOUT, &b"w"[..])];
         for replies in [silent, trickling] {
             let (host, peer) = peer(replies);
-            let error = ask_isro(&host, &mut Rng::new()).unwrap_err();
+            let error = ask_isro(&at(&host)).unwrap_err();
             assert!(
                 matches!(
                     error.kind(),
@@ -186,6 +192,6 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let host = listener.local_addr().unwrap().to_string();
         drop(listener);
-        assert!(ask_isro(&host, &mut Rng::new()).is_err());
+        assert!(ask_isro(&at(&host)).is_err());
     }
 }

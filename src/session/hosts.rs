@@ -48,8 +48,9 @@ pub(crate) struct HostList {
     established: Option<Instant>,
     /// Connections lost right after their handshake, in a row.
     short_lives: u32,
-    /// The host [`Self::next`] gave last: the one connected to, if any.
-    current: Option<usize>,
+    /// The host [`Self::next`] gave last, and the turn it gave: the
+    /// address connected to, if any.
+    current: Option<(usize, usize)>,
     /// Where [`Self::next_probe`] goes on from.
     probe_next: usize,
     /// Attempts given to the host at [`Self::next`] in a row.
@@ -76,6 +77,12 @@ pub struct Target {
     pub host: String,
     /// The attempt's turn among the host's addresses.
     pub turn: usize,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (address turn {})", self.host, self.turn)
+    }
 }
 
 impl HostList {
@@ -143,28 +150,65 @@ impl HostList {
         };
         host.turns = host.turns.wrapping_add(1);
         self.given += 1;
-        self.current = Some(at);
+        self.current = Some((at, target.turn));
         self.next = at;
         Some((target, self.not_before.unwrap_or(now).max(now)))
     }
 
-    /// The next host to ask whether it is read-write, round-robin over all
-    /// but the one [`Self::next`] gave last; `None` with no other host.
-    pub(crate) fn next_probe(&mut self) -> Option<String> {
-        if self.hosts.len() < 2 {
+    /// The next address to ask whether it is read-write, round-robin over
+    /// every address of every host (as far as their lookups tell) but the
+    /// one [`Self::next`] gave last; `None` with no other address.
+    pub(crate) fn next_probe(&mut self) -> Option<Target> {
+        let total = self.addresses();
+        if total < 2 {
             return None;
         }
-        let others = (0..self.hosts.len())
-            .map(|step| (self.probe_next + step) % self.hosts.len())
-            .find(|at| Some(*at) != self.current)?;
-        self.probe_next = (others + 1) % self.hosts.len();
-        self.hosts.get(others).map(|host| host.name.clone())
+        for step in 0..total {
+            let flat = (self.probe_next + step) % total;
+            let Some((at, address)) = self.address_at(flat) else {
+                continue;
+            };
+            if self.is_current((at, address)) {
+                continue;
+            }
+            self.probe_next = (flat + 1) % total;
+            let host = self.hosts.get(at)?;
+            return Some(Target {
+                host: host.name.clone(),
+                turn: address,
+            });
+        }
+        None
     }
 
-    /// Makes `host` (one of ours) the next to connect to, at once: a probe
-    /// found it read-write.
-    pub(crate) fn prefer(&mut self, host: &str) {
-        if let Some(at) = self.hosts.iter().position(|h| h.name == host) {
+    /// The host and address of the `flat`-th address, counting every
+    /// address of every host in order.
+    fn address_at(&self, mut flat: usize) -> Option<(usize, usize)> {
+        for (at, host) in self.hosts.iter().enumerate() {
+            if flat < host.addresses {
+                return Some((at, flat));
+            }
+            flat -= host.addresses;
+        }
+        None
+    }
+
+    /// True if `(host, address)` is the one connected to.
+    fn is_current(&self, (at, address): (usize, usize)) -> bool {
+        self.current.is_some_and(|(current, turn)| {
+            let count = self.hosts.get(current).map_or(1, |host| host.addresses);
+            current == at && turn % count == address
+        })
+    }
+
+    /// Makes `target` (one of ours, as [`Self::next_probe`] gave it) the
+    /// next to connect to, at once, at the same address: a probe found it
+    /// read-write.
+    pub(crate) fn prefer(&mut self, target: &Target) {
+        if let Some(at) = self.hosts.iter().position(|h| h.name == target.host) {
+            if let Some(host) = self.hosts.get_mut(at) {
+                host.turns = target.turn;
+            }
             self.next = at;
             self.given = 0;
             self.not_before = None;
@@ -301,14 +345,16 @@ mod tests {
         hosts.failed(now);
         hosts.failed(now);
         hosts.failed(now);
-        let probed: Vec<String> = (0..4).map(|_| hosts.next_probe().unwrap()).collect();
-        assert!(!probed.contains(&connected.host), "{probed:?}");
+        let probed: Vec<Target> = (0..4).map(|_| hosts.next_probe().unwrap()).collect();
+        assert!(
+            probed.iter().all(|p| p.host != connected.host),
+            "{probed:?}"
+        );
         assert_ne!(probed[0], probed[1]);
         assert_eq!(probed[0], probed[2]);
         assert_eq!(probed[1], probed[3]);
         hosts.prefer(&probed[1]);
-        let (preferred, at) = hosts.next(now).unwrap();
-        assert_eq!((preferred.host, at), (probed[1].clone(), now));
+        assert_eq!(hosts.next(now).unwrap(), (probed[1].clone(), now));
     }
 
     /// A name that resolves to three addresses takes three turns in a row,
@@ -378,6 +424,25 @@ mod tests {
         let second = pass(now + Duration::from_secs(2), Some(2));
         assert_eq!(second.len(), 3, "{second:?}");
         assert!(second.contains(&"single:2".to_owned()), "{second:?}");
+    }
+
+    /// Probes go round every address but the one connected to, a single
+    /// name's included, and the address that answered is connected to next.
+    #[test]
+    fn probes_ask_the_other_addresses_of_a_name_and_the_answering_one_is_next() {
+        let now = Instant::now();
+        let mut hosts = HostList::new(vec!["headless:1".into()], Rng::seeded(3));
+        let (connected, _) = hosts.next(now).unwrap();
+        assert_eq!(hosts.next_probe(), None, "one address known");
+        hosts.resolved("headless:1", 3);
+        let probed: Vec<Target> = (0..4).map(|_| hosts.next_probe().unwrap()).collect();
+        assert!(probed.iter().all(|p| p.host == "headless:1"), "{probed:?}");
+        let addresses: Vec<usize> = probed.iter().map(|p| p.turn).collect();
+        assert!(!addresses.contains(&(connected.turn % 3)), "{addresses:?}");
+        assert_ne!(addresses[0], addresses[1]);
+        assert_eq!(addresses[..2], addresses[2..]);
+        hosts.prefer(&probed[1]);
+        assert_eq!(hosts.next(now).unwrap(), (probed[1].clone(), now));
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Conn, Error, Session, State};
+use super::{Conn, Error, Session, State, Target};
 
 /// The wait before the first probe after a read-only handshake.
 pub const FIRST_PROBE_INTERVAL: Duration = Duration::from_millis(100);
@@ -35,9 +35,10 @@ pub(super) struct ProbeSchedule {
 /// What to do about probing now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
-    /// Ask this host (one of the connect string's) whether it is
-    /// read-write, then report with [`Session::handle_probe`].
-    Ask(String),
+    /// Ask this address of a host of the connect string whether it is
+    /// read-write (see [`Target`]), then report with
+    /// [`Session::handle_probe`].
+    Ask(Target),
     /// Nothing is due before this moment.
     WaitUntil(Instant),
     /// Not read-only (or nobody else to ask): nothing to probe.
@@ -46,9 +47,9 @@ pub enum Probe {
 
 impl<T, W: Clone> Session<T, W> {
     /// Starts probing after a read-only handshake, unless there is no other
-    /// host to ask.
+    /// address to ask.
     pub(super) fn start_probing(&mut self, now: Instant) {
-        self.probe = (self.hosts.len() > 1).then_some(ProbeSchedule {
+        self.probe = (self.hosts.addresses() > 1).then_some(ProbeSchedule {
             due: now + FIRST_PROBE_INTERVAL,
             wait: FIRST_PROBE_INTERVAL,
         });
@@ -74,17 +75,17 @@ impl<T, W: Clone> Session<T, W> {
         Probe::Ask(host)
     }
 
-    /// The answer of `host` to a probe: `read_write` if it said `rw`. A
-    /// read-write host, while still connected read-only, is connected to
-    /// next, at once: the current connection is to be dropped (see
+    /// The answer of `target` to a probe: `read_write` if it said `rw`. A
+    /// read-write address, while still connected read-only, is connected
+    /// to next, at once: the current connection is to be dropped (see
     /// [`Session::poll_disconnect`]), and this returns true.
-    pub fn handle_probe(&mut self, host: &str, read_write: bool) -> bool {
+    pub fn handle_probe(&mut self, target: &Target, read_write: bool) -> bool {
         if !read_write || !self.is_probing() {
             return false;
         }
-        log::info!("{host} is read-write: leaving the read-only server");
+        log::info!("{target} is read-write: leaving the read-only server");
         self.probe = None;
-        self.hosts.prefer(host);
+        self.hosts.prefer(target);
         self.request_disconnect(Error::ConnectionLoss);
         true
     }

@@ -52,7 +52,7 @@ fn on_read_only_server(hosts: &[&str], now: Instant) -> (TestSession, String) {
 
 /// The first probe of a session that became read-only at `now`: when it
 /// is due, and the host it asks.
-fn first_probe(s: &mut TestSession, now: Instant) -> (Instant, String) {
+fn first_probe(s: &mut TestSession, now: Instant) -> (Instant, Target) {
     let due = now + FIRST_PROBE_INTERVAL;
     match s.poll_probe(due) {
         Probe::Ask(host) => (due, host),
@@ -71,7 +71,7 @@ fn a_read_only_session_asks_the_other_hosts_in_turn_at_doubling_waits() {
         assert_eq!(s.poll_probe(at), Probe::WaitUntil(at + wait));
         at += wait;
         match s.poll_probe(at) {
-            Probe::Ask(host) => asked.push(host),
+            Probe::Ask(target) => asked.push(target.host),
             other => panic!("{other:?} at a probe's due time"),
         }
         wait = (wait * 2).min(MAX_PROBE_INTERVAL);
@@ -94,6 +94,28 @@ fn a_read_only_session_asks_the_other_hosts_in_turn_at_doubling_waits() {
     assert_eq!(s.state(), State::ConnectedReadOnly);
 }
 
+/// One name with two addresses (a headless service, say): the address not
+/// connected to is asked, and is where the session goes on its `rw`.
+#[test]
+fn a_single_name_with_several_addresses_probes_its_other_address() {
+    let now = Instant::now();
+    let mut s: TestSession = Session::new(read_only_config(), vec!["headless:1".into()], now);
+    let (connected, _) = s.next_host(now).unwrap();
+    s.handle_resolved(&connected.host, 2);
+    s.handle_connected(now);
+    handshake(&mut s);
+    answer(&mut s, now, 0x51, true);
+    assert_eq!(states_of(&events(&mut s)), [State::ConnectedReadOnly]);
+    assert!(s.is_probing());
+    let (later, probed) = first_probe(&mut s, now);
+    assert_eq!(probed.host, connected.host);
+    assert_eq!(probed.turn, (connected.turn + 1) % 2, "the other address");
+    assert!(s.handle_probe(&probed, true));
+    assert_eq!(s.poll_disconnect(), Some(Error::ConnectionLoss));
+    s.handle_disconnected(later);
+    assert_eq!(s.next_host(later), Some((probed, later)), "at once, there");
+}
+
 #[test]
 fn a_read_write_answer_moves_the_session_there_as_a_new_one() {
     let now = Instant::now();
@@ -104,11 +126,7 @@ fn a_read_write_answer_moves_the_session_there_as_a_new_one() {
     assert_eq!(s.poll_probe(later), Probe::Stop);
     s.handle_disconnected(later);
     assert_eq!(states_of(&events(&mut s)), [State::Disconnected]);
-    assert_eq!(
-        s.next_host(later).map(|(to, at)| (to.host, at)),
-        Some((host, later)),
-        "at once, there"
-    );
+    assert_eq!(s.next_host(later), Some((host, later)), "at once, there");
     s.handle_connected(later);
     let request = handshake(&mut s);
     assert_eq!(
@@ -203,7 +221,7 @@ fn a_read_write_host_that_refuses_the_handshake_is_moved_to_at_growing_pauses() 
         assert_eq!(s.poll_disconnect(), Some(Error::ConnectionLoss));
         s.handle_disconnected(due);
         let (to, at) = s.next_host(due).expect("a host");
-        assert_eq!(to.host, read_write);
+        assert_eq!(to, read_write, "the address that answered");
         pauses.push((at - due).as_millis());
         s.handle_connected(at);
         assert_eq!(handshake(&mut s).session_id, 0, "a new session asked");
