@@ -29,12 +29,28 @@ fn millis_since_epoch() -> u64 {
     u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
 }
 
-/// Whether a write to stderr has been under way for [`STALL`] or more.
+/// The writer thread's `/proc` stat file, once it has started.
+static WRITER_STAT: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+/// Whether a write to stderr has been under way for [`STALL`] or more,
+/// blocked: a writer that is only waiting for a CPU (a loaded machine) is
+/// not stuck, and its line would be lost.
 fn is_stuck() -> bool {
-    match WRITING_SINCE.load(Ordering::Relaxed) {
+    let long = match WRITING_SINCE.load(Ordering::Relaxed) {
         0 => false,
         since => millis_since_epoch().saturating_sub(since - 1) >= STALL_MS,
-    }
+    };
+    long && !writer_runnable()
+}
+
+/// True if the writer thread is running or waiting to run (state `R`);
+/// false if blocked, or if that cannot be told.
+fn writer_runnable() -> bool {
+    WRITER_STAT
+        .get()
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.starts_with('R')))
+        .unwrap_or(false)
 }
 
 enum Line {
@@ -53,6 +69,10 @@ fn writer() -> Option<&'static Sender<Line>> {
             let spawned = std::thread::Builder::new()
                 .name("zklock-stderr".into())
                 .spawn(move || {
+                    if let Ok(task) = std::fs::read_link("/proc/thread-self") {
+                        let _ =
+                            WRITER_STAT.set(std::path::Path::new("/proc").join(task).join("stat"));
+                    }
                     for line in queue {
                         match line {
                             Line::Text(text) => {
