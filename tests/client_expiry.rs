@@ -133,17 +133,22 @@ fn a_failed_connect_taking_over_a_session_leaves_it_to_its_owner() {
     let (id, password) = (owner.session_id(), owner.session_password());
     let connect_string = gate.connect_string();
     let started = Instant::now();
+    let (began_tx, began) = crossbeam_channel::bounded(1);
     let taker = std::thread::spawn(move || {
+        let _ = began_tx.send(Instant::now());
         builder()
             .connect_timeout(timeout)
             .session(id, password)
             .connect(&connect_string)
     });
-    // Well past the connect's budget (which starts a moment after
-    // `started`), connections go through: a client still closing the
+    // Well past the connect's budget (which starts a moment after its
+    // thread does), connections go through: a client still closing the
     // session, for up to another connect timeout, would reach the server.
+    let began = began
+        .recv_timeout(WAIT)
+        .expect("the taker's thread to start");
     wait_until("the connect's budget to pass", WAIT, || {
-        started.elapsed() >= timeout + Duration::from_millis(500)
+        began.elapsed() >= timeout + Duration::from_millis(500)
     });
     gate.refuse(false);
     let result = taker.join().expect("the taker's thread");

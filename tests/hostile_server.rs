@@ -302,8 +302,11 @@ fn hostile_then_real(case: &HandshakeCase) -> Result<(), String> {
         }
     } else {
         let after = report.closed_after.ok_or("the client never dropped it")?;
-        if after < connect_timeout - Duration::from_millis(100) || after > connect_timeout + PROMPT
-        {
+        // Counted from the server's accept, later than the client's clock
+        // starts by however long a loaded machine takes to hand the
+        // connection over: half the timeout still tells it from a prompt
+        // drop or a read timeout.
+        if after < connect_timeout / 2 || after > connect_timeout + PROMPT {
             return Err(format!(
                 "dropped after {after:?}, not the {connect_timeout:?} handshake timeout"
             ));
@@ -813,32 +816,34 @@ fn a_notification_that_cannot_be_decoded_drops_the_connection() {
 fn a_silent_server_is_dropped_after_two_thirds_of_the_negotiated_timeout() {
     let d = detour("silent", |b| b);
     let h = d.via(|peer| {
-        // 1800 ms: a read timeout of 1200 ms, a ping after 600 ms of quiet.
-        peer.handshake(1800)?;
+        // 3000 ms: a read timeout of 2 s, a ping after 1 s of quiet; the
+        // call below must be made before the read timeout, which a loaded
+        // machine must not make hard.
+        peer.handshake(3000)?;
         peer.expect_request(OpCode::GetData)?;
         Ok(After::Hold)
     });
     d.expect_states(&[State::Connected]);
     assert_eq!(
         d.client.negotiated_timeout(),
-        Some(Duration::from_millis(1800))
+        Some(Duration::from_millis(3000))
     );
     let started = Instant::now();
     assert_eq!(d.get(), Err(Error::ConnectionLoss));
     let took = started.elapsed();
     assert!(
-        took < Duration::from_millis(1200) + PROMPT,
+        took < Duration::from_millis(2000) + PROMPT,
         "the call failed after {took:?}"
     );
     assert_logged(
-        "dropping connection: timed out after 1.2s waiting for any reply or ping response from the server",
+        "dropping connection: timed out after 2s waiting for any reply or ping response from the server",
         BOUND,
     );
     d.expect_states(&[State::Disconnected]);
     let report = h.next_report(BOUND);
     let after = report.closed_after.expect("dropped");
     assert!(
-        after >= Duration::from_millis(1150) && after < Duration::from_millis(1200) + PROMPT,
+        after >= Duration::from_millis(1950) && after < Duration::from_millis(2000) + PROMPT,
         "dropped {after:?} after the handshake"
     );
     assert!(
@@ -860,8 +865,11 @@ fn a_server_that_never_answers_the_handshake_is_left_after_the_connect_timeout()
     assert_eq!(d.get().expect("get_data after the detour"), b"real");
     let report = h.next_report(BOUND);
     let after = report.closed_after.expect("dropped");
+    // Counted from the server's accept, after the client's clock started
+    // (the detour's hops in between): half the timeout still tells a
+    // handshake timeout from a prompt drop.
     assert!(
-        after >= Duration::from_millis(950) && after < Duration::from_millis(1000) + PROMPT,
+        after >= Duration::from_millis(500) && after < Duration::from_millis(1000) + PROMPT,
         "dropped after {after:?}"
     );
     d.expect_back();

@@ -9,8 +9,10 @@ use lock_common::*;
 use zklock::testing::{FaultProxy, ProxyMode, TestCluster};
 use zklock::{Client, LockState, Mutex, State};
 
-/// The longest session timeout the harness's servers grant (20 ticks).
-const T: Duration = Duration::from_millis(4000);
+/// The session timeout: long enough that a loaded machine's stall of a
+/// second or so changes nothing, since a move past a silent member has
+/// only T/6 to spare (and an election of a new leader must fit in T).
+const T: Duration = Duration::from_millis(12_000);
 
 /// The library's default per-host connect timeout, longer than `T` leaves
 /// for a move once a silent member is given up on (`T / 3`).
@@ -268,13 +270,15 @@ fn a_joined_release_and_create_cut_off_is_settled_on_another_member() {
     let session = client.session_id();
     let observer = connect(&zk.connect_string());
     let mutex = Mutex::new(&client, LOCK).unwrap();
-    let first = mutex.lock().unwrap();
-    let released = first.node().to_owned();
-    drop(first);
-
+    // Armed first, so that nothing but the drop comes between the release
+    // and the next acquisition: the release lingers only 1 s. The first
+    // acquisition sends no multi.
     let current = the_one_connected(&gates, &[0, 1, 2]);
     gates[current].refuse(true);
     gates[current].cut_after_request(|opcode| opcode == MULTI);
+    let first = mutex.lock().unwrap();
+    let released = first.node().to_owned();
+    drop(first);
     let guard = mutex.lock().unwrap();
     assert!(!gates[current].is_cut_armed(), "the multi was not cut");
     assert_eq!(client.session_id(), session);

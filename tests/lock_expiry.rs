@@ -116,9 +116,11 @@ fn a_killed_holder_passes_the_lock_on_when_its_session_expires() {
     let handover = acquired_at - killed_at;
     // The closed socket alone releases nothing: the node goes when the
     // session expires, at least a session timeout after the server last
-    // heard from the child (which pings every third of it).
+    // heard from the child (which pings every third of it, later on a
+    // loaded machine: hence a quarter, which a release on the socket's
+    // close, at once, still fails).
     assert!(
-        handover >= CHILD_SESSION_TIMEOUT / 2,
+        handover >= CHILD_SESSION_TIMEOUT / 4,
         "acquired {handover:?} after the kill: before the session could expire"
     );
     assert!(
@@ -132,17 +134,18 @@ fn a_killed_holder_passes_the_lock_on_when_its_session_expires() {
 /// `Suspended` before the other contender acquires, and `Lost` once the
 /// client hears that the session expired.
 ///
-/// The arithmetic, with a negotiated timeout T = 2000 ms: the client pings
+/// The arithmetic, with a negotiated timeout T = 5000 ms: the client pings
 /// after T/3 without sending and drops a connection that has been silent
 /// for 2T/3 (the guard turns `Suspended` then); the server expires a
 /// session only after T without hearing from it (rounded up to its tick).
 /// The last thing the server heard (a ping) and the last thing the client
 /// received (its reply) are one round trip apart, so the client gives up
-/// about T/3 (~667 ms) before the server can hand the lock to anyone else.
+/// about T/3 (~1.7 s) before the server can hand the lock to anyone else:
+/// room for a loaded machine's stalls, which a shorter T would not leave.
 #[test]
 fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
     const LOCK: &str = "/partition/lock";
-    const T: Duration = Duration::from_millis(2000);
+    const T: Duration = Duration::from_millis(5000);
     let server = server();
     let proxy = proxy(&server);
     let holder_client = Client::builder()
@@ -213,7 +216,7 @@ fn a_partitioned_holder_is_suspended_before_another_acquires_then_lost() {
     assert_eq!(state, LockState::Lost);
     assert!(lost_at > acquired_at);
     assert!(
-        lost_at - blackholed_at <= T * 4 / 3 + Duration::from_millis(500),
+        lost_at - blackholed_at <= T * 4 / 3 + Duration::from_secs(2),
         "Lost only at +{:?}",
         lost_at - blackholed_at
     );

@@ -242,8 +242,10 @@ pub fn fails_fast<T: std::fmt::Debug>(
         Err(e) if e == *expected => {}
         other => panic!("{what}: expected Err({expected:?}), got {other:?}"),
     }
+    // Any wait for a server would be seconds (a timeout); a loaded
+    // machine may take a while to run even a failure that needs none.
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_secs(2),
         "{what} took {took:?} to fail"
     );
 }
