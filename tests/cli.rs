@@ -384,8 +384,8 @@ fn cut_off_holder_is_terminated_first(path: &str, stderr: Stdio, args: &[&str]) 
         let lock = client.mutex(&contended).expect("mutex");
         let guard = lock.try_lock_for(WAIT).expect("try_lock_for");
         // Whether zklock and its command had ended (gone, or a zombie not
-        // reaped yet) when the lock was granted: no clocks of two threads
-        // to compare.
+        // reaped yet) by the time the lock was granted and the call
+        // returned: no clocks of two threads to compare.
         let ended = |pid| matches!(process_state(pid), None | Some('Z'));
         let both_ended = ended(zklock_pid) && ended(command_pid);
         let _ = acquired_tx.send((Instant::now(), guard.is_some(), both_ended));

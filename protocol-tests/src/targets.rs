@@ -1582,7 +1582,7 @@ pub fn session_run(data: &[u8]) -> Option<SessionSummary> {
             // As the client's I/O thread does: where to, the lookup's
             // address count, then the connection.
             if let Some((target, _)) = session.next_host(now) {
-                session.handle_resolved(&target.host, connections % 4);
+                session.handle_resolved(target.host(), connections % 4);
             }
             session.handle_connected(now);
             check.expect_connect = true;

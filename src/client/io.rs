@@ -156,29 +156,24 @@ fn connect_aside(
     target: &Target,
     timeout: Duration,
 ) -> Option<io::Result<(TcpStream, Instant)>> {
-    let host = target.host.as_str();
+    let host = target.host();
     let (report, reports) = crossbeam_channel::bounded(2);
     let spawned = {
         let target = target.clone();
         std::thread::Builder::new()
             .name("zklock-connect".into())
             .spawn(move || {
-                let pick = |addresses: &[SocketAddr]| {
-                    let (addr, distinct) = take_turn(addresses, target.turn);
+                let connected = connect_reporting(&target, timeout, |distinct| {
                     let _ = report.send(Connecting::Resolved(Instant::now(), distinct));
-                    addr
-                };
-                let connected = connect_with(&target.host, timeout, pick);
+                });
                 let _ = report.send(Connecting::Done(connected));
             })
     };
     if let Err(e) = spawned {
         log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
         let mut resolved = None;
-        let connected = connect_with(host, timeout, |addresses| {
-            let (addr, distinct) = take_turn(addresses, target.turn);
+        let connected = connect_reporting(target, timeout, |distinct| {
             resolved = Some((Instant::now(), distinct));
-            addr
         });
         if let Some((_, distinct)) = resolved {
             shared.core().session.handle_resolved(host, distinct);
@@ -230,38 +225,28 @@ fn connect_aside(
 
 /// A TCP connection to `target`'s address.
 pub(super) fn connect(target: &Target, timeout: Duration) -> io::Result<TcpStream> {
-    connect_with(&target.host, timeout, |addresses| {
-        take_turn(addresses, target.turn).0
-    })
+    connect_reporting(target, timeout, |_| {})
 }
 
-/// The address whose turn `turn` is, of `addresses` in a fixed order (a
-/// resolver may return them in any order, a DNS round robin rotated on
-/// every lookup), so that successive turns go round them all; and how many
-/// distinct addresses there are.
-fn take_turn(addresses: &[SocketAddr], turn: usize) -> (Option<SocketAddr>, usize) {
-    let mut sorted = addresses.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let addr = sorted.get(turn % sorted.len().max(1)).copied();
-    (addr, sorted.len())
-}
-
-/// A TCP connection to the address of `host` that `pick` chooses among
-/// those it resolves to; `pick` is called between resolving and
-/// connecting.
-fn connect_with(
-    host: &str,
+/// [`connect`], telling `resolved` how many distinct addresses the host's
+/// lookup gave, between resolving and connecting. A failed connect's error
+/// names the address.
+fn connect_reporting(
+    target: &Target,
     timeout: Duration,
-    pick: impl FnOnce(&[SocketAddr]) -> Option<SocketAddr>,
+    resolved: impl FnOnce(usize),
 ) -> io::Result<TcpStream> {
-    let addrs = resolve(host)?;
-    let addr = pick(&addrs).ok_or_else(|| {
+    let addrs = resolve(target.host())?;
+    let (addr, distinct) = target.pick(&addrs);
+    resolved(distinct);
+    let addr = addr.ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
     })?;
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_nodelay(true)?;
-    socket.connect_timeout(&addr.into(), timeout)?;
+    socket
+        .connect_timeout(&addr.into(), timeout)
+        .map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))?;
     socket.set_keepalive(true)?;
     Ok(socket.into())
 }
@@ -440,21 +425,6 @@ mod tests {
                 SocketAddr::V4(v4) => (v4.to_string(), 0),
             })
             .collect()
-    }
-
-    /// Turns go round the distinct addresses whatever order the resolver
-    /// gives them in (a DNS round robin rotates it on every lookup).
-    #[test]
-    fn turns_go_round_the_addresses_in_a_fixed_order() {
-        let a: SocketAddr = "127.0.0.1:2181".parse().unwrap();
-        let b: SocketAddr = "127.0.0.2:2181".parse().unwrap();
-        let c: SocketAddr = "[::1]:2181".parse().unwrap();
-        let rotations = [vec![a, b, c, a], vec![b, c, a], vec![c, a, b, b]];
-        let picked: Vec<_> = (0..3)
-            .map(|turn| take_turn(&rotations[turn], 7 + turn))
-            .collect();
-        assert_eq!(picked, [(Some(b), 3), (Some(c), 3), (Some(a), 3)]);
-        assert_eq!(take_turn(&[], 0), (None, 0));
     }
 
     #[test]

@@ -31,11 +31,12 @@ const SHORT_LIFE: Duration = Duration::from_secs(1);
 /// name that resolves to several addresses (a DNS round robin, a headless
 /// service, a name with both IPv4 and IPv6 addresses) takes a turn for
 /// each once looked up, each at the next of its addresses, so that a pass
-/// tries every address once.
+/// tries every address once; every name has its turn before any name's
+/// second address (which may well be the same server, dual-stack).
 #[derive(Debug)]
 pub(crate) struct HostList {
     hosts: Vec<Host>,
-    /// The host given last, or to be given next after [`Self::prefer`].
+    /// Where the round-robin goes on from.
     next: usize,
     /// Failed attempts since the last pause (or connection).
     failed_in_pass: usize,
@@ -53,8 +54,6 @@ pub(crate) struct HostList {
     current: Option<(usize, usize)>,
     /// Where [`Self::next_probe`] goes on from.
     probe_next: usize,
-    /// Attempts given to the host at [`Self::next`] in a row.
-    given: usize,
 }
 
 /// One host of the connect string.
@@ -66,22 +65,45 @@ struct Host {
     /// How many attempts it has been given, from a random start so that
     /// clients spread over its addresses.
     turns: usize,
+    /// How many attempts it has been given in this pass.
+    given: usize,
 }
 
 /// Where to connect: a host of the connect string, and which of its
-/// addresses, as a turn to be taken modulo the number its lookup gives
-/// (sorted, so that the turns go round them all).
+/// addresses, as a turn that the driver takes modulo the number of
+/// addresses its lookup gives, sorted, so that the turns go round them
+/// all. The turn is opaque: two targets equal only if they name the same
+/// host at the same turn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// The `host:port` of the connect string.
-    pub host: String,
-    /// The attempt's turn among the host's addresses.
-    pub turn: usize,
+    pub(crate) host: String,
+    pub(crate) turn: usize,
 }
 
+impl Target {
+    /// The `host:port` of the connect string.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The address to use among `addresses` (as the host's lookup gave
+    /// them, in any order), and how many distinct ones there are.
+    pub fn pick(
+        &self,
+        addresses: &[std::net::SocketAddr],
+    ) -> (Option<std::net::SocketAddr>, usize) {
+        let mut sorted = addresses.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let addr = sorted.get(self.turn % sorted.len().max(1)).copied();
+        (addr, sorted.len())
+    }
+}
+
+/// The host alone: which of its addresses is the driver's to say.
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (address turn {})", self.host, self.turn)
+        f.write_str(&self.host)
     }
 }
 
@@ -94,6 +116,7 @@ impl HostList {
                 name,
                 addresses: 1,
                 turns: rng.below(usize::from(u16::MAX)),
+                given: 0,
             })
             .collect();
         HostList {
@@ -107,7 +130,6 @@ impl HostList {
             short_lives: 0,
             current: None,
             probe_next: 0,
-            given: 0,
         }
     }
 
@@ -133,26 +155,41 @@ impl HostList {
         }
     }
 
-    /// Where to try next, and the earliest time to try it. A host is
-    /// given again, at its next address, until each of its addresses (as
-    /// far as its lookups tell) has had a turn; then the next host is.
+    /// Where to try next, and the earliest time to try it: the next host,
+    /// round-robin, that has not had a turn for each of its addresses (as
+    /// far as its lookups tell) in this pass, at its next address; a new
+    /// pass once every host has.
     pub(crate) fn next(&mut self, now: Instant) -> Option<(Target, Instant)> {
-        let count = self.hosts.len().max(1);
-        let mut at = self.next % count;
-        if self.given >= self.hosts.get(at)?.addresses {
-            at = (at + 1) % count;
-            self.given = 0;
-        }
+        let count = self.hosts.len();
+        let open = |hosts: &[Host], from: usize| {
+            (0..count)
+                .map(|step| (from + step) % count)
+                .find(|at| hosts.get(*at).is_some_and(|h| h.given < h.addresses))
+        };
+        let at = match open(&self.hosts, self.next) {
+            Some(at) => at,
+            None => {
+                self.start_pass();
+                open(&self.hosts, self.next)?
+            }
+        };
         let host = self.hosts.get_mut(at)?;
         let target = Target {
             host: host.name.clone(),
             turn: host.turns,
         };
         host.turns = host.turns.wrapping_add(1);
-        self.given += 1;
+        host.given += 1;
         self.current = Some((at, target.turn));
-        self.next = at;
+        self.next = (at + 1) % count;
         Some((target, self.not_before.unwrap_or(now).max(now)))
+    }
+
+    /// Every host may have its turns again.
+    fn start_pass(&mut self) {
+        for host in &mut self.hosts {
+            host.given = 0;
+        }
     }
 
     /// The next address to ask whether it is read-write, round-robin over
@@ -208,9 +245,9 @@ impl HostList {
         if let Some(at) = self.hosts.iter().position(|h| h.name == target.host) {
             if let Some(host) = self.hosts.get_mut(at) {
                 host.turns = target.turn;
+                host.given = 0;
             }
             self.next = at;
-            self.given = 0;
             self.not_before = None;
         }
     }
@@ -240,6 +277,7 @@ impl HostList {
     pub(crate) fn connected(&mut self, now: Instant) {
         self.failed_in_pass = 0;
         self.failed_passes = 0;
+        self.start_pass();
         self.not_before = None;
         self.established = Some(now);
     }
@@ -357,42 +395,93 @@ mod tests {
         assert_eq!(hosts.next(now).unwrap(), (probed[1].clone(), now));
     }
 
-    /// A name that resolves to three addresses takes three turns in a row,
-    /// one for each of them, before the next host; the pause comes only
-    /// once every address of every host has failed.
+    /// A name that resolves to three addresses takes three turns in a pass,
+    /// one at each of them, the other name's coming before its second;
+    /// the pause comes only once every address of every host has failed.
     #[test]
     fn a_name_with_several_addresses_takes_a_turn_for_each() {
-        let now = Instant::now();
+        let start = Instant::now();
         let names = ["round-robin:1", "single:2"].map(String::from);
         let mut hosts = HostList::new(names.to_vec(), Rng::seeded(7));
         assert_eq!(hosts.addresses(), 2);
         hosts.resolved("round-robin:1", 3);
         assert_eq!((hosts.addresses(), hosts.len()), (4, 2));
-        let mut given = Vec::new();
+        // Attempts made as soon as they are due: a pause starts a pass.
+        let mut t = start;
+        let mut passes: Vec<Vec<Target>> = vec![Vec::new()];
         for _ in 0..8 {
-            let (target, at) = hosts.next(now).unwrap();
-            given.push((target, at));
-            hosts.failed(now);
+            let (target, at) = hosts.next(t).unwrap();
+            if at > t {
+                let last = passes.last().map_or(0, Vec::len);
+                assert_eq!(last, 4, "a pause inside a pass: {passes:?}");
+                passes.push(Vec::new());
+                t = at;
+            }
+            if let Some(pass) = passes.last_mut() {
+                pass.push(target);
+            }
+            hosts.failed(t);
         }
-        let round_robin: Vec<usize> = given
-            .iter()
-            .filter(|(target, _)| target.host == "round-robin:1")
-            .map(|(target, _)| target.turn % 3)
-            .collect();
-        assert_eq!(round_robin.len(), 6, "{given:?}");
-        for pass in round_robin.chunks(3) {
-            let mut turns = pass.to_vec();
+        assert_eq!(passes.len(), 2, "{passes:?}");
+        let (first, second) = (&passes[0], &passes[1]);
+        for given in [first, second] {
+            let names: Vec<&str> = given.iter().map(|t| t.host.as_str()).collect();
+            assert_ne!(names[0], names[1], "both names before a second address");
+            let mut turns: Vec<usize> = given
+                .iter()
+                .filter(|t| t.host == "round-robin:1")
+                .map(|t| t.turn % 3)
+                .collect();
             turns.sort_unstable();
             assert_eq!(turns, [0, 1, 2], "every address once a pass: {given:?}");
         }
-        // Its turns come in a row; the single name's alone between passes.
-        let hosts_in_order: Vec<&str> = given.iter().map(|(t, _)| t.host.as_str()).collect();
-        let first_pass = &hosts_in_order[..4];
-        assert_eq!(first_pass.iter().filter(|h| **h == "single:2").count(), 1);
-        assert_eq!(hosts_in_order[..4], hosts_in_order[4..]);
-        // No pause inside a pass, one after it.
-        let paused: Vec<bool> = given.iter().map(|(_, at)| *at > now).collect();
-        assert_eq!(paused, [false, false, false, false, true, true, true, true]);
+    }
+
+    /// Turns go round the distinct addresses whatever order the resolver
+    /// gives them in (a DNS round robin rotates it on every lookup).
+    #[test]
+    fn turns_go_round_the_addresses_in_a_fixed_order() {
+        let a: std::net::SocketAddr = "127.0.0.1:2181".parse().unwrap();
+        let b: std::net::SocketAddr = "127.0.0.2:2181".parse().unwrap();
+        let c: std::net::SocketAddr = "[::1]:2181".parse().unwrap();
+        let rotations = [vec![a, b, c, a], vec![b, c, a], vec![c, a, b, b]];
+        let picked: Vec<_> = rotations
+            .iter()
+            .enumerate()
+            .map(|(i, addresses)| {
+                let target = Target {
+                    host: "round-robin:2181".into(),
+                    turn: 7 + i,
+                };
+                target.pick(addresses)
+            })
+            .collect();
+        assert_eq!(picked, [(Some(b), 3), (Some(c), 3), (Some(a), 3)]);
+        let any = Target {
+            host: "none:2181".into(),
+            turn: 0,
+        };
+        assert_eq!(any.pick(&[]), (None, 0));
+    }
+
+    /// After a connection to a name of two addresses (dual-stack: likely
+    /// the same server) is lost, the next attempt goes to the other name.
+    #[test]
+    fn a_lost_connection_moves_on_to_the_next_name_first() {
+        let now = Instant::now();
+        let names = ["dual:1", "other:2"].map(String::from);
+        let mut from_dual = 0;
+        for seed in 0..8 {
+            let mut hosts = HostList::new(names.to_vec(), Rng::seeded(seed));
+            hosts.resolved("dual:1", 2);
+            let (first, _) = hosts.next(now).unwrap();
+            hosts.connected(now);
+            hosts.lost(now + SHORT_LIFE);
+            let (second, _) = hosts.next(now).unwrap();
+            assert_ne!(second.host, first.host, "seed {seed}");
+            from_dual += usize::from(first.host == "dual:1");
+        }
+        assert!(from_dual > 0, "no seed connected to the dual name first");
     }
 
     /// A lookup that gives fewer addresses than the last one ends the

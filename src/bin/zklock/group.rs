@@ -174,6 +174,13 @@ impl Group {
     }
 }
 
+/// The fields of a `/proc/.../stat` line after the command name, from the
+/// state on: the name is in parentheses and may hold anything, spaces and
+/// parentheses included, so the fields start after the last `) `.
+pub fn after_name(stat: &str) -> Option<&str> {
+    stat.rsplit_once(") ").map(|(_, rest)| rest)
+}
+
 /// Whether a live process (not a zombie) is in process group `group`, from
 /// /proc; `None` where /proc cannot be read. Zombies are dead: the leader
 /// stays one until reaped, and an orphan stays one where nobody reaps.
@@ -204,9 +211,8 @@ pub fn has_live_members(group: Pid) -> Option<bool> {
 fn is_live_member(stat: &str, group: &str) -> bool {
     // After the parenthesised command name: state, ppid, pgrp, and 14
     // fields later, the number of threads.
-    let fields: Vec<&str> = stat
-        .rsplit_once(") ")
-        .map_or(Vec::new(), |(_, rest)| rest.split(' ').take(18).collect());
+    let fields: Vec<&str> =
+        after_name(stat).map_or(Vec::new(), |rest| rest.split(' ').take(18).collect());
     let threads = |t: &str| t.parse::<u64>().unwrap_or(1);
     match fields.as_slice() {
         [state, _, pgrp, .., num_threads] if fields.len() == 18 && *pgrp == group => {
@@ -270,8 +276,7 @@ mod tests {
         let state = || {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()))
-                .flatten()
+                .and_then(|stat| after_name(&stat)?.chars().next())
         };
         // A signal takes effect once its target runs: looked at until then.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);

@@ -49,8 +49,7 @@ fn writer_runnable() -> bool {
     WRITER_STAT
         .get()
         .and_then(|path| std::fs::read_to_string(path).ok())
-        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.starts_with('R')))
-        .unwrap_or(false)
+        .is_some_and(|stat| crate::group::after_name(&stat).is_some_and(|s| s.starts_with('R')))
 }
 
 enum Line {
@@ -69,10 +68,8 @@ fn writer() -> Option<&'static Sender<Line>> {
             let spawned = std::thread::Builder::new()
                 .name("zklock-stderr".into())
                 .spawn(move || {
-                    if let Ok(task) = std::fs::read_link("/proc/thread-self") {
-                        let _ =
-                            WRITER_STAT.set(std::path::Path::new("/proc").join(task).join("stat"));
-                    }
+                    let tid = nix::unistd::gettid();
+                    let _ = WRITER_STAT.set(format!("/proc/self/task/{tid}/stat").into());
                     for line in queue {
                         match line {
                             Line::Text(text) => {
