@@ -38,8 +38,6 @@ pub(crate) struct HostList {
     hosts: Vec<Host>,
     /// Where the round-robin goes on from.
     next: usize,
-    /// Failed attempts since the last pause (or connection).
-    failed_in_pass: usize,
     /// Passes over every address that failed in a row.
     failed_passes: usize,
     not_before: Option<Instant>,
@@ -122,7 +120,6 @@ impl HostList {
         HostList {
             hosts,
             next: 0,
-            failed_in_pass: 0,
             failed_passes: 0,
             not_before: None,
             rng,
@@ -254,10 +251,9 @@ impl HostList {
 
     /// A connection attempt (or handshake) failed.
     pub(crate) fn failed(&mut self, now: Instant) {
-        self.failed_in_pass += 1;
-        // Counted afresh in each pass: a lookup may change the count.
-        if self.failed_in_pass >= self.addresses() {
-            self.failed_in_pass = 0;
+        // The pass is over once every host has had its turns, as many as
+        // its latest lookup says: a lookup may change the count mid-pass.
+        if self.hosts.iter().all(|host| host.given >= host.addresses) {
             self.failed_passes += 1;
             self.not_before = Some(now + self.cycle_pause(self.failed_passes));
         }
@@ -275,7 +271,6 @@ impl HostList {
 
     /// A handshake succeeded: a full cycle of failures counts from here.
     pub(crate) fn connected(&mut self, now: Instant) {
-        self.failed_in_pass = 0;
         self.failed_passes = 0;
         self.start_pass();
         self.not_before = None;
@@ -493,24 +488,27 @@ mod tests {
         let names = ["round-robin:1", "single:2"].map(String::from);
         let mut hosts = HostList::new(names.to_vec(), Rng::seeded(11));
         hosts.resolved("round-robin:1", 3);
-        // A pass at `t`, after the last one's pause: up to the next pause.
-        let mut pass = |t: Instant, lookup: Option<usize>| {
-            let mut given = Vec::new();
-            loop {
-                let (target, at) = hosts.next(t).unwrap();
-                if at > t {
-                    return given;
-                }
-                if let (Some(count), "round-robin:1") = (lookup, target.host.as_str()) {
-                    hosts.resolved(&target.host, count);
-                }
-                given.push(target.host);
-                hosts.failed(t);
-                assert!(given.len() <= 4, "{given:?}");
+        // Attempts made when due, each failing; a pause starts a pass. In
+        // the second pass, the name's lookups give two addresses.
+        let mut t = now;
+        let mut passes: Vec<Vec<String>> = vec![Vec::new()];
+        for _ in 0..7 {
+            let (target, at) = hosts.next(t).unwrap();
+            if at > t {
+                passes.push(Vec::new());
+                t = at;
             }
-        };
-        assert_eq!(pass(now, None).len(), 4);
-        let second = pass(now + Duration::from_secs(2), Some(2));
+            if passes.len() == 2 && target.host == "round-robin:1" {
+                hosts.resolved(&target.host, 2);
+            }
+            if let Some(pass) = passes.last_mut() {
+                pass.push(target.host);
+            }
+            hosts.failed(t);
+        }
+        assert_eq!(passes.len(), 2, "{passes:?}");
+        assert_eq!(passes[0].len(), 4, "{passes:?}");
+        let second = &passes[1];
         assert_eq!(second.len(), 3, "{second:?}");
         assert!(second.contains(&"single:2".to_owned()), "{second:?}");
     }
