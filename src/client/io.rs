@@ -2,14 +2,14 @@
 //! inputs. All protocol decisions are the session's.
 
 use std::io::{self, Read};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Select};
-use socket2::{Domain, Protocol, Socket, Type};
 
-use super::core::{drain_events, lock, Shared};
+use super::connect::{connect_aside, note_failure, Lookups};
+use super::core::{drain_events, Shared};
 use super::probe;
 use crate::session::Target;
 
@@ -21,6 +21,7 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 /// call that reports it), until that one is.
 pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
     let mut read_buf = vec![0u8; 64 * 1024];
+    let mut lookups = Lookups::default();
     loop {
         let Some((target, not_before)) = next_attempt(&shared) else {
             return;
@@ -29,20 +30,20 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
             return;
         }
         let attempt_timeout = shared.core().session.attempt_timeout();
-        let Some(connected) = connect_aside(&shared, &wake, &target, attempt_timeout) else {
+        let connected = connect_aside(&shared, &wake, &mut lookups, &target, attempt_timeout);
+        let Some(connected) = connected else {
             return;
         };
-        let host = target.host;
+        let host = target.host();
         match connected {
-            // The handshake has what the TCP connect left of the timeout:
-            // the name lookup is the resolver's, as in the Java client, or
-            // a resolver slower than the timeout would fail every attempt.
+            // The handshake has what the TCP connect left of the timeout,
+            // counted from the lookup's answer (see `connect_aside`).
             Ok((stream, resolved)) => {
-                serve(&shared, &host, Arc::new(stream), &mut read_buf, resolved)
+                serve(&shared, host, Arc::new(stream), &mut read_buf, resolved)
             }
             Err(e) => {
                 log::debug!("connect to {host} failed: {e}");
-                *lock(&shared.last_connect_error) = Some(format!("{host}: {e}"));
+                note_failure(&shared, host, &e.to_string());
                 shared.core().session.handle_connect_failed(Instant::now());
             }
         }
@@ -74,7 +75,7 @@ fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
 }
 
 /// How [`serve_timers`] ended.
-enum Waited<T> {
+pub(super) enum Waited<T> {
     /// The session ended.
     Over,
     /// The time asked for came.
@@ -85,7 +86,7 @@ enum Waited<T> {
 
 /// Serves the session's timers and `close` until the session ends, `until`
 /// comes, or `arrival` delivers.
-fn serve_timers<T>(
+pub(super) fn serve_timers<T>(
     shared: &Shared,
     wake: &Receiver<()>,
     until: Option<Instant>,
@@ -131,165 +132,6 @@ fn serve_timers<T>(
             }
         }
     }
-}
-
-/// What the connecting thread reports.
-enum Connecting {
-    /// The host's name was resolved at this instant, to this many
-    /// addresses; the TCP connect has begun.
-    Resolved(Instant, usize),
-    /// The attempt's outcome.
-    Done(io::Result<TcpStream>),
-}
-
-/// Resolves `host` and connects to it on a thread of its own, while this
-/// one goes on serving the session's timers and `close`: a resolver with a
-/// dead name server can take many seconds, and no request's deadline, local
-/// expiry, `close` or `connect` budget may wait for it. `None` once the
-/// session is over; the thread is then left to end on its own (its
-/// connection, if it makes one, is dropped), after saying in the last
-/// connect error where it was. A connection comes with the instant its
-/// name was resolved.
-fn connect_aside(
-    shared: &Shared,
-    wake: &Receiver<()>,
-    target: &Target,
-    timeout: Duration,
-) -> Option<io::Result<(TcpStream, Instant)>> {
-    let host = target.host();
-    let (report, reports) = crossbeam_channel::bounded(2);
-    let spawned = {
-        let target = target.clone();
-        std::thread::Builder::new()
-            .name("zklock-connect".into())
-            .spawn(move || {
-                let connected = connect_reporting(&target, timeout, |distinct| {
-                    let _ = report.send(Connecting::Resolved(Instant::now(), distinct));
-                });
-                let _ = report.send(Connecting::Done(connected));
-            })
-    };
-    if let Err(e) = spawned {
-        log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
-        let mut resolved = None;
-        let connected = connect_reporting(target, timeout, |distinct| {
-            resolved = Some((Instant::now(), distinct));
-        });
-        if let Some((_, distinct)) = resolved {
-            shared.core().session.handle_resolved(host, distinct);
-        }
-        let resolved_at = resolved.map_or_else(Instant::now, |(at, _)| at);
-        return Some(connected.map(|stream| (stream, resolved_at)));
-    }
-    let mut resolved = None;
-    loop {
-        match serve_timers(shared, wake, None, &reports) {
-            Waited::Got(Some(Connecting::Resolved(at, addresses))) => {
-                shared.core().session.handle_resolved(host, addresses);
-                resolved = Some(at);
-            }
-            Waited::Got(Some(Connecting::Done(connected))) => {
-                // Reported in order: a connection's lookup came first.
-                let resolved = resolved.unwrap_or_else(Instant::now);
-                return Some(connected.map(|stream| (stream, resolved)));
-            }
-            Waited::Got(None) => {
-                return Some(Err(io::Error::other(
-                    "the connecting thread ended without an outcome",
-                )))
-            }
-            Waited::Over | Waited::Until => {
-                // What the connector said as the session ended still counts.
-                let mut failed = None;
-                for report in reports.try_iter() {
-                    match report {
-                        Connecting::Resolved(at, _) => resolved = Some(at),
-                        Connecting::Done(Ok(_)) => return None,
-                        Connecting::Done(Err(e)) => failed = Some(e.to_string()),
-                    }
-                }
-                let step = failed.unwrap_or_else(|| {
-                    let step = if resolved.is_some() {
-                        "the TCP connect was still under way"
-                    } else {
-                        "its name was still being resolved"
-                    };
-                    step.to_owned()
-                });
-                *lock(&shared.last_connect_error) = Some(format!("{host}: {step}"));
-                return None;
-            }
-        }
-    }
-}
-
-/// A TCP connection to `target`'s address.
-pub(super) fn connect(target: &Target, timeout: Duration) -> io::Result<TcpStream> {
-    connect_reporting(target, timeout, |_| {})
-}
-
-/// [`connect`], telling `resolved` how many distinct addresses the host's
-/// lookup gave, between resolving and connecting. A failed connect's error
-/// names the address.
-fn connect_reporting(
-    target: &Target,
-    timeout: Duration,
-    resolved: impl FnOnce(usize),
-) -> io::Result<TcpStream> {
-    let addrs = resolve(target.host())?;
-    let (addr, distinct) = target.pick(&addrs);
-    resolved(distinct);
-    let addr = addr.ok_or_else(|| {
-        io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
-    })?;
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_nodelay(true)?;
-    socket
-        .connect_timeout(&addr.into(), timeout)
-        .map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))?;
-    socket.set_keepalive(true)?;
-    Ok(socket.into())
-}
-
-/// The addresses of `host`, a `name:port` or `[IPv6 address]:port`. The
-/// address goes to the resolver without its brackets, so that a zone named
-/// after an interface (`[fe80::1%eth0]:2181`) is looked up, as the Java
-/// client does; the standard library's own parser takes only a zone's
-/// number.
-///
-/// A name under `.invalid` fails at once, without asking the system's
-/// resolver, as RFC 6761 asks of resolvers: no query leaves the machine.
-fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
-    #[cfg(feature = "testing")]
-    {
-        crate::testing::pause::resolving(host);
-        if let Some(addresses) = crate::testing::names::lookup(host) {
-            return Ok(addresses);
-        }
-    }
-    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
-    if is_reserved_invalid(name) {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            "a name under .invalid never resolves (RFC 6761)",
-        ));
-    }
-    let bracketed = host
-        .strip_prefix('[')
-        .and_then(|rest| rest.rsplit_once("]:"))
-        .and_then(|(addr, port)| Some((addr, port.parse::<u16>().ok()?)));
-    Ok(match bracketed {
-        Some(addr_port) => addr_port.to_socket_addrs()?.collect(),
-        None => host.to_socket_addrs()?.collect(),
-    })
-}
-
-/// True for `invalid` and the names under it, in any case, with or without
-/// the root's trailing dot.
-fn is_reserved_invalid(name: &str) -> bool {
-    let name = name.strip_suffix('.').unwrap_or(name);
-    let last_label = name.rsplit('.').next().unwrap_or(name);
-    last_label.eq_ignore_ascii_case("invalid")
 }
 
 /// One connection's life: handshake, then reads until it is lost. The
@@ -370,7 +212,7 @@ fn serve(
             drain_events(&mut core.session, &mut events);
             drop(core);
             if handshake_failed {
-                *lock(&shared.last_connect_error) = Some(format!("{host}: {reason}"));
+                note_failure(shared, host, &reason);
             }
             shared.dispatch(&mut events);
             return;
@@ -408,65 +250,6 @@ impl SocketTimeout {
     fn update(&mut self, wanted: Duration, set: impl FnOnce(Option<Duration>) -> io::Result<()>) {
         if self.0 != Some(wanted) && set(Some(wanted)).is_ok() {
             self.0 = Some(wanted);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scopes(host: &str) -> Vec<(String, u32)> {
-        resolve(host)
-            .unwrap_or_else(|e| panic!("resolve {host}: {e}"))
-            .into_iter()
-            .map(|a| match a {
-                SocketAddr::V6(v6) => (v6.to_string(), v6.scope_id()),
-                SocketAddr::V4(v4) => (v4.to_string(), 0),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn an_ipv6_zone_may_be_named_after_an_interface_or_numbered() {
-        // `lo` is interface 1 on Linux; nothing is sent, only resolved.
-        assert_eq!(
-            scopes("[fe80::1%lo]:2181"),
-            [("[fe80::1%1]:2181".to_owned(), 1)]
-        );
-        assert_eq!(
-            scopes("[fe80::1%7]:2181"),
-            [("[fe80::1%7]:2181".to_owned(), 7)]
-        );
-        assert_eq!(scopes("[::1]:3"), [("[::1]:3".to_owned(), 0)]);
-        assert_eq!(scopes("127.0.0.1:9"), [("127.0.0.1:9".to_owned(), 0)]);
-    }
-
-    #[test]
-    fn an_unknown_zone_is_an_error_not_a_guess() {
-        assert!(resolve("[fe80::1%no-such-interface0]:2181").is_err());
-    }
-
-    #[test]
-    fn names_under_invalid_fail_without_a_lookup() {
-        for host in [
-            "zk.invalid:2181",
-            "a.b.INVALID:2181",
-            "zk.Invalid.:2181",
-            "invalid:2181",
-        ] {
-            let error = resolve(host).expect_err(host);
-            assert_eq!(
-                (error.kind(), error.to_string()),
-                (
-                    io::ErrorKind::NotFound,
-                    "a name under .invalid never resolves (RFC 6761)".to_owned()
-                ),
-                "{host}"
-            );
-        }
-        for name in ["invalid.example", "zk.invalidx", "zk.xinvalid", "[::1]"] {
-            assert!(!is_reserved_invalid(name), "{name}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The blocking client: one cheap-to-clone handle over one session.
 
 mod config;
+mod connect;
 mod connect_string;
 pub(crate) mod core;
 mod io;

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
+use super::connect::connect;
 use super::core::Shared;
-use super::io::connect;
 use crate::session::{Probe, Target};
 
 /// How long one question may take, connect included.

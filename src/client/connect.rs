@@ -1,0 +1,272 @@
+//! Making a connection: the host's name is looked up, and the TCP connect
+//! made, on threads of their own, while the I/O thread goes on serving the
+//! session's timers and `close`. A resolver with a dead name server can
+//! take many seconds, and no request's deadline, local expiry, `close` or
+//! `connect` budget may wait for it, nor may the other hosts' attempts.
+
+use std::io;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::core::{lock, Shared};
+use super::io::{serve_timers, Waited};
+use crate::session::Target;
+
+/// What an attempt whose host's name was not looked up in time says.
+const STILL_RESOLVING: &str = "its name was still being resolved";
+
+/// A lookup's outcome, sent once by the thread that makes it.
+type Lookup = Receiver<io::Result<Vec<SocketAddr>>>;
+
+/// The name lookups that outlived the attempts that started them, by host.
+///
+/// An attempt waits for its host's lookup no longer than its own timeout,
+/// then fails, and the attempts go on to the other hosts. The lookup goes
+/// on too, and the host's next attempt waits for that same lookup, or takes
+/// its answer if it has come: a resolver slower than the timeout still
+/// lets the host be connected to, and a host has at most one lookup under
+/// way, however long its resolver hangs.
+#[derive(Default)]
+pub(super) struct Lookups {
+    under_way: Vec<(String, Lookup)>,
+}
+
+impl Lookups {
+    /// The lookup of `host` that an earlier attempt left, or a new one;
+    /// `None` if no thread could be had for it.
+    fn start(&mut self, host: &str) -> Option<Lookup> {
+        if let Some(at) = self.under_way.iter().position(|(name, _)| name == host) {
+            return Some(self.under_way.swap_remove(at).1);
+        }
+        let (answer, lookup) = crossbeam_channel::bounded(1);
+        let name = host.to_owned();
+        std::thread::Builder::new()
+            .name("zklock-lookup".into())
+            .spawn(move || {
+                let _ = answer.send(resolve(&name));
+            })
+            .map_err(|e| log::warn!("no thread to look up {host} on ({e}): looking it up here"))
+            .ok()?;
+        Some(lookup)
+    }
+
+    /// Keeps `lookup`, still under way, for the host's next attempt.
+    fn leave(&mut self, host: &str, lookup: Lookup) {
+        self.under_way.push((host.to_owned(), lookup));
+    }
+}
+
+/// Looks `target` up and connects to it, off this thread, which goes on
+/// serving the session's timers and `close` (see the module's doc). The
+/// lookup has `timeout` from now; the TCP connect has `timeout` from the
+/// lookup's answer, so that a slow resolver leaves the connect and the
+/// handshake their whole time. `None` once the session is over, after
+/// saying in the last connect error where the attempt was; a thread still
+/// under way is then left to end on its own (a connection it makes is
+/// dropped). A connection comes with the instant its host's name was
+/// resolved, from which its handshake is timed.
+pub(super) fn connect_aside(
+    shared: &Shared,
+    wake: &Receiver<()>,
+    lookups: &mut Lookups,
+    target: &Target,
+    timeout: Duration,
+) -> Option<io::Result<(TcpStream, Instant)>> {
+    let host = target.host();
+    let found = match lookups.start(host) {
+        None => resolve(host),
+        Some(lookup) => {
+            let deadline = Instant::now().checked_add(timeout);
+            match serve_timers(shared, wake, deadline, &lookup) {
+                Waited::Got(Some(found)) => found,
+                Waited::Got(None) => Err(io::Error::other(
+                    "the lookup thread ended without an outcome",
+                )),
+                Waited::Until => {
+                    log::debug!("{host}: no answer from the resolver within {timeout:?}");
+                    lookups.leave(host, lookup);
+                    return Some(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        STILL_RESOLVING,
+                    )));
+                }
+                Waited::Over => {
+                    // What the lookup said as the session ended still counts.
+                    let step = match lookup.try_recv() {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => STILL_RESOLVING.to_owned(),
+                    };
+                    note_failure(shared, host, &step);
+                    return None;
+                }
+            }
+        }
+    };
+    let addresses = match found {
+        Ok(addresses) => addresses,
+        Err(e) => return Some(Err(e)),
+    };
+    let (addr, distinct) = target.pick(&addresses);
+    shared.core().session.handle_resolved(host, distinct);
+    let resolved = Instant::now();
+    let Some(addr) = addr else {
+        return Some(Err(no_address()));
+    };
+    let (done, outcome) = crossbeam_channel::bounded(1);
+    let spawned = std::thread::Builder::new()
+        .name("zklock-connect".into())
+        .spawn(move || {
+            let _ = done.send(connect_to(addr, timeout));
+        });
+    if let Err(e) = spawned {
+        log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
+        return Some(connect_to(addr, timeout).map(|stream| (stream, resolved)));
+    }
+    match serve_timers(shared, wake, None, &outcome) {
+        Waited::Got(Some(connected)) => Some(connected.map(|stream| (stream, resolved))),
+        Waited::Got(None) => Some(Err(io::Error::other(
+            "the connecting thread ended without an outcome",
+        ))),
+        Waited::Over | Waited::Until => {
+            // What the connect said as the session ended still counts.
+            match outcome.try_recv() {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => note_failure(shared, host, &e.to_string()),
+                Err(_) => note_failure(shared, host, "the TCP connect was still under way"),
+            }
+            None
+        }
+    }
+}
+
+/// Says, for `connect`'s error, where the last attempt failed.
+pub(super) fn note_failure(shared: &Shared, host: &str, step: &str) {
+    *lock(&shared.last_connect_error) = Some(format!("{host}: {step}"));
+}
+
+/// A TCP connection to `target`'s address, looked up and connected on the
+/// calling thread. A failed connect's error names the address.
+pub(super) fn connect(target: &Target, timeout: Duration) -> io::Result<TcpStream> {
+    let addresses = resolve(target.host())?;
+    let addr = target.pick(&addresses).0.ok_or_else(no_address)?;
+    connect_to(addr, timeout)
+}
+
+fn no_address() -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
+}
+
+/// A TCP connection to `addr`, with Nagle off and keepalive on. The error
+/// names the address.
+fn connect_to(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_nodelay(true)?;
+    socket
+        .connect_timeout(&addr.into(), timeout)
+        .map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))?;
+    socket.set_keepalive(true)?;
+    Ok(socket.into())
+}
+
+/// The addresses of `host`, a `name:port` or `[IPv6 address]:port`. The
+/// address goes to the resolver without its brackets, so that a zone named
+/// after an interface (`[fe80::1%eth0]:2181`) is looked up, as the Java
+/// client does; the standard library's own parser takes only a zone's
+/// number.
+///
+/// A name under `.invalid` fails at once, without asking the system's
+/// resolver, as RFC 6761 asks of resolvers: no query leaves the machine.
+fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
+    #[cfg(feature = "testing")]
+    {
+        crate::testing::pause::resolving(host);
+        if let Some(addresses) = crate::testing::names::lookup(host) {
+            return Ok(addresses);
+        }
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    if is_reserved_invalid(name) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "a name under .invalid never resolves (RFC 6761)",
+        ));
+    }
+    let bracketed = host
+        .strip_prefix('[')
+        .and_then(|rest| rest.rsplit_once("]:"))
+        .and_then(|(addr, port)| Some((addr, port.parse::<u16>().ok()?)));
+    Ok(match bracketed {
+        Some(addr_port) => addr_port.to_socket_addrs()?.collect(),
+        None => host.to_socket_addrs()?.collect(),
+    })
+}
+
+/// True for `invalid` and the names under it, in any case, with or without
+/// the root's trailing dot.
+fn is_reserved_invalid(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let last_label = name.rsplit('.').next().unwrap_or(name);
+    last_label.eq_ignore_ascii_case("invalid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scopes(host: &str) -> Vec<(String, u32)> {
+        resolve(host)
+            .unwrap_or_else(|e| panic!("resolve {host}: {e}"))
+            .into_iter()
+            .map(|a| match a {
+                SocketAddr::V6(v6) => (v6.to_string(), v6.scope_id()),
+                SocketAddr::V4(v4) => (v4.to_string(), 0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_ipv6_zone_may_be_named_after_an_interface_or_numbered() {
+        // `lo` is interface 1 on Linux; nothing is sent, only resolved.
+        assert_eq!(
+            scopes("[fe80::1%lo]:2181"),
+            [("[fe80::1%1]:2181".to_owned(), 1)]
+        );
+        assert_eq!(
+            scopes("[fe80::1%7]:2181"),
+            [("[fe80::1%7]:2181".to_owned(), 7)]
+        );
+        assert_eq!(scopes("[::1]:3"), [("[::1]:3".to_owned(), 0)]);
+        assert_eq!(scopes("127.0.0.1:9"), [("127.0.0.1:9".to_owned(), 0)]);
+    }
+
+    #[test]
+    fn an_unknown_zone_is_an_error_not_a_guess() {
+        assert!(resolve("[fe80::1%no-such-interface0]:2181").is_err());
+    }
+
+    #[test]
+    fn names_under_invalid_fail_without_a_lookup() {
+        for host in [
+            "zk.invalid:2181",
+            "a.b.INVALID:2181",
+            "zk.Invalid.:2181",
+            "invalid:2181",
+        ] {
+            let error = resolve(host).expect_err(host);
+            assert_eq!(
+                (error.kind(), error.to_string()),
+                (
+                    io::ErrorKind::NotFound,
+                    "a name under .invalid never resolves (RFC 6761)".to_owned()
+                ),
+                "{host}"
+            );
+        }
+        for name in ["invalid.example", "zk.invalidx", "zk.xinvalid", "[::1]"] {
+            assert!(!is_reserved_invalid(name), "{name}");
+        }
+    }
+}
