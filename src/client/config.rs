@@ -100,10 +100,12 @@ impl Config {
     /// How long one TCP connect plus handshake may take per host (default
     /// 5 s), and how long [`Client::close`](crate::Client::close) tries to
     /// have a server confirm the close. Resolving a host name is the system
-    /// resolver's, and not bounded by it; it runs on a thread of its own,
-    /// so a resolver that does not answer delays neither the session's
-    /// timers (request deadlines, its local expiry) nor a `close` or a
-    /// `connect` past its own deadline. A name that resolves to several
+    /// resolver's, on a thread of its own, so a resolver that does not
+    /// answer delays neither the session's timers (request deadlines, its
+    /// local expiry) nor a `close` or a `connect` past its own deadline.
+    /// With several hosts, an attempt also waits for its lookup no longer
+    /// than this (or a reconnect's share below) before the next host is
+    /// tried; the lookup goes on for the host's next attempt. A name that resolves to several
     /// addresses (IPv4 and IPv6 ones included) gets an attempt at each in
     /// turn, and `connect` a timeout for each. Once a session is
     /// established, a reconnect attempt gets at

@@ -18,39 +18,70 @@ use crate::session::Target;
 /// What an attempt whose host's name was not looked up in time says.
 const STILL_RESOLVING: &str = "its name was still being resolved";
 
-/// A lookup's outcome, sent once by the thread that makes it.
-type Lookup = Receiver<io::Result<Vec<SocketAddr>>>;
+/// How long a lookup's answer that no attempt was waiting for stays good
+/// for the host's next attempt: a JVM's default cache of positive answers.
+/// An older one is looked up again.
+const ANSWER_KEPT: Duration = Duration::from_secs(30);
+
+/// A lookup's answer, and when it came.
+type Answer = (Instant, io::Result<Vec<SocketAddr>>);
+
+/// A lookup under way on a thread of its own, which sends its answer once.
+type Lookup = Receiver<Answer>;
 
 /// The name lookups that outlived the attempts that started them, by host.
 ///
-/// An attempt waits for its host's lookup no longer than its own timeout,
-/// then fails, and the attempts go on to the other hosts. The lookup goes
-/// on too, and the host's next attempt waits for that same lookup, or takes
-/// its answer if it has come: a resolver slower than the timeout still
-/// lets the host be connected to, and a host has at most one lookup under
-/// way, however long its resolver hangs.
+/// With several hosts, an attempt waits for its host's lookup no longer
+/// than its own timeout, then fails, and the attempts go on to the other
+/// hosts. The lookup goes on, and the host's next attempt waits for that
+/// same lookup, or takes its answer if it came meanwhile (and not too long
+/// ago): a resolver slower than the timeout still lets the host be
+/// connected to, and a host has at most one such lookup under way, however
+/// long its resolver hangs.
 #[derive(Default)]
 pub(super) struct Lookups {
     under_way: Vec<(String, Lookup)>,
 }
 
+/// Where [`Lookups::start`] left a host's lookup.
+enum Started {
+    /// An earlier attempt's lookup had answered.
+    Answered(io::Result<Vec<SocketAddr>>),
+    /// A lookup is under way.
+    UnderWay(Lookup),
+    /// No thread could be had for a lookup.
+    NoThread,
+}
+
 impl Lookups {
-    /// The lookup of `host` that an earlier attempt left, or a new one;
-    /// `None` if no thread could be had for it.
-    fn start(&mut self, host: &str) -> Option<Lookup> {
+    /// The lookup of `host` that an earlier attempt left, or a new one.
+    fn start(&mut self, host: &str, now: Instant) -> Started {
         if let Some(at) = self.under_way.iter().position(|(name, _)| name == host) {
-            return Some(self.under_way.swap_remove(at).1);
+            let (_, lookup) = self.under_way.swap_remove(at);
+            match lookup.try_recv() {
+                Ok((answered, found)) if now.saturating_duration_since(answered) <= ANSWER_KEPT => {
+                    return Started::Answered(found)
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => return Started::UnderWay(lookup),
+                // Too old, or the thread ended without an answer.
+                Ok(_) | Err(crossbeam_channel::TryRecvError::Disconnected) => {}
+            }
         }
         let (answer, lookup) = crossbeam_channel::bounded(1);
         let name = host.to_owned();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("zklock-lookup".into())
             .spawn(move || {
-                let _ = answer.send(resolve(&name));
-            })
-            .map_err(|e| log::warn!("no thread to look up {host} on ({e}): looking it up here"))
-            .ok()?;
-        Some(lookup)
+                let found = resolve(&name);
+                let _ = answer.send((Instant::now(), found));
+            });
+        match spawned {
+            Ok(_) => Started::UnderWay(lookup),
+            Err(e) => {
+                log::warn!("no thread to look up {host} on ({e}): looking it up here");
+                Started::NoThread
+            }
+        }
     }
 
     /// Keeps `lookup`, still under way, for the host's next attempt.
@@ -61,7 +92,8 @@ impl Lookups {
 
 /// Looks `target` up and connects to it, off this thread, which goes on
 /// serving the session's timers and `close` (see the module's doc). The
-/// lookup has `timeout` from now; the TCP connect has `timeout` from the
+/// lookup has `lookup_timeout` from now (`None`: as long as the resolver
+/// takes, with nothing else to try), and the TCP connect `timeout` from the
 /// lookup's answer, so that a slow resolver leaves the connect and the
 /// handshake their whole time. `None` once the session is over, after
 /// saying in the last connect error where the attempt was; a thread still
@@ -73,20 +105,22 @@ pub(super) fn connect_aside(
     wake: &Receiver<()>,
     lookups: &mut Lookups,
     target: &Target,
+    lookup_timeout: Option<Duration>,
     timeout: Duration,
 ) -> Option<io::Result<(TcpStream, Instant)>> {
     let host = target.host();
-    let found = match lookups.start(host) {
-        None => resolve(host),
-        Some(lookup) => {
-            let deadline = Instant::now().checked_add(timeout);
+    let found = match lookups.start(host, Instant::now()) {
+        Started::Answered(found) => found,
+        Started::NoThread => resolve(host),
+        Started::UnderWay(lookup) => {
+            let deadline = lookup_timeout.and_then(|t| Instant::now().checked_add(t));
             match serve_timers(shared, wake, deadline, &lookup) {
-                Waited::Got(Some(found)) => found,
+                Waited::Got(Some((_, found))) => found,
                 Waited::Got(None) => Err(io::Error::other(
                     "the lookup thread ended without an outcome",
                 )),
                 Waited::Until => {
-                    log::debug!("{host}: no answer from the resolver within {timeout:?}");
+                    log::debug!("{host}: no answer from the resolver within {lookup_timeout:?}");
                     lookups.leave(host, lookup);
                     return Some(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -96,8 +130,9 @@ pub(super) fn connect_aside(
                 Waited::Over => {
                     // What the lookup said as the session ended still counts.
                     let step = match lookup.try_recv() {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => STILL_RESOLVING.to_owned(),
+                        Ok((_, Err(e))) => e.to_string(),
+                        Ok((_, Ok(_))) => "its name had just been resolved".to_owned(),
+                        Err(_) => STILL_RESOLVING.to_owned(),
                     };
                     note_failure(shared, host, &step);
                     return None;
@@ -215,6 +250,58 @@ fn is_reserved_invalid(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Waits, bounded, until `lookup` has its answer, and leaves it.
+    fn answered(lookups: &mut Lookups, host: &str, lookup: Lookup) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lookup.is_empty() {
+            assert!(Instant::now() < deadline, "no answer for {host}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        lookups.leave(host, lookup);
+    }
+
+    fn under_way(started: Started) -> Lookup {
+        match started {
+            Started::UnderWay(lookup) => lookup,
+            Started::Answered(_) => panic!("answered"),
+            Started::NoThread => panic!("no thread"),
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "testing")]
+    fn a_host_has_one_lookup_whose_answer_its_next_attempt_takes_while_fresh() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let name = crate::testing::FakeName::new("lookups-unit.zklock.test:9", vec![addr]);
+        let host = name.host();
+        let mut lookups = Lookups::default();
+        let now = Instant::now();
+        // Left under way, it is the one the next attempt waits for.
+        let first = under_way(lookups.start(host, now));
+        lookups.leave(host, first);
+        let again = under_way(lookups.start(host, now));
+        answered(&mut lookups, host, again);
+        let took = match lookups.start(host, Instant::now()) {
+            Started::Answered(found) => found.map_err(|e| e.to_string()),
+            Started::UnderWay(_) | Started::NoThread => panic!("the answer was not taken"),
+        };
+        assert_eq!(took, Ok(vec![addr]));
+        assert!(lookups.under_way.is_empty(), "taken once");
+        // An answer older than a JVM's cache keeps it is looked up again.
+        let stale = under_way(lookups.start(host, now));
+        answered(&mut lookups, host, stale);
+        let later = Instant::now() + ANSWER_KEPT + Duration::from_secs(1);
+        let fresh = under_way(lookups.start(host, later));
+        assert_eq!(
+            fresh
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+                .1
+                .unwrap(),
+            [addr]
+        );
+    }
 
     fn scopes(host: &str) -> Vec<(String, u32)> {
         resolve(host)

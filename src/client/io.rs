@@ -29,8 +29,21 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
         if !wait_until(&shared, &wake, not_before) {
             return;
         }
-        let attempt_timeout = shared.core().session.attempt_timeout();
-        let connected = connect_aside(&shared, &wake, &mut lookups, &target, attempt_timeout);
+        let (attempt_timeout, hosts) = {
+            let core = shared.core();
+            (core.session.attempt_timeout(), core.session.host_count())
+        };
+        // With one host, an attempt that gave up on its lookup would only
+        // wait for the same lookup again, after a pause.
+        let lookup_timeout = (hosts > 1).then_some(attempt_timeout);
+        let connected = connect_aside(
+            &shared,
+            &wake,
+            &mut lookups,
+            &target,
+            lookup_timeout,
+            attempt_timeout,
+        );
         let Some(connected) = connected else {
             return;
         };
