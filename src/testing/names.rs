@@ -20,8 +20,18 @@ impl FakeName {
     /// `addresses`, in that order, in this process. Pick a name under
     /// `.test` (RFC 6761), unique to the test: tests run in parallel, and
     /// the name never reaches a real resolver.
+    ///
+    /// # Panics
+    ///
+    /// If `host` is made up already and still alive: two tests sharing a
+    /// name would take each other's addresses.
     pub fn new(host: &str, addresses: Vec<SocketAddr>) -> FakeName {
-        names().push((host.to_owned(), addresses));
+        let mut names = names();
+        assert!(
+            names.iter().all(|(name, _)| name != host),
+            "{host} is made up already: give each test a name of its own"
+        );
+        names.push((host.to_owned(), addresses));
         FakeName {
             host: host.to_owned(),
         }
@@ -52,4 +62,22 @@ pub(crate) fn lookup(host: &str) -> Option<Vec<SocketAddr>> {
         .iter()
         .find(|(name, _)| name == host)
         .map(|(_, addresses)| addresses.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_resolves_while_it_lives_and_only_once_at_a_time() {
+        let addr: SocketAddr = "127.0.0.1:7".parse().unwrap();
+        let host = "names-unit.zklock.test:7";
+        let name = FakeName::new(host, vec![addr]);
+        assert_eq!(lookup(host), Some(vec![addr]));
+        let again = std::panic::catch_unwind(|| FakeName::new(host, Vec::new()));
+        assert!(again.is_err(), "a second name alike is refused");
+        assert_eq!(lookup(host), Some(vec![addr]), "and the first kept");
+        drop(name);
+        assert_eq!(lookup(host), None);
+    }
 }
