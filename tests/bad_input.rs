@@ -432,6 +432,8 @@ fn path_calls() -> Vec<PathCall> {
             false,
         ),
         ("sync", |c, p| c.sync(p), false),
+        ("ensure_path", |c, p| c.ensure_path(p, &open()), false),
+        ("delete_recursive", |c, p| c.delete_recursive(p), false),
         (
             "get_ephemerals",
             |c, p| c.get_ephemerals(p).map(drop),
@@ -768,6 +770,8 @@ fn acls_ttls_modes_and_schemes_are_checked_before_sending() {
             );
         }
         expect_invalid_argument("set_acl", EMPTY_ACL, c.set_acl("/", &[], None));
+        expect_invalid_argument("ensure_path", EMPTY_ACL, c.ensure_path("/e/f", &[]));
+        expect_invalid_argument("ensure_path of /", EMPTY_ACL, c.ensure_path("/", &[]));
         for mode in [
             CreateMode::PersistentWithTtl,
             CreateMode::PersistentSequentialWithTtl,

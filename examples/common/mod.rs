@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use zklock::testing::TestServer;
-use zklock::{Acl, Client, CreateMode};
+use zklock::{Acl, Client};
 
 /// What an example's body returns: `Ok(true)` if its checks passed.
 pub type Outcome = Result<bool, Box<dyn Error>>;
@@ -61,7 +61,11 @@ impl Zk {
             created: false,
         };
         let client = zk.client()?;
-        create_prefix(&client, &zk.prefix)?;
+        // Another example finishing meanwhile may delete `/zklock-examples`
+        // under the new prefix's create: `ensure_path` makes it again.
+        client
+            .ensure_path(&zk.prefix, &Acl::open_unsafe())
+            .map_err(|e| format!("create {}: {e}", zk.prefix))?;
         zk.created = true;
         client.close()?;
         println!("working under {}", zk.prefix);
@@ -93,7 +97,7 @@ impl Zk {
     /// Deletes the prefix (and `/zklock-examples` if nothing else is left).
     fn clean_up(&self) -> zklock::Result<()> {
         let client = self.client()?;
-        delete_tree(&client, &self.prefix)?;
+        client.delete_recursive(&self.prefix)?;
         match client.delete(ROOT, None) {
             Ok(()) | Err(zklock::Error::NotEmpty) | Err(zklock::Error::NoNode) => {}
             Err(e) => return Err(e),
@@ -115,45 +119,6 @@ impl Drop for Zk {
             drop(server);
             println!("stopped the local ZooKeeper");
         }
-    }
-}
-
-/// How many times [`create_prefix`] tries again when another example
-/// deletes `/zklock-examples` in between.
-const PREFIX_ATTEMPTS: usize = 5;
-
-/// Creates `/zklock-examples`, then `prefix` under it. Another example
-/// finishing meanwhile deletes `/zklock-examples` if it is empty, so a
-/// missing parent means creating it again.
-fn create_prefix(client: &Client, prefix: &str) -> Result<(), Box<dyn Error>> {
-    let open = Acl::open_unsafe();
-    for _ in 0..PREFIX_ATTEMPTS {
-        match client.create(ROOT, &[], &open, CreateMode::Persistent) {
-            Ok(_) | Err(zklock::Error::NodeExists) => {}
-            Err(e) => return Err(format!("create {ROOT}: {e}").into()),
-        }
-        match client.create(prefix, &[], &open, CreateMode::Persistent) {
-            Ok(_) | Err(zklock::Error::NodeExists) => return Ok(()),
-            Err(zklock::Error::NoNode) => continue,
-            Err(e) => return Err(format!("create {prefix}: {e}").into()),
-        }
-    }
-    Err(format!("create {prefix}: {ROOT} deleted under it {PREFIX_ATTEMPTS} times").into())
-}
-
-/// Deletes `path` and everything below it.
-fn delete_tree(client: &Client, path: &str) -> zklock::Result<()> {
-    let children = match client.get_children(path) {
-        Ok(children) => children,
-        Err(zklock::Error::NoNode) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for child in children {
-        delete_tree(client, &format!("{path}/{child}"))?;
-    }
-    match client.delete(path, None) {
-        Ok(()) | Err(zklock::Error::NoNode) => Ok(()),
-        Err(e) => Err(e),
     }
 }
 

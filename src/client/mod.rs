@@ -11,6 +11,7 @@ mod own_node;
 pub(crate) mod path;
 mod probe;
 mod release;
+mod tree;
 mod watch_ops;
 mod watch_receiver;
 

@@ -1,0 +1,130 @@
+//! Whole paths at once: `ensure_path` makes a node with its missing
+//! parents, `delete_recursive` deletes a node with everything below it.
+
+mod common;
+
+use common::{connect, mk, open, proxy, server};
+use zklock::proto::OpCode;
+use zklock::{perms, Acl, CreateMode, Error, Id};
+
+#[test]
+fn ensure_path_makes_each_missing_node_once_and_leaves_the_others() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    mk(&c, "/have", b"kept");
+    let readable = vec![Acl {
+        perms: perms::ALL,
+        id: Id::new("world", "anyone"),
+    }];
+    let creates = gate.requests_seen(OpCode::Create.code());
+    c.ensure_path("/have/a/b/c", &readable)
+        .expect("ensure_path");
+    // The full path first: refused (no parent), and its parent's too; then
+    // the three missing nodes made top down: five creates.
+    assert_eq!(gate.requests_seen(OpCode::Create.code()) - creates, 5);
+    for path in ["/have/a", "/have/a/b", "/have/a/b/c"] {
+        let (data, stat) = c.get_data(path).expect(path);
+        assert_eq!(
+            (data.as_slice(), stat.ephemeral_owner),
+            (&b""[..], 0),
+            "{path}"
+        );
+        assert_eq!(c.get_acl(path).expect("get_acl").0, readable, "{path}");
+    }
+    assert_eq!(c.get_data("/have").expect("get_data").0, b"kept");
+    let before = c.exists("/have/a/b/c").expect("exists");
+
+    // Already there: one create, refused, and nothing changes.
+    let creates = gate.requests_seen(OpCode::Create.code());
+    c.ensure_path("/have/a/b/c", &open()).expect("again");
+    assert_eq!(gate.requests_seen(OpCode::Create.code()) - creates, 1);
+    assert_eq!(c.exists("/have/a/b/c").expect("exists"), before);
+
+    // An ephemeral node is a node there too; under it, nothing can be.
+    c.create("/have/e", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    assert_eq!(c.ensure_path("/have/e", &open()), Ok(()));
+    assert_eq!(
+        c.ensure_path("/have/e/x/y", &open()),
+        Err(Error::NoChildrenForEphemerals)
+    );
+    assert_eq!(c.exists("/have/e/x").expect("exists"), None);
+    assert_eq!(c.ensure_path("/", &open()), Ok(()));
+}
+
+#[test]
+fn ensure_path_under_a_chroot_makes_nodes_in_it_and_needs_the_chroot_node() {
+    let zk = server();
+    let root = connect(&zk.connect_string());
+    mk(&root, "/app", b"");
+    let c = connect(&format!("{}/app", zk.connect_string()));
+    c.ensure_path("/x/y", &open()).expect("ensure_path");
+    assert!(root.exists("/app/x/y").expect("exists").is_some());
+    assert_eq!(c.ensure_path("/", &open()), Ok(()));
+
+    let gone = connect(&format!("{}/no-such-app", zk.connect_string()));
+    assert_eq!(gone.ensure_path("/x/y", &open()), Err(Error::NoNode));
+    assert_eq!(gone.ensure_path("/", &open()), Err(Error::NoNode));
+    assert_eq!(root.exists("/no-such-app").expect("exists"), None);
+}
+
+#[test]
+fn delete_recursive_deletes_a_wide_and_deep_tree_a_hundred_leaves_a_multi() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    let other = connect(&zk.connect_string());
+    mk(&c, "/t", b"");
+    mk(&c, "/t/wide", b"");
+    for i in 0..250 {
+        mk(&c, &format!("/t/wide/n{i:03}"), b"");
+    }
+    c.ensure_path("/t/deep/a/b/c", &open())
+        .expect("ensure_path");
+    // Another session's ephemeral node goes too.
+    other
+        .create("/t/deep/a/eph", b"", &open(), CreateMode::Ephemeral)
+        .expect("ephemeral");
+    mk(&c, "/kept", b"");
+
+    let multis = gate.requests_seen(OpCode::Multi.code());
+    c.delete_recursive("/t").expect("delete_recursive");
+    assert_eq!(c.exists("/t").expect("exists"), None);
+    assert_eq!(
+        c.exists("/kept").expect("exists").map(|s| s.num_children),
+        Some(0)
+    );
+    // The wide directory's leaves: 100, 100 and 50. Then one multi for
+    // each other listing: /t's [deep, wide], /deep's [a] and /a's [b, eph]
+    // fail (each holds a node with children) and go one node at a time;
+    // /b's [c] succeeds.
+    let sent = gate.requests_seen(OpCode::Multi.code()) - multis;
+    assert_eq!(sent, 3 + 1 + 1 + 1 + 1);
+
+    // Gone already: nothing to do, and no error.
+    assert_eq!(c.delete_recursive("/t"), Ok(()));
+    assert_eq!(c.delete_recursive("/never/was"), Ok(()));
+}
+
+#[test]
+fn delete_recursive_under_a_chroot_keeps_to_it_and_refuses_the_root() {
+    let zk = server();
+    let root = connect(&zk.connect_string());
+    mk(&root, "/app", b"");
+    mk(&root, "/app/sub", b"");
+    mk(&root, "/app/sub/x", b"");
+    mk(&root, "/sub", b"outside");
+    let c = connect(&format!("{}/app", zk.connect_string()));
+    c.delete_recursive("/sub").expect("delete_recursive");
+    assert_eq!(root.exists("/app/sub").expect("exists"), None);
+    assert!(root.exists("/app").expect("exists").is_some());
+    assert_eq!(root.get_data("/sub").expect("untouched").0, b"outside");
+    let refused = Err(Error::InvalidPath {
+        path: "/".into(),
+        reason: "the root cannot be deleted",
+    });
+    assert_eq!(c.delete_recursive("/"), refused);
+    assert_eq!(root.delete_recursive("/"), refused);
+    assert!(root.exists("/app").expect("exists").is_some());
+}
