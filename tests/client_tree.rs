@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect, mk, open, proxy, server};
+use common::{builder, connect, mk, open, proxy, server};
 use zklock::proto::OpCode;
 use zklock::{perms, Acl, CreateMode, Error, Id};
 
@@ -35,10 +35,12 @@ fn ensure_path_makes_each_missing_node_once_and_leaves_the_others() {
     assert_eq!(c.get_data("/have").expect("get_data").0, b"kept");
     let before = c.exists("/have/a/b/c").expect("exists");
 
-    // Already there: one create, refused, and nothing changes.
+    // Already there: one exists, no create, and nothing changes.
     let creates = gate.requests_seen(OpCode::Create.code());
+    let asked = gate.requests_seen(OpCode::Exists.code());
     c.ensure_path("/have/a/b/c", &open()).expect("again");
-    assert_eq!(gate.requests_seen(OpCode::Create.code()) - creates, 1);
+    assert_eq!(gate.requests_seen(OpCode::Create.code()) - creates, 0);
+    assert_eq!(gate.requests_seen(OpCode::Exists.code()) - asked, 1);
     assert_eq!(c.exists("/have/a/b/c").expect("exists"), before);
 
     // An ephemeral node is a node there too; under it, nothing can be.
@@ -51,6 +53,29 @@ fn ensure_path_makes_each_missing_node_once_and_leaves_the_others() {
     );
     assert_eq!(c.exists("/have/e/x").expect("exists"), None);
     assert_eq!(c.ensure_path("/", &open()), Ok(()));
+}
+
+/// A path an administrator made under a parent that forbids creating is
+/// there for `ensure_path`: the server would refuse a create of it for the
+/// parent's ACL before looking for the node.
+#[test]
+fn ensure_path_of_a_path_there_under_a_parent_forbidding_creates_succeeds() {
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    mk(&c, "/locked", b"");
+    mk(&c, "/locked/app", b"");
+    let read_only = vec![Acl {
+        perms: perms::READ,
+        id: Id::new("world", "anyone"),
+    }];
+    c.set_acl("/locked", &read_only, None).expect("set_acl");
+    assert_eq!(c.ensure_path("/locked/app", &open()), Ok(()));
+    assert_eq!(c.ensure_path("/locked/other", &open()), Err(Error::NoAuth));
+    assert_eq!(
+        c.ensure_path("/locked/other/x", &open()),
+        Err(Error::NoAuth)
+    );
+    assert_eq!(c.get_children("/locked").expect("children"), ["app"]);
 }
 
 #[test]
@@ -127,4 +152,33 @@ fn delete_recursive_under_a_chroot_keeps_to_it_and_refuses_the_root() {
     assert_eq!(c.delete_recursive("/"), refused);
     assert_eq!(root.delete_recursive("/"), refused);
     assert!(root.exists("/app").expect("exists").is_some());
+}
+
+/// With a `max_request` too small for a batch of deletes, the batch is
+/// refused unsent, and its nodes are deleted one by one.
+#[test]
+fn delete_recursive_with_a_small_max_request_deletes_one_by_one() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = builder()
+        .max_request(1024)
+        .connect(&gate.connect_string())
+        .expect("connect");
+    mk(&c, "/small", b"");
+    for i in 0..60 {
+        mk(&c, &format!("/small/a-rather-long-child-name-{i:02}"), b"");
+    }
+    let (multis, deletes) = (
+        gate.requests_seen(OpCode::Multi.code()),
+        gate.requests_seen(OpCode::Delete.code()),
+    );
+    c.delete_recursive("/small").expect("delete_recursive");
+    assert_eq!(c.exists("/small").expect("exists"), None);
+    assert_eq!(
+        gate.requests_seen(OpCode::Multi.code()),
+        multis,
+        "none sent"
+    );
+    // The refused delete of /small, its children, and /small again.
+    assert_eq!(gate.requests_seen(OpCode::Delete.code()) - deletes, 62);
 }

@@ -1,15 +1,16 @@
 //! Whole paths at once: a node made with its missing parents, and a node
 //! deleted with everything below it.
 
-use super::path::{parent, validate};
+use super::path::{join, parent, validate};
 use super::Client;
 use crate::error::{Error, Result};
 use crate::proto::{Acl, CreateMode};
 use crate::Op;
 
-/// How many more creates than a path's depth twice [`Client::ensure_path`]
-/// makes before it gives up: each is one more parent deleted by someone
-/// else between its create and its child's.
+/// How many creates beyond twice a path's depth [`Client::ensure_path`]
+/// makes before it gives up: a parent that someone else deletes between
+/// its create and its child's costs two more (three or more if its own
+/// parent went too).
 const ENSURE_RETRIES: usize = 10;
 
 /// How many times [`Client::delete_recursive`] lists one node before it
@@ -20,29 +21,42 @@ const MAX_LISTINGS: u32 = 10;
 /// The most deletes of one `multi` in [`Client::delete_recursive`].
 const DELETES_PER_MULTI: usize = 100;
 
-/// The most bytes of paths in one such `multi`, well inside the server's
-/// default 1 MiB request limit.
-const PATH_BYTES_PER_MULTI: usize = 256 * 1024;
+/// The most bytes of one such `multi`, counted as its server paths and
+/// [`DELETE_OVERHEAD`] for each op: well inside the server's default
+/// 1 MiB request limit. A client whose `max_request` is smaller than a
+/// batch deletes that batch's nodes one by one.
+const MULTI_BYTES: usize = 64 * 1024;
+
+/// What a delete adds to its path in a `multi`: the op's header, the
+/// path's length and the version.
+const DELETE_OVERHEAD: usize = 32;
 
 impl Client {
-    /// Makes sure `path` exists: creates it and each missing parent as an
-    /// empty persistent node with `acl`, top down (kazoo's `ensure_path`,
-    /// Curator's `creatingParentsIfNeeded`). Nodes already there, of any
-    /// kind, are left as they are.
+    /// Makes sure `path` exists: if it is missing, creates it and each
+    /// missing parent as an empty persistent node with `acl`, top down
+    /// (kazoo's `ensure_path`, Curator's `ZKPaths.mkdirs`). Nodes already
+    /// there, of any kind, are left as they are.
     ///
-    /// A parent that another client deletes meanwhile is made again, up to
-    /// ten times in all before the call fails with `NoNode`. `/` is checked,
-    /// not made: under a chroot, a missing chroot node is `NoNode`. Other
-    /// refusals end the call with theirs: `NoChildrenForEphemerals` under an
-    /// ephemeral node, `NoAuth` where a parent's ACL forbids creating,
-    /// `InvalidArgument` for an empty ACL.
+    /// The path is looked for first (one `exists`), so a path that is there
+    /// needs no create, which a parent's ACL or a read-only server would
+    /// refuse before the server looks for the node. A parent that another
+    /// client deletes meanwhile is made again, for up to ten creates more
+    /// than twice the path's depth, after which the call fails with
+    /// `NoNode`. `/` is only looked for: under a chroot, a missing chroot
+    /// node is `NoNode`. Other refusals end the call with theirs:
+    /// `NoChildrenForEphemerals` under an ephemeral node, `NoAuth` where a
+    /// parent's ACL forbids creating a missing node, `InvalidArgument` for
+    /// an empty ACL.
     pub fn ensure_path(&self, path: &str, acl: &[Acl]) -> Result<()> {
         validate(path, false)?;
         if acl.is_empty() {
             return Err(Error::InvalidArgument("the ACL must not be empty".into()));
         }
+        if self.exists(path)?.is_some() {
+            return Ok(());
+        }
         if path == "/" {
-            return self.exists(path)?.map(drop).ok_or(Error::NoNode);
+            return Err(Error::NoNode);
         }
         let depth = path.matches('/').count();
         let mut creates_left = 2 * depth + ENSURE_RETRIES;
@@ -62,7 +76,14 @@ impl Client {
                     // Only the root is above: a chroot node that is gone.
                     _ => return Err(Error::NoNode),
                 },
-                Err(e) => return Err(e),
+                // Refused before the server looked for the node: one that
+                // another client made meanwhile is there all the same.
+                Err(refused) => match self.exists(next) {
+                    Ok(Some(_)) => {
+                        missing.pop();
+                    }
+                    _ => return Err(refused),
+                },
             }
         }
         Ok(())
@@ -72,20 +93,24 @@ impl Client {
     /// whichever sessions made them (Java's `ZKUtil.deleteRecursive`,
     /// kazoo's `delete(recursive=True)`). A node that is gone already,
     /// `path` included, is not an error: the call ends when the subtree is
-    /// gone.
+    /// gone. (The server checks the parent's ACL first, so a node gone from
+    /// under a parent that forbids this session to delete is `NoAuth`.)
     ///
     /// Leaves go in `multi`s of up to 100 deletes, so a wide directory
     /// costs a round trip per hundred children; a `multi` that fails (a
     /// child with children of its own, or one deleted meanwhile) is done
     /// again one node at a time. Not atomic: other clients may see the
     /// subtree part deleted, and the call may fail part way (with
-    /// `ConnectionLoss`, say), leaving the rest, so it is safe to call
-    /// again. Nodes created meanwhile are deleted too, up to ten listings
-    /// of one node, after which the call fails with `NotEmpty`.
+    /// `ConnectionLoss`, say), leaving the rest, so it may be called again.
+    /// Nodes created meanwhile are deleted too, up to ten listings of one
+    /// node, after which the call fails with `NotEmpty`. A node whose
+    /// listing is larger than [`max_frame`](crate::Config::max_frame) drops
+    /// the connection, and the call fails with `ConnectionLoss` each time:
+    /// raise `max_frame` for it.
     ///
     /// Deleting a lock's directory deletes its holders' and waiters' nodes:
-    /// they lose the lock. `/` is refused with `InvalidPath`, as a delete of
-    /// it is by the server.
+    /// they lose the lock. `/` is refused with `InvalidPath` (the server
+    /// refuses to delete it too).
     pub fn delete_recursive(&self, path: &str) -> Result<()> {
         validate(path, false)?;
         if path == "/" {
@@ -94,6 +119,7 @@ impl Client {
                 reason: "the root cannot be deleted",
             });
         }
+        let chroot_len = self.chroot().map_or(0, str::len);
         // Nodes to delete, with how many times each was listed; a node's
         // children go above it.
         let mut pending = vec![(path.to_owned(), 0)];
@@ -109,16 +135,17 @@ impl Client {
                 Err(e) => return Err(e),
             };
             pending.push((node.clone(), listings + 1));
-            let paths: Vec<String> = children
-                .iter()
-                .map(|child| super::path::join(&node, child))
-                .collect();
-            for chunk in chunks(&paths) {
-                let deletes: Vec<Op> = chunk.iter().map(|p| Op::delete(p.as_str(), None)).collect();
+            for names in batches(&children, chroot_len + node.len()) {
+                let deletes: Vec<Op> = names
+                    .iter()
+                    .map(|name| Op::delete(join(&node, name), None))
+                    .collect();
                 match self.multi(&deletes) {
                     Ok(_) => {}
-                    Err(Error::MultiFailed { .. }) => {
-                        pending.extend(chunk.iter().map(|p| (p.clone(), 0)));
+                    // One has children or is gone; or the batch is over
+                    // `max_request`, refused unsent: one by one, then.
+                    Err(Error::MultiFailed { .. } | Error::InvalidArgument(_)) => {
+                        pending.extend(names.iter().map(|name| (join(&node, name), 0)));
                     }
                     Err(e) => return Err(e),
                 }
@@ -128,26 +155,27 @@ impl Client {
     }
 }
 
-/// `paths` in runs that fit one `multi` of deletes.
-fn chunks(paths: &[String]) -> impl Iterator<Item = &[String]> {
-    let mut rest = paths;
+/// `names`, children of a node whose server path is `dir_len` bytes long,
+/// in runs that each fit one `multi` of deletes.
+fn batches(names: &[String], dir_len: usize) -> impl Iterator<Item = &[String]> {
+    let mut rest = names;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
         let mut bytes = 0;
         let mut len = 0;
-        for path in rest.iter().take(DELETES_PER_MULTI) {
-            bytes += path.len();
-            // One path always goes, however long: the server judges it.
-            if len > 0 && bytes > PATH_BYTES_PER_MULTI {
+        for name in rest.iter().take(DELETES_PER_MULTI) {
+            bytes += dir_len + 1 + name.len() + DELETE_OVERHEAD;
+            // One always goes, however long.
+            if len > 0 && bytes > MULTI_BYTES {
                 break;
             }
             len += 1;
         }
-        let (chunk, after) = rest.split_at(len);
+        let (batch, after) = rest.split_at(len);
         rest = after;
-        Some(chunk)
+        Some(batch)
     })
 }
 
@@ -156,17 +184,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn deletes_go_in_runs_of_at_most_a_hundred_and_256_kib_of_paths() {
-        let short: Vec<String> = (0..250).map(|i| format!("/d/{i}")).collect();
-        let lens: Vec<usize> = chunks(&short).map(<[String]>::len).collect();
+    fn deletes_go_in_batches_of_at_most_a_hundred_and_64_kib() {
+        let short: Vec<String> = (0..250).map(|i| format!("n{i}")).collect();
+        let lens: Vec<usize> = batches(&short, 2).map(<[String]>::len).collect();
         assert_eq!(lens, [100, 100, 50]);
-        let long: Vec<String> = (0..5)
-            .map(|i| format!("/{i}{}", "x".repeat(100_000)))
-            .collect();
-        let lens: Vec<usize> = chunks(&long).map(<[String]>::len).collect();
-        assert_eq!(lens, [2, 2, 1]);
-        let huge = vec!["/".to_owned() + &"y".repeat(300_000)];
-        assert_eq!(chunks(&huge).map(<[String]>::len).collect::<Vec<_>>(), [1]);
-        assert_eq!(chunks(&[]).count(), 0);
+        // 20 000 bytes each with the directory and the overhead: three fit.
+        let long: Vec<String> = (0..7).map(|_| "x".repeat(20_000 - 32 - 1 - 10)).collect();
+        let lens: Vec<usize> = batches(&long, 10).map(<[String]>::len).collect();
+        assert_eq!(lens, [3, 3, 1]);
+        let huge = vec!["y".repeat(100_000)];
+        assert_eq!(
+            batches(&huge, 1).map(<[String]>::len).collect::<Vec<_>>(),
+            [1]
+        );
+        assert_eq!(batches(&[], 1).count(), 0);
     }
 }
