@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use common::{
     builder, connect, drain_events, expect_event, expect_silence, expect_spent, mk, open, proxy,
-    server, states_until, wait_connected,
+    server, states_until, wait_connected, WAIT,
 };
+use zklock::proto::OpCode;
 use zklock::{AddWatchMode, CreateMode, Error, EventType, State, WatcherType};
 
 use EventType::{
@@ -416,7 +417,8 @@ fn a_watch_set_right_after_a_removal_is_not_removed_with_it() {
 
 /// A loop asking for a new watch each round on a node that stays quiet,
 /// dropping each receiver, keeps one watcher per kind and path, not one per
-/// round; a receiver that is kept still gets its event.
+/// round; a receiver that is kept still gets its event, and the node's
+/// next event takes the dropped ones.
 #[test]
 fn dropped_watch_receivers_do_not_pile_up() {
     const ROUNDS: usize = 50;
@@ -445,7 +447,114 @@ fn dropped_watch_receivers_do_not_pile_up() {
     c.set_data("/quiet", b"changed", None).expect("set_data");
     expect_event(&kept, NodeDataChanged, "/quiet");
     expect_spent(&kept, "the kept one-shot watch");
-    // The one-shot data and exists watchers fired; the child watcher and
-    // the persistent one (whose receiver is gone) stay.
-    assert_eq!(c.local_watcher_count(), 2);
+    // The one-shot data and exists watchers fired, and the persistent one,
+    // its receiver gone, is forgotten with it (and removed from the
+    // server), with the child watcher on its path, whose receiver is gone
+    // too. That happens on the I/O thread once the events are delivered.
+    common::wait_until("the dropped watchers forgotten", WAIT, || {
+        c.local_watcher_count() == 0
+    });
+}
+
+/// The paths the server holds watches on, from `wchp`.
+fn watched_paths(zk: &zklock::testing::TestServer) -> Vec<String> {
+    let listing = zk.four_letter("wchp").expect("wchp");
+    let mut paths: Vec<String> = listing
+        .lines()
+        .filter(|line| line.starts_with('/'))
+        .map(str::to_owned)
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// A persistent watch whose receivers are all dropped goes from the server
+/// at its next event (before, it went on sending events for as long as the
+/// connection lasted), unless a live watch of the session shares the
+/// server's watch on that path.
+#[test]
+fn a_persistent_watch_whose_receivers_are_dropped_goes_at_its_next_event() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    let other = connect(&zk.connect_string());
+    for path in ["/pw", "/rw", "/shared", "/mixed"] {
+        mk(&c, path, b"");
+    }
+    let persistent = AddWatchMode::Persistent;
+    let dropped = c.add_watch("/pw", persistent).expect("add_watch");
+    let recursive = c
+        .add_watch("/rw", AddWatchMode::PersistentRecursive)
+        .expect("add_watch recursive");
+    let shared_dropped = c.add_watch("/shared", persistent).expect("add_watch");
+    let shared_kept = c.add_watch("/shared", persistent).expect("add_watch");
+    let mixed_dropped = c.add_watch("/mixed", persistent).expect("add_watch");
+    let (_, children_kept) = c.get_children_w("/mixed").expect("get_children_w");
+    assert_eq!(
+        watched_paths(&zk),
+        ["/mixed", "/pw", "/rw", "/shared"].map(String::from)
+    );
+    drop((dropped, recursive, shared_dropped, mixed_dropped));
+    let removals = gate.requests_seen(OpCode::RemoveWatches.code());
+
+    other.set_data("/pw", b"1", None).expect("set_data");
+    other
+        .create("/rw/child", b"", &open(), CreateMode::Persistent)
+        .expect("create under the recursive watch");
+    other.set_data("/shared", b"1", None).expect("set_data");
+    other.set_data("/mixed", b"1", None).expect("set_data");
+    expect_event(&shared_kept, NodeDataChanged, "/shared");
+    common::wait_until("the two removals", WAIT, || {
+        gate.requests_seen(OpCode::RemoveWatches.code()) - removals == 2
+    });
+    common::wait_until("the server to drop two watches", WAIT, || {
+        watched_paths(&zk) == ["/mixed", "/shared"]
+    });
+    // The watches kept still work.
+    other
+        .create("/mixed/c", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    expect_event(&children_kept, NodeChildrenChanged, "/mixed");
+    other.set_data("/shared", b"2", None).expect("set_data");
+    expect_event(&shared_kept, NodeDataChanged, "/shared");
+    assert_eq!(
+        gate.requests_seen(OpCode::RemoveWatches.code()) - removals,
+        2,
+        "no other removal"
+    );
+}
+
+/// A watch whose receivers are all dropped is not set again after a
+/// reconnect: the lost connection took the server's watch with it.
+#[test]
+fn a_watch_whose_receivers_are_dropped_is_not_set_again_after_a_reconnect() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = builder()
+        .session_timeout(Duration::from_secs(10))
+        .connect(&gate.connect_string())
+        .expect("connect");
+    let states = c.state_changes();
+    for path in ["/quiet", "/quiet-data", "/alive"] {
+        mk(&c, path, b"");
+    }
+    let dropped = c
+        .add_watch("/quiet", AddWatchMode::Persistent)
+        .expect("add_watch");
+    let (_, _, dropped_data) = c.get_data_w("/quiet-data").expect("get_data_w");
+    let alive = c
+        .add_watch("/alive", AddWatchMode::Persistent)
+        .expect("add_watch");
+    drop((dropped, dropped_data));
+    gate.cut();
+    assert_eq!(
+        states_until(&states, State::Connected),
+        [State::Disconnected, State::Connected]
+    );
+    // The watches are set again ahead of any later request.
+    c.exists("/").expect("a round trip");
+    assert_eq!(watched_paths(&zk), ["/alive"]);
+    let other = connect(&zk.connect_string());
+    other.set_data("/alive", b"1", None).expect("set_data");
+    expect_event(&alive, NodeDataChanged, "/alive");
 }

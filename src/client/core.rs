@@ -597,6 +597,7 @@ impl Shared {
     /// Delivers session outputs (outside the session lock), emptying
     /// `events`.
     pub(crate) fn dispatch(&self, events: &mut Vec<ClientEvent>) {
+        let mut abandoned = false;
         for event in events.drain(..) {
             match event {
                 Event::Reply { token, result } => token.complete(result),
@@ -604,9 +605,13 @@ impl Shared {
                     for w in &watchers {
                         w.deliver(&event);
                     }
+                    abandoned |= watchers.iter().any(Watcher::is_abandoned);
                 }
                 Event::State(state) => self.publish_state(state),
             }
+        }
+        if abandoned {
+            super::watch_receiver::remove_abandoned(self);
         }
     }
 

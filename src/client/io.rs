@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Select};
 
 use super::connect::{connect_aside, note_failure, Lookups};
-use super::core::{drain_events, Shared};
+use super::core::{drain_events, Shared, Watcher};
 use super::probe;
-use crate::session::Target;
+use crate::session::{Target, WatchKind};
 
 /// Longest a blocking read or wait lasts before the loop looks around again.
 const MAX_WAIT: Duration = Duration::from_secs(1);
@@ -166,6 +166,12 @@ fn serve(
             return;
         }
         core.set_stream(Some(stream.clone()));
+        // A watch whose receivers are all dropped is not set again: the lost
+        // connection took the server's with it.
+        for kind in WatchKind::ALL {
+            core.session
+                .forget_watchers_everywhere(kind, Watcher::is_abandoned);
+        }
         core.session.handle_connected(resolved);
     }
     let mut socket_read_timeout = SocketTimeout::default();

@@ -834,6 +834,16 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.remove_where(kind, path, matches)
     }
 
+    /// Forgets the watchers of `kind` that `matches` picks, on every path;
+    /// returns the paths some were forgotten on. The server's watches stay.
+    pub fn forget_watchers_everywhere(
+        &mut self,
+        kind: WatchKind,
+        matches: impl Fn(&W) -> bool,
+    ) -> Vec<String> {
+        self.watches.remove_everywhere(kind, matches)
+    }
+
     /// How many watchers are registered (one-shot ones until they fire).
     pub fn watcher_count(&self) -> usize {
         self.watches.len()

@@ -49,7 +49,8 @@ pub enum WatchKind {
 }
 
 impl WatchKind {
-    const ALL: [WatchKind; 5] = [
+    /// Every kind.
+    pub const ALL: [WatchKind; 5] = [
         WatchKind::Data,
         WatchKind::Exist,
         WatchKind::Child,
@@ -152,6 +153,26 @@ impl<W: Clone> WatchRegistry<W> {
         removed
     }
 
+    /// Removes the watchers of `kind` that `matches` picks, on every path,
+    /// and the entries of paths left with none; returns the paths some
+    /// went from.
+    pub(crate) fn remove_everywhere(
+        &mut self,
+        kind: WatchKind,
+        matches: impl Fn(&W) -> bool,
+    ) -> Vec<String> {
+        let mut paths = Vec::new();
+        self.tables[kind.index()].retain(|path, ws| {
+            let before = ws.len();
+            ws.retain(|w| !matches(w));
+            if ws.len() < before {
+                paths.push(path.clone());
+            }
+            !ws.is_empty()
+        });
+        paths
+    }
+
     /// True if a watcher of `kind` on `path` that `matches` picks is
     /// registered.
     pub(crate) fn any_where(
@@ -233,6 +254,24 @@ mod tests {
             reg.paths(WatchKind::Data).is_empty(),
             "no empty entry is left to re-register"
         );
+    }
+
+    #[test]
+    fn removal_everywhere_says_where_and_keeps_the_others() {
+        let mut reg: WatchRegistry<u32> = WatchRegistry::new();
+        reg.add(WatchKind::Persistent, "/a".into(), 1);
+        reg.add(WatchKind::Persistent, "/a".into(), 2);
+        reg.add(WatchKind::Persistent, "/b".into(), 1);
+        reg.add(WatchKind::Persistent, "/c".into(), 3);
+        reg.add(WatchKind::Data, "/d".into(), 1);
+        let mut paths = reg.remove_everywhere(WatchKind::Persistent, |w| *w == 1);
+        paths.sort();
+        assert_eq!(paths, ["/a", "/b"]);
+        let mut left = reg.paths(WatchKind::Persistent);
+        left.sort();
+        assert_eq!(left, ["/a", "/c"], "/b's entry went with its last");
+        assert_eq!(reg.paths(WatchKind::Data), ["/d"], "other kinds kept");
+        assert_eq!(reg.len(), 3);
     }
 
     #[test]
