@@ -46,6 +46,11 @@ impl Watcher {
         matches!(self, Watcher::Channel(tx) if tx.is_abandoned())
     }
 
+    /// True for a user's persistent watch whose receiver is dropped.
+    pub(crate) fn is_abandoned_persistent(&self) -> bool {
+        matches!(self, Watcher::Channel(tx) if tx.is_abandoned_persistent())
+    }
+
     pub(crate) fn deliver(&self, event: &WatchedEvent) {
         match self {
             Watcher::Channel(tx) => tx.send(event),
@@ -605,7 +610,7 @@ impl Shared {
                     for w in &watchers {
                         w.deliver(&event);
                     }
-                    abandoned |= watchers.iter().any(Watcher::is_abandoned);
+                    abandoned |= watchers.iter().any(Watcher::is_abandoned_persistent);
                 }
                 Event::State(state) => self.publish_state(state),
             }

@@ -38,7 +38,10 @@ impl Client {
                 .forget_watchers(kind, &server_path, Watcher::is_abandoned);
         }
         drop(core);
-        let (tx, rx) = watch_channel();
+        let persistent = kinds
+            .iter()
+            .any(|k| matches!(k, WatchKind::Persistent | WatchKind::PersistentRecursive));
+        let (tx, rx) = watch_channel(persistent);
         Ok((Watcher::Channel(tx), rx))
     }
 

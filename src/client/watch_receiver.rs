@@ -20,10 +20,11 @@ use crate::session::{WatchKind, WatchedEvent};
 /// sender when the next watch of the same kind is set on the same path.
 /// So a loop that asks for a new watch each time round (say, `get_data_w`
 /// then `recv_timeout`) on a node that rarely changes keeps one sender,
-/// not one per round. A persistent watch whose receivers are all dropped
-/// is removed from the server at its next event (unless another watch of
-/// this session on its path shares the server's), and no watch whose
-/// receivers are all dropped is set again after a reconnect.
+/// not one per round. No watch whose receivers are all dropped is set
+/// again after a reconnect, and a persistent one is removed from the
+/// server at its next event, unless another watch of this session on its
+/// path shares the server's (then at the first event after that one is
+/// gone).
 #[derive(Debug)]
 pub struct WatchReceiver {
     events: Receiver<WatchedEvent>,
@@ -44,12 +45,20 @@ impl Deref for WatchReceiver {
 pub(crate) struct WatchSender {
     events: Sender<WatchedEvent>,
     receiver: Weak<()>,
+    /// Whether it is a persistent watch's, which the server goes on
+    /// telling until it is removed.
+    persistent: bool,
 }
 
 impl WatchSender {
     /// True once its receiver is dropped.
     pub(crate) fn is_abandoned(&self) -> bool {
         self.receiver.strong_count() == 0
+    }
+
+    /// True for a persistent watch's sender whose receiver is dropped.
+    pub(crate) fn is_abandoned_persistent(&self) -> bool {
+        self.persistent && self.is_abandoned()
     }
 
     /// Sends `event`, unless the receiver is gone.
@@ -60,13 +69,14 @@ impl WatchSender {
     }
 }
 
-/// A new watch's two ends.
-pub(crate) fn watch_channel() -> (WatchSender, WatchReceiver) {
+/// A new watch's two ends; `persistent` for an `addWatch` one.
+pub(crate) fn watch_channel(persistent: bool) -> (WatchSender, WatchReceiver) {
     let (tx, rx) = unbounded();
     let alive = Arc::new(());
     let sender = WatchSender {
         events: tx,
         receiver: Arc::downgrade(&alive),
+        persistent,
     };
     (
         sender,
@@ -77,34 +87,38 @@ pub(crate) fn watch_channel() -> (WatchSender, WatchReceiver) {
     )
 }
 
-/// Forgets the persistent watches whose receivers are all dropped, and
-/// removes each from the server: unlike a one-shot watch, it would go on
-/// sending events for as long as the connection lasts. Called once an
-/// event has reached such a receiver.
+/// Removes from the server each persistent watch whose receivers are all
+/// dropped: unlike a one-shot watch, it would go on sending events for as
+/// long as the connection lasts. Its watchers, and the dropped ones of any
+/// kind on its path, are forgotten with it. A path that another watcher of
+/// the session shares is left alone, for a later event to look at again:
+/// the server keeps one watch per session and path, whoever set it, so
+/// the removal would take that watcher's too. Called once an event has
+/// reached such a receiver.
 pub(crate) fn remove_abandoned(shared: &Shared) {
     let mut core = shared.core();
     let mut sent = false;
     for kind in [WatchKind::Persistent, WatchKind::PersistentRecursive] {
         for path in core
             .session
-            .forget_watchers_everywhere(kind, Watcher::is_abandoned)
+            .watched_paths_where(kind, Watcher::is_abandoned)
         {
-            for other in WatchKind::ALL {
-                core.session
-                    .forget_watchers(other, &path, Watcher::is_abandoned);
-            }
-            // The server keeps one watch per session and path, whoever set
-            // it: another watcher there, or a request setting one, shares it.
+            // Live watchers registered there, or requests setting one.
+            let live = |w: &Watcher| !w.is_abandoned();
             if core
                 .session
-                .is_watched_or_pending(&WatchKind::ALL, &path, |_| true)
+                .is_watched_or_pending(&WatchKind::ALL, &path, live)
             {
                 continue;
             }
+            for any in WatchKind::ALL {
+                core.session
+                    .forget_watchers(any, &path, Watcher::is_abandoned);
+            }
             // `Any`: a 3.6-3.8 server has no type of its own for persistent
-            // watches. `NoWatcher`, a lost connection (which takes the
-            // server's watches with it) or a throttled removal (the watch
-            // goes with the connection then) leave nothing to do.
+            // watches. `NoWatcher` (a reconnect's setWatches left it unset)
+            // or a throttled removal (the watch goes with the connection
+            // then) leave nothing to do.
             let request = RemoveWatchesRequest {
                 path,
                 watcher_type: WatcherType::Any,

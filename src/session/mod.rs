@@ -834,14 +834,20 @@ impl<T, W: Clone> Session<T, W> {
         self.watches.remove_where(kind, path, matches)
     }
 
-    /// Forgets the watchers of `kind` that `matches` picks, on every path;
-    /// returns the paths some were forgotten on. The server's watches stay.
-    pub fn forget_watchers_everywhere(
-        &mut self,
+    /// Forgets the watchers of `kind` that `matches` picks, on every path.
+    /// The server's watches stay.
+    pub fn forget_watchers_everywhere(&mut self, kind: WatchKind, matches: impl Fn(&W) -> bool) {
+        self.watches.remove_everywhere(kind, matches);
+    }
+
+    /// The paths (server paths) with a watcher of `kind` that `matches`
+    /// picks.
+    pub fn watched_paths_where(
+        &self,
         kind: WatchKind,
         matches: impl Fn(&W) -> bool,
     ) -> Vec<String> {
-        self.watches.remove_everywhere(kind, matches)
+        self.watches.paths_where(kind, matches)
     }
 
     /// How many watchers are registered (one-shot ones until they fire).

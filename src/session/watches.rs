@@ -154,23 +154,21 @@ impl<W: Clone> WatchRegistry<W> {
     }
 
     /// Removes the watchers of `kind` that `matches` picks, on every path,
-    /// and the entries of paths left with none; returns the paths some
-    /// went from.
-    pub(crate) fn remove_everywhere(
-        &mut self,
-        kind: WatchKind,
-        matches: impl Fn(&W) -> bool,
-    ) -> Vec<String> {
-        let mut paths = Vec::new();
-        self.tables[kind.index()].retain(|path, ws| {
-            let before = ws.len();
+    /// and the entries of paths left with none.
+    pub(crate) fn remove_everywhere(&mut self, kind: WatchKind, matches: impl Fn(&W) -> bool) {
+        self.tables[kind.index()].retain(|_, ws| {
             ws.retain(|w| !matches(w));
-            if ws.len() < before {
-                paths.push(path.clone());
-            }
             !ws.is_empty()
         });
-        paths
+    }
+
+    /// The paths with a watcher of `kind` that `matches` picks.
+    pub(crate) fn paths_where(&self, kind: WatchKind, matches: impl Fn(&W) -> bool) -> Vec<String> {
+        self.tables[kind.index()]
+            .iter()
+            .filter(|(_, ws)| ws.iter().any(&matches))
+            .map(|(path, _)| path.clone())
+            .collect()
     }
 
     /// True if a watcher of `kind` on `path` that `matches` picks is
@@ -257,16 +255,17 @@ mod tests {
     }
 
     #[test]
-    fn removal_everywhere_says_where_and_keeps_the_others() {
+    fn removal_everywhere_keeps_the_others_and_paths_where_finds_them() {
         let mut reg: WatchRegistry<u32> = WatchRegistry::new();
         reg.add(WatchKind::Persistent, "/a".into(), 1);
         reg.add(WatchKind::Persistent, "/a".into(), 2);
         reg.add(WatchKind::Persistent, "/b".into(), 1);
         reg.add(WatchKind::Persistent, "/c".into(), 3);
         reg.add(WatchKind::Data, "/d".into(), 1);
-        let mut paths = reg.remove_everywhere(WatchKind::Persistent, |w| *w == 1);
+        let mut paths = reg.paths_where(WatchKind::Persistent, |w| *w == 1);
         paths.sort();
         assert_eq!(paths, ["/a", "/b"]);
+        reg.remove_everywhere(WatchKind::Persistent, |w| *w == 1);
         let mut left = reg.paths(WatchKind::Persistent);
         left.sort();
         assert_eq!(left, ["/a", "/c"], "/b's entry went with its last");
