@@ -511,7 +511,10 @@ impl Client {
 
     /// Adds a persistent watch on `path` (which need not exist). Every
     /// matching event arrives on the receiver until
-    /// [`Client::remove_watches`] or the end of the session.
+    /// [`Client::remove_watches`] or the end of the session. Once the
+    /// receiver is dropped, with every other watch of this client on
+    /// `path`, the server's watch is removed too, at its next event (see
+    /// [`WatchReceiver`]).
     ///
     /// On 3.6–3.8 servers, a one-shot watch of this session on exactly
     /// `path` turns the server's persistent watch into a one-shot one, and
