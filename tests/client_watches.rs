@@ -469,12 +469,12 @@ fn watched_paths(zk: &zklock::testing::TestServer) -> Vec<String> {
 }
 
 /// A persistent watch whose receivers are all dropped goes from the server
-/// at its next event (before, it went on sending events for as long as the
-/// connection lasted), unless a live watch of the session shares the
+/// as the last is dropped (before, it went on sending events for as long as
+/// the connection lasted), unless a live watch of the session shares the
 /// server's watch on that path: then at the first event once that one is
 /// gone.
 #[test]
-fn a_persistent_watch_whose_receivers_are_dropped_goes_at_its_next_event() {
+fn a_persistent_watch_whose_receivers_are_dropped_goes_from_the_server() {
     let zk = server();
     let gate = proxy(&zk);
     let c = connect(&gate.connect_string());
@@ -495,32 +495,30 @@ fn a_persistent_watch_whose_receivers_are_dropped_goes_at_its_next_event() {
         watched_paths(&zk),
         ["/mixed", "/pw", "/rw", "/shared"].map(String::from)
     );
-    drop((dropped, recursive, shared_dropped, mixed_dropped));
     let removals = gate.requests_seen(OpCode::RemoveWatches.code());
-
+    drop((dropped, recursive, shared_dropped, mixed_dropped));
+    // Sent as they were dropped, with no event: /pw's and /rw's.
+    common::wait_until("the server to drop two watches", WAIT, || {
+        watched_paths(&zk) == ["/mixed", "/shared"]
+    });
+    assert_eq!(
+        gate.requests_seen(OpCode::RemoveWatches.code()) - removals,
+        2
+    );
     other.set_data("/pw", b"1", None).expect("set_data");
     other
         .create("/rw/child", b"", &open(), CreateMode::Persistent)
         .expect("create under the recursive watch");
-    other.set_data("/shared", b"1", None).expect("set_data");
-    other.set_data("/mixed", b"1", None).expect("set_data");
-    expect_event(&shared_kept, NodeDataChanged, "/shared");
-    common::wait_until("the two removals", WAIT, || {
-        gate.requests_seen(OpCode::RemoveWatches.code()) - removals == 2
-    });
-    common::wait_until("the server to drop two watches", WAIT, || {
-        watched_paths(&zk) == ["/mixed", "/shared"]
-    });
     // The watches kept still work.
+    other.set_data("/shared", b"1", None).expect("set_data");
+    expect_event(&shared_kept, NodeDataChanged, "/shared");
     other
         .create("/mixed/c", b"", &open(), CreateMode::Persistent)
         .expect("create");
     expect_event(&children_kept, NodeChildrenChanged, "/mixed");
-    other.set_data("/shared", b"2", None).expect("set_data");
-    expect_event(&shared_kept, NodeDataChanged, "/shared");
     // The child watch on /mixed has fired: the next event there takes the
     // dropped persistent watch it shared the server's watch with.
-    other.set_data("/mixed", b"2", None).expect("set_data");
+    other.set_data("/mixed", b"1", None).expect("set_data");
     common::wait_until("the server to drop /mixed's watch", WAIT, || {
         watched_paths(&zk) == ["/shared"]
     });

@@ -41,7 +41,8 @@ impl Client {
         let persistent = kinds
             .iter()
             .any(|k| matches!(k, WatchKind::Persistent | WatchKind::PersistentRecursive));
-        let (tx, rx) = watch_channel(persistent);
+        let remover = persistent.then(|| std::sync::Arc::downgrade(&self.inner.shared));
+        let (tx, rx) = watch_channel(remover);
         Ok((Watcher::Channel(tx), rx))
     }
 
@@ -511,10 +512,9 @@ impl Client {
 
     /// Adds a persistent watch on `path` (which need not exist). Every
     /// matching event arrives on the receiver until
-    /// [`Client::remove_watches`] or the end of the session. Once the
-    /// receiver is dropped, with every other watch of this client on
-    /// `path`, the server's watch is removed too, at its next event (see
-    /// [`WatchReceiver`]).
+    /// [`Client::remove_watches`] or the end of the session. Dropping the
+    /// receiver removes the watch from the server too, once no other watch
+    /// of this client on `path` shares it (see [`WatchReceiver`]).
     ///
     /// On 3.6–3.8 servers, a one-shot watch of this session on exactly
     /// `path` turns the server's persistent watch into a one-shot one, and

@@ -21,15 +21,32 @@ use crate::session::{WatchKind, WatchedEvent};
 /// So a loop that asks for a new watch each time round (say, `get_data_w`
 /// then `recv_timeout`) on a node that rarely changes keeps one sender,
 /// not one per round. No watch whose receivers are all dropped is set
-/// again after a reconnect, and a persistent one is removed from the
-/// server at its next event, unless another watch of this session on its
-/// path shares the server's (then at the first event after that one is
-/// gone).
+/// again after a reconnect. A persistent watch ([`Client::add_watch`])
+/// whose receivers are all dropped is removed from the server as the last
+/// one is dropped, unless another watch of this session on its path shares
+/// the server's watch, or its `addWatch` is still unanswered: then at its
+/// first event once that is over.
+///
+/// [`Client::add_watch`]: crate::Client::add_watch
 #[derive(Debug)]
 pub struct WatchReceiver {
     events: Receiver<WatchedEvent>,
     /// Its only strong reference: the sender's weak one tells it is gone.
-    _alive: Arc<()>,
+    /// Taken when it is dropped.
+    alive: Option<Arc<()>>,
+    /// For a persistent watch, the client that removes it from the server
+    /// once this is dropped.
+    remover: Option<Weak<Shared>>,
+}
+
+impl Drop for WatchReceiver {
+    fn drop(&mut self) {
+        // Its senders are abandoned from here on.
+        drop(self.alive.take());
+        if let Some(shared) = self.remover.as_ref().and_then(Weak::upgrade) {
+            remove_abandoned(&shared);
+        }
+    }
 }
 
 impl Deref for WatchReceiver {
@@ -69,20 +86,23 @@ impl WatchSender {
     }
 }
 
-/// A new watch's two ends; `persistent` for an `addWatch` one.
-pub(crate) fn watch_channel(persistent: bool) -> (WatchSender, WatchReceiver) {
+/// A new watch's two ends. `remover` is for a persistent (`addWatch`)
+/// watch: the client that removes it from the server once its receiver is
+/// dropped.
+pub(crate) fn watch_channel(remover: Option<Weak<Shared>>) -> (WatchSender, WatchReceiver) {
     let (tx, rx) = unbounded();
     let alive = Arc::new(());
     let sender = WatchSender {
         events: tx,
         receiver: Arc::downgrade(&alive),
-        persistent,
+        persistent: remover.is_some(),
     };
     (
         sender,
         WatchReceiver {
             events: rx,
-            _alive: alive,
+            alive: Some(alive),
+            remover,
         },
     )
 }
@@ -93,8 +113,8 @@ pub(crate) fn watch_channel(persistent: bool) -> (WatchSender, WatchReceiver) {
 /// kind on its path, are forgotten with it. A path that another watcher of
 /// the session shares is left alone, for a later event to look at again:
 /// the server keeps one watch per session and path, whoever set it, so
-/// the removal would take that watcher's too. Called once an event has
-/// reached such a receiver.
+/// the removal would take that watcher's too. Called as such a receiver is
+/// dropped, and once an event has reached one.
 pub(crate) fn remove_abandoned(shared: &Shared) {
     let mut core = shared.core();
     let mut sent = false;
