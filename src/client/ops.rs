@@ -513,8 +513,9 @@ impl Client {
     /// Adds a persistent watch on `path` (which need not exist). Every
     /// matching event arrives on the receiver until
     /// [`Client::remove_watches`] or the end of the session. Dropping the
-    /// receiver removes the watch from the server too, once no other watch
-    /// of this client on `path` shares it (see [`WatchReceiver`]).
+    /// receiver removes the watch from the server too: at once, or, while
+    /// another watch of this client on `path` shares the server's, at a
+    /// later event (see [`WatchReceiver`]).
     ///
     /// On 3.6–3.8 servers, a one-shot watch of this session on exactly
     /// `path` turns the server's persistent watch into a one-shot one, and

@@ -23,9 +23,11 @@ use crate::session::{WatchKind, WatchedEvent};
 /// not one per round. No watch whose receivers are all dropped is set
 /// again after a reconnect. A persistent watch ([`Client::add_watch`])
 /// whose receivers are all dropped is removed from the server as the last
-/// one is dropped, unless another watch of this session on its path shares
-/// the server's watch, or its `addWatch` is still unanswered: then at its
-/// first event once that is over.
+/// one is dropped: the drop sends the removal, on the dropping thread, as
+/// a call would. If another watch of this session on its path shares the
+/// server's watch, it is removed instead at the first event that reaches
+/// it once no live watch shares it (the event that fires a one-shot watch
+/// sharing it, say).
 ///
 /// [`Client::add_watch`]: crate::Client::add_watch
 #[derive(Debug)]
