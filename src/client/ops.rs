@@ -84,9 +84,7 @@ impl Client {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<CreateRequest> {
-        if acl.is_empty() {
-            return Err(Error::InvalidArgument("the ACL must not be empty".into()));
-        }
+        check_acl(acl)?;
         Ok(CreateRequest {
             path: self.server_path_for(path, mode.is_sequential())?,
             data: Some(data.to_vec()),
@@ -410,9 +408,7 @@ impl Client {
     /// Replaces the node's ACL. `version` is the expected ACL version
     /// (`aversion`); `None` matches any.
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
-        if acl.is_empty() {
-            return Err(Error::InvalidArgument("the ACL must not be empty".into()));
-        }
+        check_acl(acl)?;
         let request = SetAclRequest {
             path: self.server_path(path)?,
             acl: acl.to_vec(),
@@ -568,6 +564,14 @@ impl Client {
         })?;
         self.shared().wait(&slot).map(drop)
     }
+}
+
+/// Refuses an empty ACL, which the server would refuse too.
+pub(super) fn check_acl(acl: &[Acl]) -> Result<()> {
+    if acl.is_empty() {
+        return Err(Error::InvalidArgument("the ACL must not be empty".into()));
+    }
+    Ok(())
 }
 
 fn reject_ttl(mode: CreateMode) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Whole paths at once: a node made with its missing parents, and a node
 //! deleted with everything below it.
 
+use super::ops::check_acl;
 use super::path::{join, parent, validate};
 use super::Client;
 use crate::error::{Error, Result};
@@ -49,9 +50,7 @@ impl Client {
     /// an empty ACL.
     pub fn ensure_path(&self, path: &str, acl: &[Acl]) -> Result<()> {
         validate(path, false)?;
-        if acl.is_empty() {
-            return Err(Error::InvalidArgument("the ACL must not be empty".into()));
-        }
+        check_acl(acl)?;
         if self.exists(path)?.is_some() {
             return Ok(());
         }
