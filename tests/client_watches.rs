@@ -458,14 +458,7 @@ fn dropped_watch_receivers_do_not_pile_up() {
 
 /// The paths the server holds watches on, from `wchp`.
 fn watched_paths(zk: &zklock::testing::TestServer) -> Vec<String> {
-    let listing = zk.four_letter("wchp").expect("wchp");
-    let mut paths: Vec<String> = listing
-        .lines()
-        .filter(|line| line.starts_with('/'))
-        .map(str::to_owned)
-        .collect();
-    paths.sort();
-    paths
+    common::watches_by_path(zk).into_keys().collect()
 }
 
 /// A persistent watch whose receivers are all dropped goes from the server

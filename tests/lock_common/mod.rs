@@ -13,15 +13,14 @@ mod common;
 #[allow(unused_imports)] // each test binary uses some of them
 pub use common::{
     dead_port, member_with_session, mk, poll_until as poll, proxy, server, wait_until,
+    watches_by_path,
 };
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use zklock::testing::TestServer;
 use zklock::{Client, Error, LockState};
 
 /// The session timeout of most clients: short enough for quick expiry
@@ -203,40 +202,6 @@ impl Contender {
 /// How many requests of kind `op` went through `gate`.
 pub fn sent(gate: &zklock::testing::FaultProxy, op: zklock::proto::OpCode) -> usize {
     gate.requests_seen(op.code())
-}
-
-/// Sessions watching each path, from the server's `wchp` four-letter word.
-///
-/// The reply lists each watched path on a line of its own, followed by one
-/// indented `0x<session id>` line per session watching it.
-pub fn watches_by_path(server: &TestServer) -> BTreeMap<String, Vec<i64>> {
-    let reply = server.four_letter("wchp").expect("wchp");
-    let mut map: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    let mut current: Option<String> = None;
-    for line in reply.lines() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
-            continue;
-        }
-        if line.starts_with(char::is_whitespace) {
-            let hex = trimmed.trim_start_matches("0x");
-            let id = u64::from_str_radix(hex, 16)
-                .unwrap_or_else(|_| panic!("bad session id line {line:?} in wchp:\n{reply}"))
-                as i64;
-            let path = current
-                .as_ref()
-                .unwrap_or_else(|| panic!("session id before any path in wchp:\n{reply}"));
-            map.entry(path.clone()).or_default().push(id);
-        } else {
-            assert!(
-                trimmed.starts_with('/'),
-                "unexpected wchp line {line:?}:\n{reply}"
-            );
-            current = Some(trimmed.to_owned());
-            map.entry(trimmed.to_owned()).or_default();
-        }
-    }
-    map
 }
 
 /// A child process that is killed (SIGKILL) and reaped when dropped, so a
