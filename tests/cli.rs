@@ -1132,10 +1132,13 @@ fn a_setpriv_check_that_does_not_end_is_given_up_with_a_warning() {
 }
 
 /// The lock lost while setpriv is checked (held open by a fake one), once
-/// the lock was granted: zklock exits 75 saying so, and the command never
-/// runs. Before, the command started, only to be terminated at once, and
-/// zklock exited 76. (The loss's event is sent to zklock before the delete
-/// is answered, and the fake takes up to 100 ms to notice its end.)
+/// the lock was granted: zklock ends the check at once and exits 75 saying
+/// so, and the command never runs. The check is never let end here: a
+/// zklock that waited for it would give it up after 10 s with a warning,
+/// a second line. Before, zklock waited for the check, the command
+/// started, only to be terminated at once, and zklock exited 76; later, it
+/// waited for the check, and this test slept a second for the loss to be
+/// taken in.
 #[test]
 fn a_lock_lost_just_before_the_command_starts_keeps_it_from_starting() {
     const PATH: &str = "/cli/lost-before-start";
@@ -1151,11 +1154,6 @@ fn a_lock_lost_just_before_the_command_starts_keeps_it_from_starting() {
     other
         .delete(&format!("{PATH}/{}", node[0]), None)
         .expect("delete the lock node");
-    // The server sent zklock the deletion's event before answering the
-    // delete, but nothing outside zklock shows when its I/O thread has
-    // taken it in: a loaded machine gets a second for that.
-    std::thread::sleep(Duration::from_secs(1));
-    check.end();
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
     assert_eq!(

@@ -30,7 +30,7 @@ use nix::unistd::Pid;
 use zklock::{Client, LockMonitor, LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
-use crate::tied::{watch_exit, Launcher, Tied};
+use crate::tied::{watch_exit, Launcher, Stopped, Tied};
 use crate::watchdog::Watchdog;
 use crate::{Outcome, EXIT_ERROR};
 
@@ -109,9 +109,14 @@ pub fn run<'a>(
         stops_before_grant,
     } = watch;
     let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
-    let Ok(launcher) = Launcher::new(resolved, &signals) else {
-        return Ran::InterruptedBeforeStart;
+    // Its own channel: `states` keeps every change for the checks below.
+    let check_states = monitor.state_changes();
+    let launcher = match Launcher::new(resolved, &signals, check_states.receiver()) {
+        Ok(launcher) => launcher,
+        Err(Stopped::Interrupted) => return Ran::InterruptedBeforeStart,
+        Err(Stopped::Lost) => return Ran::NotHeldBeforeStart("the lock was lost"),
     };
+    drop(check_states);
     // A stop since the lock was granted (while it was being checked, or
     // setpriv's, say) may have outlasted the session. A Ctrl-Z is counted
     // before zklock stops, so it is seen here at once; a SIGSTOP of zklock

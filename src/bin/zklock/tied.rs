@@ -26,6 +26,7 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
+use zklock::LockState;
 
 use crate::DIGEST_VAR;
 
@@ -53,16 +54,26 @@ pub struct Launcher {
     wrapper: Option<String>,
 }
 
-/// Why there is no [`Launcher`]: an ending signal came while setpriv was
-/// being checked (and ended the check).
-pub struct Interrupted;
+/// Why there is no [`Launcher`]: the command is not to start, and the
+/// check of setpriv was ended for it.
+pub enum Stopped {
+    /// An ending signal came.
+    Interrupted,
+    /// The lock was lost: the command would only be started to be
+    /// terminated at once.
+    Lost,
+}
 
 impl Launcher {
     /// For the program at `resolved` (see [`resolve`]): finds whether
     /// setpriv can tie it to this process, unless one of `signals` comes
-    /// first.
-    pub fn new(resolved: PathBuf, signals: &Receiver<Signal>) -> Result<Launcher, Interrupted> {
-        Ok(match setpriv(signals)? {
+    /// first, or `states` reports the lock lost.
+    pub fn new(
+        resolved: PathBuf,
+        signals: &Receiver<Signal>,
+        states: &Receiver<LockState>,
+    ) -> Result<Launcher, Stopped> {
+        Ok(match setpriv(signals, states)? {
             Some(setpriv) => {
                 let wrapper = comm_of(&setpriv).filter(|w| comm_of(&resolved).as_ref() != Some(w));
                 let mut command = Command::new(setpriv);
@@ -146,8 +157,12 @@ fn comm_of(path: &std::path::Path) -> Option<String> {
 /// (once: each `zklock exec` starts one command) and returns `None`, and
 /// the command is started directly. A setpriv older than 2.33 rejects
 /// `--pdeathsig`: trusted blindly, it would run nothing, every time. One of
-/// `signals` ends the check, and the command is not to start.
-fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, Interrupted> {
+/// `signals`, or the lock's loss in `states`, ends the check, and the
+/// command is not to start.
+fn setpriv(
+    signals: &Receiver<Signal>,
+    states: &Receiver<LockState>,
+) -> Result<Option<PathBuf>, Stopped> {
     let Ok(setpriv) = resolve(SETPRIV) else {
         warn(&format!("{SETPRIV} not found"));
         return Ok(None);
@@ -185,22 +200,35 @@ fn setpriv(signals: &Receiver<Signal>) -> Result<Option<PathBuf>, Interrupted> {
             let _ = probe.wait();
         }
     };
-    select! {
-        recv(exited) -> _ => {}
-        recv(signals) -> _ => {
-            end_probe();
-            return Err(Interrupted);
-        }
-        // A check that has ended after all counts: when a stop of zklock
-        // outlasts the limit, both are ready at once.
-        recv(after(CHECK_LIMIT)) -> _ => if exited.try_recv().is_err() {
-            end_probe();
-            warn(&format!(
-                "{} did not finish its check within {} s",
-                setpriv.display(),
-                CHECK_LIMIT.as_secs()
-            ));
-            return Ok(None);
+    let limit = after(CHECK_LIMIT);
+    loop {
+        select! {
+            recv(exited) -> _ => break,
+            recv(signals) -> _ => {
+                end_probe();
+                return Err(Stopped::Interrupted);
+            }
+            // Held or suspended, the check goes on: a suspension may end in
+            // a reconnect, and what it is when the command is to start is
+            // looked at then.
+            recv(states) -> state => if matches!(state, Ok(LockState::Lost) | Err(_)) {
+                end_probe();
+                return Err(Stopped::Lost);
+            },
+            // A check that has ended after all counts: when a stop of zklock
+            // outlasts the limit, both are ready at once.
+            recv(limit) -> _ => {
+                if exited.try_recv().is_ok() {
+                    break;
+                }
+                end_probe();
+                warn(&format!(
+                    "{} did not finish its check within {} s",
+                    setpriv.display(),
+                    CHECK_LIMIT.as_secs()
+                ));
+                return Ok(None);
+            }
         }
     }
     match probe.wait() {
