@@ -3,8 +3,11 @@
 
 mod common;
 
-use common::{builder, connect, mk, open, proxy, server};
+use std::time::Duration;
+
+use common::{builder, connect, mk, open, poll_until, proxy, server, WAIT};
 use zklock::proto::OpCode;
+use zklock::testing::{Pause, PausePoint, ReleasedOnDrop};
 use zklock::{perms, Acl, CreateMode, Error, Id};
 
 #[test]
@@ -181,4 +184,127 @@ fn delete_recursive_with_a_small_max_request_deletes_one_by_one() {
     );
     // The refused delete of /small, its children, and /small again.
     assert_eq!(gate.requests_seen(OpCode::Delete.code()) - deletes, 62);
+}
+
+/// Runs `call` on a thread of its own with `point` armed `times` over, and
+/// `act(k)` at the k-th stop there (from 1) while that thread waits.
+/// Returns what the call returned, and how many of the armed stops it
+/// reached.
+fn with_stops<T: Send>(
+    point: PausePoint,
+    times: usize,
+    call: impl FnOnce() -> T + Send,
+    mut act: impl FnMut(usize),
+) -> (T, usize) {
+    std::thread::scope(|scope| {
+        let (armed_tx, armed) = std::sync::mpsc::channel();
+        let caller = scope.spawn(move || {
+            let pauses: Vec<Pause> = (0..times).map(|_| Pause::arm(point)).collect();
+            let _ = armed_tx.send(pauses);
+            call()
+        });
+        // Released when dropped, a failed assertion included: the caller
+        // is never left stopped.
+        let pauses: Vec<ReleasedOnDrop> = armed
+            .recv_timeout(WAIT)
+            .expect("armed")
+            .into_iter()
+            .map(ReleasedOnDrop)
+            .collect();
+        let mut reached = 0;
+        for (k, pause) in pauses.iter().enumerate() {
+            // Stopped there, or returned without reaching it.
+            let stopped = poll_until(WAIT, || {
+                pause.0.wait_reached(Duration::ZERO) || caller.is_finished()
+            });
+            assert!(stopped, "stop {} neither reached nor passed", k + 1);
+            if !pause.0.wait_reached(Duration::ZERO) {
+                break;
+            }
+            reached += 1;
+            act(k + 1);
+            pause.0.release();
+        }
+        drop(pauses);
+        (caller.join().expect("the caller's thread"), reached)
+    })
+}
+
+/// A parent that another client deletes between its create and its
+/// child's is made again; one deleted each time is given up on after ten
+/// creates more than twice the path's depth, with `NoNode`.
+#[test]
+fn ensure_path_makes_a_parent_deleted_meanwhile_again_within_its_limit() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    let other = connect(&zk.connect_string());
+    let delete = |path: &str| other.delete(path, None).expect("delete the parent");
+
+    let creates = gate.requests_seen(OpCode::Create.code());
+    let (made, stops) = with_stops(
+        PausePoint::PathParentMade,
+        1,
+        || c.ensure_path("/again/b", &open()),
+        |_| delete("/again"),
+    );
+    assert_eq!((made, stops), (Ok(()), 1));
+    // b refused, /again made (then deleted), b refused, /again and b made.
+    assert_eq!(gate.requests_seen(OpCode::Create.code()) - creates, 5);
+    assert!(c.exists("/again/b").expect("exists").is_some());
+
+    // Deleted after each of its creates: 2 * 2 + 10 creates, half of them
+    // refused for the parent, the other half the parent's, then NoNode.
+    let creates = gate.requests_seen(OpCode::Create.code());
+    let (made, stops) = with_stops(
+        PausePoint::PathParentMade,
+        8,
+        || c.ensure_path("/each-time/b", &open()),
+        |_| delete("/each-time"),
+    );
+    assert_eq!((made, stops), (Err(Error::NoNode), 7));
+    assert_eq!(gate.requests_seen(OpCode::Create.code()) - creates, 14);
+    assert_eq!(c.exists("/each-time").expect("exists"), None);
+}
+
+/// A child created between a listing and the deletes that follow it is
+/// deleted too, at the next listing; a node that gets a new child at each
+/// listing is given up on after ten, with `NotEmpty`, and keeps its last
+/// child.
+#[test]
+fn delete_recursive_deletes_children_made_meanwhile_within_ten_listings() {
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    let other = connect(&zk.connect_string());
+    let add = |path: String| mk(&other, &path, b"");
+
+    mk(&c, "/late", b"");
+    mk(&c, "/late/first", b"");
+    let (deleted, stops) = with_stops(
+        PausePoint::SubtreeListed,
+        3,
+        || c.delete_recursive("/late"),
+        |k| {
+            if k == 1 {
+                add("/late/second".into());
+            }
+        },
+    );
+    // Listed with [first], then with [second].
+    assert_eq!((deleted, stops), (Ok(()), 2));
+    assert_eq!(c.exists("/late").expect("exists"), None);
+
+    mk(&c, "/busy", b"");
+    mk(&c, "/busy/c0", b"");
+    let (deleted, stops) = with_stops(
+        PausePoint::SubtreeListed,
+        11,
+        || c.delete_recursive("/busy"),
+        |k| add(format!("/busy/c{k}")),
+    );
+    assert_eq!((deleted, stops), (Err(Error::NotEmpty), 10));
+    assert_eq!(
+        c.get_children("/busy").expect("get_children"),
+        ["c10".to_owned()]
+    );
 }

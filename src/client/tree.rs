@@ -69,6 +69,10 @@ impl Client {
             match self.create(next, &[], acl, CreateMode::Persistent) {
                 Ok(_) | Err(Error::NodeExists) => {
                     missing.pop();
+                    #[cfg(feature = "testing")]
+                    if !missing.is_empty() {
+                        crate::testing::pause::reached(crate::testing::PausePoint::PathParentMade);
+                    }
                 }
                 Err(Error::NoNode) => match parent(next) {
                     Some(up) if up != "/" => missing.push(up),
@@ -133,6 +137,8 @@ impl Client {
                 Err(Error::NoNode) => continue,
                 Err(e) => return Err(e),
             };
+            #[cfg(feature = "testing")]
+            crate::testing::pause::reached(crate::testing::PausePoint::SubtreeListed);
             pending.push((node.clone(), listings + 1));
             for names in batches(&children, chroot_len + node.len()) {
                 let deletes: Vec<Op> = names

@@ -31,6 +31,12 @@ pub enum PausePoint {
     /// A lock attempt's create found the lock directory missing, and the
     /// attempt is about to make it.
     LockDirMissing,
+    /// `ensure_path` has just made a missing parent of its path, and is
+    /// about to make the node below it.
+    PathParentMade,
+    /// `delete_recursive` has listed a node's children, and is about to
+    /// delete them.
+    SubtreeListed,
     /// A client is about to resolve a host of its connect string (armed
     /// with [`Pause::arm_resolving`]): a resolver that does not answer.
     Resolving,
