@@ -86,7 +86,9 @@ impl<T, W: Clone> Session<T, W> {
             .partition::<Vec<_>, _>(is_rewatch);
         self.delayed = rest;
         for delayed in rewatch {
-            self.send_encoded(now, delayed.request);
+            if let Some(request) = self.still_wanted(delayed.request) {
+                self.send_encoded(now, request);
+            }
         }
     }
 
@@ -115,7 +117,9 @@ impl<T, W: Clone> Session<T, W> {
         for Delayed { request, .. } in self.delayed.drain(..due).collect::<Vec<_>>() {
             if self.conn == Conn::Established {
                 self.send_held_back(now);
-                self.send_encoded(now, request);
+                if let Some(request) = self.still_wanted(request) {
+                    self.send_encoded(now, request);
+                }
             } else {
                 self.queued.push_back(Queued {
                     deadline: now + timeout,

@@ -199,11 +199,10 @@ enum Purpose<T, W> {
         path: String,
         watcher_type: WatcherType,
     },
-    /// A re-registration record (see `reregister.rs`), kept encoded (with
-    /// a placeholder xid) to be sent again if the server throttles it.
+    /// A re-registration record (see `reregister.rs`), kept to be sent
+    /// again if the server throttles it.
     SetWatches {
-        op: OpCode,
-        frame: Vec<u8>,
+        record: crate::proto::SetWatches2,
         /// How many times in a row this connection's server throttled it.
         throttled: u32,
     },

@@ -210,11 +210,9 @@ impl<T, W: Clone> Session<T, W> {
             }
             Purpose::Reads { reads } => self.complete_reads(reads, result),
             Purpose::Writes { tokens, ops } => self.complete_writes(tokens, ops, result),
-            Purpose::SetWatches {
-                op,
-                frame,
-                throttled,
-            } => self.set_watches_answered(op, frame, throttled, result),
+            Purpose::SetWatches { record, throttled } => {
+                self.set_watches_answered(record, throttled, result)
+            }
             Purpose::Background {
                 path,
                 noted,

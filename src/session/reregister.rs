@@ -30,22 +30,12 @@ impl<T, W: Clone> Session<T, W> {
             .take()
             .map_or(self.last_zxid, |u| u.zxid.min(self.last_zxid));
         let mut records = 0;
-        for (op, record) in set_watches(&self.watches, zxid, self.config.max_request) {
-            let encoded = match &record {
-                SetWatchesRecord::V1(r) => self.encode_unsent(op, r),
-                SetWatchesRecord::V2(r) => self.encode_unsent(op, r),
-            };
-            let frame = match encoded {
-                Ok(frame) => frame,
-                Err(e) => {
-                    // Only a path too long for any record of its own gets
-                    // here.
-                    log::warn!("watches not re-registered: {e}");
-                    continue;
-                }
-            };
-            self.send_encoded(now, record_request(op, frame, 0, now));
-            records += 1;
+        for record in set_watches(&self.watches, zxid, self.config.max_request) {
+            // Only a path too long for any record of its own fails here.
+            if let Some(request) = self.record_request(record, 0, now) {
+                self.send_encoded(now, request);
+                records += 1;
+            }
         }
         if records > 0 {
             self.rewatch = Some(Unconfirmed { zxid, records });
@@ -53,59 +43,97 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// The server answered a re-registration record. One it throttled
-    /// (refused unapplied, on a connection that stays up) goes again, the
-    /// same record, after a back-off: without it, every watch it names
-    /// would stay unset on the server while the client waits for its events
-    /// (a lock's waiter, for its predecessor's deletion, for ever). A
-    /// request made meanwhile sends it ahead of itself, its back-off cut
-    /// short (see [`Session::send_delayed_set_watches`]).
+    /// (refused unapplied, on a connection that stays up) goes again after
+    /// a back-off: without it, every watch it names would stay unset on the
+    /// server while the client waits for its events (a lock's waiter, for
+    /// its predecessor's deletion, for ever). A request made meanwhile
+    /// sends it ahead of itself, its back-off cut short (see
+    /// [`Session::send_delayed_set_watches`]). Either way, it goes without
+    /// the watches forgotten meanwhile (see [`Session::still_wanted`]).
     pub(super) fn set_watches_answered(
         &mut self,
-        op: OpCode,
-        frame: Vec<u8>,
+        record: SetWatches2,
         throttled: u32,
         result: crate::Result<Response>,
     ) {
         match result {
-            Ok(_) => {
-                if let Some(unconfirmed) = &mut self.rewatch {
-                    unconfirmed.records = unconfirmed.records.saturating_sub(1);
-                    if unconfirmed.records == 0 {
-                        self.rewatch = None;
-                    }
-                }
-            }
+            Ok(_) => self.record_confirmed(),
             // Not after closeSession, which the server answers last.
             Err(Error::ThrottledOp) if self.background_can_go() => {
                 let times = throttled.saturating_add(1);
                 let due = self.last_recv + throttled_back_off(times);
                 log::debug!("re-registration of watches throttled; again after a back-off");
-                self.insert_delayed(due, record_request(op, frame, times, due));
+                if let Some(request) = self.record_request(record, times, due) {
+                    self.insert_delayed(due, request);
+                }
             }
             Err(e) => log::warn!("re-registering watches failed: {e}"),
         }
     }
-}
 
-/// A re-registration record encoded as `frame` (with a placeholder xid),
-/// as a request that keeps a copy of itself to be sent again; throttled
-/// `throttled` times in a row so far.
-fn record_request<T, W>(
-    op: OpCode,
-    frame: Vec<u8>,
-    throttled: u32,
-    deadline: Instant,
-) -> Queued<T, W> {
-    let purpose = Purpose::SetWatches {
-        op,
-        frame: frame.clone(),
-        throttled,
-    };
-    Queued {
-        op,
-        frame,
-        purpose,
-        deadline,
+    /// A throttled re-registration record, due to go again, without the
+    /// watches whose watchers were all forgotten since it was made: set
+    /// again, a dropped persistent watch would stay on the server, unheard,
+    /// its removal (sent meanwhile, and answered `NoWatcher`) undone. `None`
+    /// if none is left, which counts as confirmed.
+    pub(super) fn still_wanted(&mut self, request: Queued<T, W>) -> Option<Queued<T, W>> {
+        let Purpose::SetWatches { record, throttled } = &request.purpose else {
+            return Some(request);
+        };
+        let mut kept = record.clone();
+        for kind in WatchKind::ALL {
+            list(&mut kept, kind).retain(|path| self.watches.any_where(kind, path, |_| true));
+        }
+        if kept == *record {
+            return Some(request);
+        }
+        let (throttled, deadline) = (*throttled, request.deadline);
+        if WatchKind::ALL
+            .into_iter()
+            .all(|kind| list(&mut kept, kind).is_empty())
+        {
+            self.record_confirmed();
+            return None;
+        }
+        self.record_request(kept, throttled, deadline)
+    }
+
+    /// One more record of the re-registration under way needs no answer.
+    fn record_confirmed(&mut self) {
+        if let Some(unconfirmed) = &mut self.rewatch {
+            unconfirmed.records = unconfirmed.records.saturating_sub(1);
+            if unconfirmed.records == 0 {
+                self.rewatch = None;
+            }
+        }
+    }
+
+    /// `record`, encoded (with a placeholder xid) as a request that keeps
+    /// it to be sent again; throttled `throttled` times in a row so far.
+    /// `None`, with a warning, if it cannot be encoded.
+    fn record_request(
+        &self,
+        record: SetWatches2,
+        throttled: u32,
+        deadline: Instant,
+    ) -> Option<Queued<T, W>> {
+        let (op, encoded) = finish(record.clone());
+        let frame = match &encoded {
+            SetWatchesRecord::V1(r) => self.encode_unsent(op, r),
+            SetWatchesRecord::V2(r) => self.encode_unsent(op, r),
+        };
+        match frame {
+            Ok(frame) => Some(Queued {
+                op,
+                frame,
+                purpose: Purpose::SetWatches { record, throttled },
+                deadline,
+            }),
+            Err(e) => {
+                log::warn!("watches not re-registered: {e}");
+                None
+            }
+        }
     }
 }
 
@@ -149,27 +177,17 @@ pub(crate) fn set_watches<W: Clone>(
     registry: &WatchRegistry<W>,
     relative_zxid: i64,
     max_request: usize,
-) -> Vec<(OpCode, SetWatchesRecord)> {
-    let kinds = [
-        WatchKind::Data,
-        WatchKind::Exist,
-        WatchKind::Child,
-        WatchKind::Persistent,
-        WatchKind::PersistentRecursive,
-    ];
+) -> Vec<SetWatches2> {
     let mut out = Vec::new();
     let mut current = empty(relative_zxid);
     let (mut bytes, mut paths) = (0, 0);
     // The frame's size so far.
     let mut frame = RECORD_OVERHEAD;
-    for kind in kinds {
+    for kind in WatchKind::ALL {
         for path in registry.paths(kind) {
             let size = 4 + path.len();
             if paths > 0 && frame + size > max_request {
-                out.push(finish(std::mem::replace(
-                    &mut current,
-                    empty(relative_zxid),
-                )));
+                out.push(std::mem::replace(&mut current, empty(relative_zxid)));
                 (bytes, paths, frame) = (0, 0, RECORD_OVERHEAD);
             }
             frame += size;
@@ -177,16 +195,13 @@ pub(crate) fn set_watches<W: Clone>(
             paths += 1;
             list(&mut current, kind).push(path);
             if bytes >= MAX_PATH_BYTES_PER_RECORD {
-                out.push(finish(std::mem::replace(
-                    &mut current,
-                    empty(relative_zxid),
-                )));
+                out.push(std::mem::replace(&mut current, empty(relative_zxid)));
                 (bytes, paths, frame) = (0, 0, RECORD_OVERHEAD);
             }
         }
     }
     if paths > 0 {
-        out.push(finish(current));
+        out.push(current);
     }
     out
 }
@@ -240,8 +255,8 @@ mod tests {
         let records = set_watches(&registry, 42, crate::proto::JUTE_MAX_BUFFER);
         assert_eq!(records.len(), 3);
         let mut total = 0;
-        for (op, record) in &records {
-            assert_eq!(*op, OpCode::SetWatches);
+        for (op, record) in records.into_iter().map(finish) {
+            assert_eq!(op, OpCode::SetWatches);
             let SetWatchesRecord::V1(r) = record else {
                 panic!("expected setWatches")
             };
@@ -260,10 +275,10 @@ mod tests {
         registry.add(WatchKind::Child, "/b".into(), ());
         let records = set_watches(&registry, 7, crate::proto::JUTE_MAX_BUFFER);
         assert_eq!(records.len(), 1);
-        let (op, SetWatchesRecord::V2(r)) = &records[0] else {
+        let (op, SetWatchesRecord::V2(r)) = finish(records[0].clone()) else {
             panic!("expected setWatches2")
         };
-        assert_eq!(*op, OpCode::SetWatches2);
+        assert_eq!(op, OpCode::SetWatches2);
         assert_eq!(r.persistent_recursive_watches, ["/a"]);
         assert_eq!(r.child_watches, ["/b"]);
         assert!(set_watches(&WatchRegistry::<()>::new(), 0, 1024).is_empty());

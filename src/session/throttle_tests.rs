@@ -266,26 +266,38 @@ fn the_throttled_back_off_doubles_from_100_ms_up_to_2_s() {
 /// A session with a data watch on `/app/w` set as of zxid 20, reconnected:
 /// returns the re-registration record it sent (one frame).
 fn rewatching(start: Instant) -> (TestSession, Vec<u8>) {
+    rewatching_paths(start, &["/app/w"])
+}
+
+/// [`rewatching`] with a data watch on each of `paths`, all in one record.
+fn rewatching_paths(start: Instant, paths: &[&str]) -> (TestSession, Vec<u8>) {
     let mut s = connected(start);
-    let watch = WatchRequest {
-        kind: WatchKind::Data,
-        path: "/app/w".into(),
-        watcher: 5,
-    };
-    let request = crate::proto::GetDataRequest {
-        path: "/app/w".into(),
-        watch: true,
-    };
-    s.submit(start, OpCode::GetData, &request, 1, Some(watch))
-        .unwrap();
-    sent(&mut s);
-    s.handle_bytes(start, &reply(1, 20, 0, &super::tests::data_v()));
+    for (token, path) in (1..).zip(paths) {
+        let watch = WatchRequest {
+            kind: WatchKind::Data,
+            path: (*path).into(),
+            watcher: 5,
+        };
+        let request = crate::proto::GetDataRequest {
+            path: (*path).into(),
+            watch: true,
+        };
+        s.submit(start, OpCode::GetData, &request, token, Some(watch))
+            .unwrap();
+        let xid = header(&sent(&mut s)[0]).xid;
+        s.handle_bytes(start, &reply(xid, 20, 0, &super::tests::data_v()));
+    }
     events(&mut s);
     let mut frames = reconnect(&mut s, start);
     events(&mut s);
     assert_eq!(frames.len(), 1, "one re-registration record");
     let frame = frames.remove(0);
-    assert_eq!(set_watches_of(&frame), (20, vec!["/app/w".to_owned()]));
+    let (zxid, mut watched) = set_watches_of(&frame);
+    watched.sort();
+    assert_eq!(
+        (zxid, watched),
+        (20, paths.iter().map(|p| p.to_string()).collect())
+    );
     (s, frame)
 }
 
@@ -462,4 +474,54 @@ fn a_re_registration_is_confirmed_only_once_every_record_is() {
     let records = reconnect(&mut s, start);
     let zxids: Vec<i64> = records.iter().map(|f| set_watches_of(f).0).collect();
     assert_eq!(zxids, [30, 30]);
+}
+
+/// A throttled re-registration goes again without the watches whose
+/// watchers were all forgotten during its back-off (a dropped persistent
+/// watch, whose removal was sent meanwhile, would otherwise be set again);
+/// one left with none goes no more, neither ahead of a request nor when
+/// due.
+#[test]
+fn a_throttled_set_watches_goes_again_without_the_watches_forgotten_meanwhile() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let (mut s, first) = rewatching_paths(start, &["/app/w", "/app/x"]);
+    s.handle_bytes(at(10), &reply(header(&first).xid, 0, throttled(), &()));
+    assert_eq!(s.forget_watchers(WatchKind::Data, "/app/x", |_| true), 1);
+    s.handle_timeout(at(110));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+
+    s.handle_bytes(at(120), &reply(header(&frames[0]).xid, 0, throttled(), &()));
+    assert_eq!(s.forget_watchers(WatchKind::Data, "/app/w", |_| true), 1);
+    s.submit(at(130), OpCode::GetData, &get_data("/app/q"), 9, None)
+        .unwrap();
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::GetData.code()], "no empty re-registration");
+    s.handle_bytes(
+        at(140),
+        &reply(header(&frames[0]).xid, 25, 0, &super::tests::data_v()),
+    );
+    s.handle_timeout(at(1000));
+    assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
+    // Nothing left to confirm: the next reconnect sets a new watch as of
+    // the last zxid seen, not as of the old record's.
+    let watch = WatchRequest {
+        kind: WatchKind::Data,
+        path: "/app/y".into(),
+        watcher: 5,
+    };
+    let request = crate::proto::GetDataRequest {
+        path: "/app/y".into(),
+        watch: true,
+    };
+    s.submit(at(1000), OpCode::GetData, &request, 10, Some(watch))
+        .unwrap();
+    let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(at(1000), &reply(xid, 30, 0, &super::tests::data_v()));
+    events(&mut s);
+    let frames = reconnect(&mut s, at(1000));
+    assert_eq!(set_watches_of(&frames[0]), (30, vec!["/app/y".to_owned()]));
 }
