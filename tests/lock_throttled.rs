@@ -22,7 +22,7 @@ use std::time::Duration;
 use lock_common::*;
 use zklock::proto::OpCode;
 use zklock::testing::{FaultProxy, ProxyMode, TestServer};
-use zklock::{Acl, Client, CreateMode, EventType, LockState, Mutex, Stat};
+use zklock::{Acl, AddWatchMode, Client, CreateMode, EventType, LockState, Mutex, Stat};
 
 const FLUSH_DELAY: &str = "1000";
 const THROTTLED_AFTER: &str = "200";
@@ -641,4 +641,38 @@ fn a_throttled_listing_behind_a_create_is_asked_again_after_a_back_off() {
     assert_eq!(children(&holder, dir), [leaf(guard.node()).to_owned()]);
     guard.unlock().unwrap();
     holder.close().unwrap();
+}
+
+/// A persistent watch whose receivers are all dropped is removed from the
+/// server. A removal the server throttled is looked at again after a
+/// back-off, and made. Before, it was dropped, and the watch stayed on the
+/// server, unheard, for the connection's life.
+#[test]
+fn a_dropped_persistent_watchs_throttled_removal_is_made_again() {
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let client = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    let path = "/throttled-watch";
+    make_dirs(&client, path);
+    let receiver = client
+        .add_watch(path, AddWatchMode::Persistent)
+        .expect("add_watch");
+    let session = client.session_id();
+    let watched = || {
+        watches_by_path(&server)
+            .get(path)
+            .is_some_and(|sessions| sessions.contains(&session))
+    };
+    assert!(watched(), "the watch set");
+    let throttled_before = throttled_ops(&server);
+    // Dropped behind a write that holds the turn: the removal is throttled.
+    let write = hold_the_turn(&client, &gate, SCRATCH);
+    drop(receiver);
+    write.join().expect("the write");
+    wait_until("the removal throttled", WAIT, || {
+        throttled_ops(&server) > throttled_before
+    });
+    wait_until("the watch removed", WAIT, || !watched());
+    assert_eq!(sent(&gate, OpCode::RemoveWatches), 2, "removed again, once");
+    client.close().unwrap();
 }

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -101,7 +102,7 @@ impl Lookups {
 /// dropped). A connection comes with the instant its host's name was
 /// resolved, from which its handshake is timed.
 pub(super) fn connect_aside(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     wake: &Receiver<()>,
     lookups: &mut Lookups,
     target: &Target,

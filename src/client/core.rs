@@ -601,7 +601,7 @@ impl Shared {
 
     /// Delivers session outputs (outside the session lock), emptying
     /// `events`.
-    pub(crate) fn dispatch(&self, events: &mut Vec<ClientEvent>) {
+    pub(crate) fn dispatch(self: &Arc<Self>, events: &mut Vec<ClientEvent>) {
         let mut abandoned = false;
         for event in events.drain(..) {
             match event {

@@ -64,7 +64,7 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
 }
 
 /// Handles timers, then asks the session where to go next.
-fn next_attempt(shared: &Shared) -> Option<(Target, Instant)> {
+fn next_attempt(shared: &Arc<Shared>) -> Option<(Target, Instant)> {
     let now = Instant::now();
     let mut core = shared.core();
     core.session.handle_timeout(now);
@@ -79,7 +79,7 @@ fn next_attempt(shared: &Shared) -> Option<(Target, Instant)> {
 /// Sleeps until `until`, still serving timers (requests waiting for a
 /// connection have deadlines) and waking for `close`. False if the session
 /// ended meanwhile.
-fn wait_until(shared: &Shared, wake: &Receiver<()>, until: Instant) -> bool {
+fn wait_until(shared: &Arc<Shared>, wake: &Receiver<()>, until: Instant) -> bool {
     let never = crossbeam_channel::never::<()>();
     match serve_timers(shared, wake, Some(until), &never) {
         Waited::Over => false,
@@ -100,7 +100,7 @@ pub(super) enum Waited<T> {
 /// Serves the session's timers and `close` until the session ends, `until`
 /// comes, or `arrival` delivers.
 pub(super) fn serve_timers<T>(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     wake: &Receiver<()>,
     until: Option<Instant>,
     arrival: &Receiver<T>,

@@ -78,7 +78,7 @@ fn successor_created(
 /// Queues an exists on the server path `path`, with no watch, to go once
 /// `due` has come, in the session `session` only: a question asked again
 /// after a throttling, whose reply `on_reply` (on the I/O thread) acts on.
-fn start_exists_at(
+pub(super) fn start_exists_at(
     shared: &Shared,
     session: u64,
     path: String,

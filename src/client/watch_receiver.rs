@@ -2,12 +2,15 @@
 
 use std::ops::Deref;
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-use super::core::{Shared, Watcher};
-use crate::proto::{OpCode, RemoveWatchesRequest, WatcherType};
-use crate::session::{WatchKind, WatchedEvent};
+use super::core::{Core, Shared, Watcher};
+use super::watch_ops::start_exists_at;
+use crate::error::Error;
+use crate::proto::{OpCode, RemoveWatchesRequest, Response, WatcherType};
+use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 
 /// Receives the events of one watch: exactly one event for a one-shot
 /// watch, a stream for a persistent one. When the session ends, a last event
@@ -27,7 +30,8 @@ use crate::session::{WatchKind, WatchedEvent};
 /// a call would. If another watch of this session on its path shares the
 /// server's watch, it is removed instead at the first event that reaches
 /// it once no live watch shares it (the event that fires a one-shot watch
-/// sharing it, say).
+/// sharing it, say). A removal the server throttles is made again after a
+/// back-off, unless a live watch was set on the path meanwhile.
 ///
 /// [`Client::add_watch`]: crate::Client::add_watch
 #[derive(Debug)]
@@ -117,7 +121,7 @@ pub(crate) fn watch_channel(remover: Option<Weak<Shared>>) -> (WatchSender, Watc
 /// the server keeps one watch per session and path, whoever set it, so
 /// the removal would take that watcher's too. Called as such a receiver is
 /// dropped, and once an event has reached one.
-pub(crate) fn remove_abandoned(shared: &Shared) {
+pub(crate) fn remove_abandoned(shared: &Arc<Shared>) {
     let mut core = shared.core();
     let mut sent = false;
     for kind in [WatchKind::Persistent, WatchKind::PersistentRecursive] {
@@ -125,38 +129,81 @@ pub(crate) fn remove_abandoned(shared: &Shared) {
             .session
             .watched_paths_where(kind, Watcher::is_abandoned)
         {
-            // Live watchers registered there, or requests setting one.
-            let live = |w: &Watcher| !w.is_abandoned();
-            if core
-                .session
-                .is_watched_or_pending(&WatchKind::ALL, &path, live)
-            {
-                continue;
-            }
-            for any in WatchKind::ALL {
-                core.session
-                    .forget_watchers(any, &path, Watcher::is_abandoned);
-            }
-            // `Any`: a 3.6-3.8 server has no type of its own for persistent
-            // watches. `NoWatcher` (a reconnect's setWatches left it unset)
-            // or a throttled removal (the watch goes with the connection
-            // then) leave nothing to do.
-            let request = RemoveWatchesRequest {
-                path,
-                watcher_type: WatcherType::Any,
-            };
-            sent |= Shared::start_with_callback_locked(
-                &mut core,
-                None,
-                OpCode::RemoveWatches,
-                &request,
-                Box::new(|_| {}),
-            )
-            .is_ok();
+            sent |= remove_unless_shared(&mut core, Arc::downgrade(shared), path, 0);
         }
     }
     drop(core);
     if sent {
         shared.flush();
     }
+}
+
+/// Unless a live watcher of the session is registered on server path
+/// `path`, or a request setting one is pending, forgets the dropped
+/// watchers there and sends the removal of the server's watch, one the
+/// server has throttled `throttled` times in a row so far. True if it was
+/// sent.
+fn remove_unless_shared(
+    core: &mut Core,
+    shared: Weak<Shared>,
+    path: String,
+    throttled: u32,
+) -> bool {
+    let live = |w: &Watcher| !w.is_abandoned();
+    if core
+        .session
+        .is_watched_or_pending(&WatchKind::ALL, &path, live)
+    {
+        return false;
+    }
+    for any in WatchKind::ALL {
+        core.session
+            .forget_watchers(any, &path, Watcher::is_abandoned);
+    }
+    // `Any`: a 3.6-3.8 server has no type of its own for persistent
+    // watches. `NoWatcher` (a reconnect's setWatches left it unset) or a
+    // lost connection (which takes the server's watches) leave nothing to
+    // do; a new session has no such watch.
+    let generation = core.session.generation();
+    let request = RemoveWatchesRequest {
+        path: path.clone(),
+        watcher_type: WatcherType::Any,
+    };
+    Shared::start_with_callback_locked(
+        core,
+        Some(generation),
+        OpCode::RemoveWatches,
+        &request,
+        Box::new(move |reply| {
+            if matches!(reply, Err(Error::ThrottledOp)) {
+                remove_after_back_off(&shared, generation, &path, throttled.saturating_add(1));
+            }
+        }),
+    )
+    .is_ok()
+}
+
+/// After the back-off of a removal the server throttled (refused
+/// unapplied, on a connection that stays up) `times` in a row, a plain
+/// exists on `path` whose reply looks again: the watch would otherwise stay
+/// on the server, unheard, for the connection's life. A live watch set
+/// there meanwhile keeps it, as it would have kept the first removal.
+fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, times: u32) {
+    let Some(strong) = shared.upgrade() else {
+        return;
+    };
+    let due = Instant::now() + throttled_back_off(times);
+    let (weak, again) = (shared.clone(), path.to_owned());
+    let look_again = Box::new(move |_: &crate::Result<Response>| {
+        let Some(strong) = weak.upgrade() else {
+            return;
+        };
+        let mut core = strong.core();
+        let sent = remove_unless_shared(&mut core, weak.clone(), again.clone(), times);
+        drop(core);
+        if sent {
+            strong.flush();
+        }
+    });
+    let _ = start_exists_at(&strong, generation, path.to_owned(), due, look_again);
 }
