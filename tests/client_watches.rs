@@ -464,15 +464,15 @@ fn watched_paths(zk: &zklock::testing::TestServer) -> Vec<String> {
 /// A persistent watch whose receivers are all dropped goes from the server
 /// as the last is dropped (before, it went on sending events for as long as
 /// the connection lasted), unless a live watch of the session shares the
-/// server's watch on that path: then at the first event that reaches it
-/// once none does.
+/// server's watch on that path: then as the last such receiver is
+/// dropped, or at the first event that reaches it once none is live.
 #[test]
 fn a_persistent_watch_whose_receivers_are_dropped_goes_from_the_server() {
     let zk = server();
     let gate = proxy(&zk);
     let c = connect(&gate.connect_string());
     let other = connect(&zk.connect_string());
-    for path in ["/pw", "/rw", "/shared", "/mixed"] {
+    for path in ["/pw", "/rw", "/shared", "/mixed", "/oneshot"] {
         mk(&c, path, b"");
     }
     let persistent = AddWatchMode::Persistent;
@@ -484,19 +484,37 @@ fn a_persistent_watch_whose_receivers_are_dropped_goes_from_the_server() {
     let shared_kept = c.add_watch("/shared", persistent).expect("add_watch");
     let mixed_dropped = c.add_watch("/mixed", persistent).expect("add_watch");
     let (_, children_kept) = c.get_children_w("/mixed").expect("get_children_w");
+    let oneshot_dropped = c.add_watch("/oneshot", persistent).expect("add_watch");
+    let (_, _, data_kept) = c.get_data_w("/oneshot").expect("get_data_w");
     assert_eq!(
         watched_paths(&zk),
-        ["/mixed", "/pw", "/rw", "/shared"].map(String::from)
+        ["/mixed", "/oneshot", "/pw", "/rw", "/shared"].map(String::from)
     );
     let removals = gate.requests_seen(OpCode::RemoveWatches.code());
-    drop((dropped, recursive, shared_dropped, mixed_dropped));
+    drop((
+        dropped,
+        recursive,
+        shared_dropped,
+        mixed_dropped,
+        oneshot_dropped,
+    ));
     // Sent as they were dropped, with no event: /pw's and /rw's.
     common::wait_until("the server to drop two watches", WAIT, || {
-        watched_paths(&zk) == ["/mixed", "/shared"]
+        watched_paths(&zk) == ["/mixed", "/oneshot", "/shared"]
     });
     assert_eq!(
         gate.requests_seen(OpCode::RemoveWatches.code()) - removals,
         2
+    );
+    // The data watch on /oneshot, dropped unfired, was the last live one
+    // there: its drop takes the persistent watch, with no event.
+    drop(data_kept);
+    common::wait_until("the server to drop /oneshot's watch", WAIT, || {
+        watched_paths(&zk) == ["/mixed", "/shared"]
+    });
+    assert_eq!(
+        gate.requests_seen(OpCode::RemoveWatches.code()) - removals,
+        3
     );
     other.set_data("/pw", b"1", None).expect("set_data");
     other
@@ -516,7 +534,7 @@ fn a_persistent_watch_whose_receivers_are_dropped_goes_from_the_server() {
     });
     assert_eq!(
         gate.requests_seen(OpCode::RemoveWatches.code()) - removals,
-        3,
+        4,
         "one removal a path"
     );
 }

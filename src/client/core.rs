@@ -204,6 +204,11 @@ pub(crate) struct Shared {
     /// Callers blocked waiting for a reply: when there are some, replies
     /// come in batches that wake several callers at once.
     waiting_callers: std::sync::atomic::AtomicUsize,
+    /// Whether a dropped persistent watch is kept on the server because a
+    /// live watch of the session shares its path (see
+    /// `watch_receiver::remove_abandoned`): then a dropped one-shot
+    /// receiver looks again, as it may have been the last live one.
+    pub(crate) kept_abandoned: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     state_changed: Condvar,
     listeners: Listeners<State>,
@@ -258,6 +263,7 @@ impl Shared {
     ) -> Shared {
         Shared {
             waiting_callers: std::sync::atomic::AtomicUsize::new(0),
+            kept_abandoned: std::sync::atomic::AtomicBool::new(false),
             core: Mutex::new(Core {
                 session,
                 stream: None,

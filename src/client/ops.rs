@@ -41,8 +41,7 @@ impl Client {
         let persistent = kinds
             .iter()
             .any(|k| matches!(k, WatchKind::Persistent | WatchKind::PersistentRecursive));
-        let remover = persistent.then(|| std::sync::Arc::downgrade(&self.inner.shared));
-        let (tx, rx) = watch_channel(remover);
+        let (tx, rx) = watch_channel(std::sync::Arc::downgrade(&self.inner.shared), persistent);
         Ok((Watcher::Channel(tx), rx))
     }
 

@@ -1,6 +1,7 @@
 //! The receiving end of a user's watch.
 
 use std::ops::Deref;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -28,9 +29,10 @@ use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 /// whose receivers are all dropped is removed from the server as the last
 /// one is dropped: the drop sends the removal, on the dropping thread, as
 /// a call would. If another watch of this session on its path shares the
-/// server's watch, it is removed instead at the first event that reaches
-/// it once no live watch shares it (the event that fires a one-shot watch
-/// sharing it, say). A removal the server throttles is made again after a
+/// server's watch, it is removed instead once no live watch shares it: as
+/// the last receiver sharing it is dropped, or at the first event that
+/// reaches it (the event that fires a one-shot watch sharing it, say). A
+/// removal the server throttles is made again after a
 /// back-off, unless a live watch was set on the path meanwhile.
 ///
 /// [`Client::add_watch`]: crate::Client::add_watch
@@ -40,16 +42,23 @@ pub struct WatchReceiver {
     /// Its only strong reference: the sender's weak one tells it is gone.
     /// Taken when it is dropped.
     alive: Option<Arc<()>>,
-    /// For a persistent watch, the client that removes it from the server
-    /// once this is dropped.
-    remover: Option<Weak<Shared>>,
+    /// The client that removes the server's watch once it is no longer
+    /// listened to.
+    remover: Weak<Shared>,
+    /// Whether it is a persistent watch's.
+    persistent: bool,
 }
 
 impl Drop for WatchReceiver {
     fn drop(&mut self) {
         // Its senders are abandoned from here on.
         drop(self.alive.take());
-        if let Some(shared) = self.remover.as_ref().and_then(Weak::upgrade) {
+        let Some(shared) = self.remover.upgrade() else {
+            return;
+        };
+        // A one-shot watch goes when it fires, and is looked at only if it
+        // may have kept a dropped persistent one on the server.
+        if self.persistent || shared.kept_abandoned.load(Ordering::SeqCst) {
             remove_abandoned(&shared);
         }
     }
@@ -92,16 +101,19 @@ impl WatchSender {
     }
 }
 
-/// A new watch's two ends. `remover` is for a persistent (`addWatch`)
-/// watch: the client that removes it from the server once its receiver is
-/// dropped.
-pub(crate) fn watch_channel(remover: Option<Weak<Shared>>) -> (WatchSender, WatchReceiver) {
+/// A new watch's two ends; `persistent` for an `addWatch` one. `remover`
+/// is the client that removes a persistent watch from the server once its
+/// receivers are dropped.
+pub(crate) fn watch_channel(
+    remover: Weak<Shared>,
+    persistent: bool,
+) -> (WatchSender, WatchReceiver) {
     let (tx, rx) = unbounded();
     let alive = Arc::new(());
     let sender = WatchSender {
         events: tx,
         receiver: Arc::downgrade(&alive),
-        persistent: remover.is_some(),
+        persistent,
     };
     (
         sender,
@@ -109,6 +121,7 @@ pub(crate) fn watch_channel(remover: Option<Weak<Shared>>) -> (WatchSender, Watc
             events: rx,
             alive: Some(alive),
             remover,
+            persistent,
         },
     )
 }
@@ -123,15 +136,20 @@ pub(crate) fn watch_channel(remover: Option<Weak<Shared>>) -> (WatchSender, Watc
 /// dropped, and once an event has reached one.
 pub(crate) fn remove_abandoned(shared: &Arc<Shared>) {
     let mut core = shared.core();
-    let mut sent = false;
+    let (mut sent, mut kept) = (false, false);
     for kind in [WatchKind::Persistent, WatchKind::PersistentRecursive] {
         for path in core
             .session
             .watched_paths_where(kind, Watcher::is_abandoned)
         {
-            sent |= remove_unless_shared(&mut core, Arc::downgrade(shared), path, 0);
+            match remove_unless_shared(&mut core, Arc::downgrade(shared), path, 0) {
+                Some(removal_sent) => sent |= removal_sent,
+                None => kept = true,
+            }
         }
     }
+    // Under the session's lock, so that two callers agree.
+    shared.kept_abandoned.store(kept, Ordering::SeqCst);
     drop(core);
     if sent {
         shared.flush();
@@ -141,20 +159,20 @@ pub(crate) fn remove_abandoned(shared: &Arc<Shared>) {
 /// Unless a live watcher of the session is registered on server path
 /// `path`, or a request setting one is pending, forgets the dropped
 /// watchers there and sends the removal of the server's watch, one the
-/// server has throttled `throttled` times in a row so far. True if it was
-/// sent.
+/// server has throttled `throttled` times in a row so far. `None` if left
+/// for a live watch; otherwise whether the removal was sent.
 fn remove_unless_shared(
     core: &mut Core,
     shared: Weak<Shared>,
     path: String,
     throttled: u32,
-) -> bool {
+) -> Option<bool> {
     let live = |w: &Watcher| !w.is_abandoned();
     if core
         .session
         .is_watched_or_pending(&WatchKind::ALL, &path, live)
     {
-        return false;
+        return None;
     }
     for any in WatchKind::ALL {
         core.session
@@ -169,7 +187,7 @@ fn remove_unless_shared(
         path: path.clone(),
         watcher_type: WatcherType::Any,
     };
-    Shared::start_with_callback_locked(
+    let sent = Shared::start_with_callback_locked(
         core,
         Some(generation),
         OpCode::RemoveWatches,
@@ -179,8 +197,8 @@ fn remove_unless_shared(
                 remove_after_back_off(&shared, generation, &path, throttled.saturating_add(1));
             }
         }),
-    )
-    .is_ok()
+    );
+    Some(sent.is_ok())
 }
 
 /// After the back-off of a removal the server throttled (refused
@@ -201,7 +219,7 @@ fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, tim
         let mut core = strong.core();
         let sent = remove_unless_shared(&mut core, weak.clone(), again.clone(), times);
         drop(core);
-        if sent {
+        if sent == Some(true) {
             strong.flush();
         }
     });
