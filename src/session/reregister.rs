@@ -63,8 +63,9 @@ impl<T, W: Clone> Session<T, W> {
                 let times = throttled.saturating_add(1);
                 let due = self.last_recv + throttled_back_off(times);
                 log::debug!("re-registration of watches throttled; again after a back-off");
-                if let Some(request) = self.record_request(record, times, due) {
-                    self.insert_delayed(due, request);
+                match self.record_request(record, times, due) {
+                    Some(request) => self.insert_delayed(due, request),
+                    None => self.record_confirmed(),
                 }
             }
             Err(e) => log::warn!("re-registering watches failed: {e}"),
@@ -95,7 +96,11 @@ impl<T, W: Clone> Session<T, W> {
             self.record_confirmed();
             return None;
         }
-        self.record_request(kept, throttled, deadline)
+        let request = self.record_request(kept, throttled, deadline);
+        if request.is_none() {
+            self.record_confirmed();
+        }
+        request
     }
 
     /// One more record of the re-registration under way needs no answer.
@@ -110,7 +115,8 @@ impl<T, W: Clone> Session<T, W> {
 
     /// `record`, encoded (with a placeholder xid) as a request that keeps
     /// it to be sent again; throttled `throttled` times in a row so far.
-    /// `None`, with a warning, if it cannot be encoded.
+    /// `None`, with a warning, if it cannot be encoded (a record of one
+    /// path too long for any; a part of a record that was encoded is not).
     fn record_request(
         &self,
         record: SetWatches2,

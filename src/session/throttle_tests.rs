@@ -273,21 +273,8 @@ fn rewatching(start: Instant) -> (TestSession, Vec<u8>) {
 fn rewatching_paths(start: Instant, paths: &[&str]) -> (TestSession, Vec<u8>) {
     let mut s = connected(start);
     for (token, path) in (1..).zip(paths) {
-        let watch = WatchRequest {
-            kind: WatchKind::Data,
-            path: (*path).into(),
-            watcher: 5,
-        };
-        let request = crate::proto::GetDataRequest {
-            path: (*path).into(),
-            watch: true,
-        };
-        s.submit(start, OpCode::GetData, &request, token, Some(watch))
-            .unwrap();
-        let xid = header(&sent(&mut s)[0]).xid;
-        s.handle_bytes(start, &reply(xid, 20, 0, &super::tests::data_v()));
+        watch_data(&mut s, start, token, path, 20);
     }
-    events(&mut s);
     let mut frames = reconnect(&mut s, start);
     events(&mut s);
     assert_eq!(frames.len(), 1, "one re-registration record");
@@ -299,6 +286,25 @@ fn rewatching_paths(start: Instant, paths: &[&str]) -> (TestSession, Vec<u8>) {
         (20, paths.iter().map(|p| p.to_string()).collect())
     );
     (s, frame)
+}
+
+/// Sets a data watch on `path` with a getData (`token`) answered as of
+/// `zxid`.
+fn watch_data(s: &mut TestSession, now: Instant, token: u32, path: &str, zxid: i64) {
+    let watch = WatchRequest {
+        kind: WatchKind::Data,
+        path: path.into(),
+        watcher: 5,
+    };
+    let request = crate::proto::GetDataRequest {
+        path: path.into(),
+        watch: true,
+    };
+    s.submit(now, OpCode::GetData, &request, token, Some(watch))
+        .unwrap();
+    let xid = header(&sent(s)[0]).xid;
+    s.handle_bytes(now, &reply(xid, zxid, 0, &super::tests::data_v()));
+    events(s);
 }
 
 /// The relative zxid and data watches of a setWatches frame.
@@ -508,20 +514,7 @@ fn a_throttled_set_watches_goes_again_without_the_watches_forgotten_meanwhile() 
     assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
     // Nothing left to confirm: the next reconnect sets a new watch as of
     // the last zxid seen, not as of the old record's.
-    let watch = WatchRequest {
-        kind: WatchKind::Data,
-        path: "/app/y".into(),
-        watcher: 5,
-    };
-    let request = crate::proto::GetDataRequest {
-        path: "/app/y".into(),
-        watch: true,
-    };
-    s.submit(at(1000), OpCode::GetData, &request, 10, Some(watch))
-        .unwrap();
-    let xid = header(&sent(&mut s)[0]).xid;
-    s.handle_bytes(at(1000), &reply(xid, 30, 0, &super::tests::data_v()));
-    events(&mut s);
+    watch_data(&mut s, at(1000), 10, "/app/y", 30);
     let frames = reconnect(&mut s, at(1000));
     assert_eq!(set_watches_of(&frames[0]), (30, vec!["/app/y".to_owned()]));
 }
