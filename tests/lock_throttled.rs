@@ -676,3 +676,65 @@ fn a_dropped_persistent_watchs_throttled_removal_is_made_again() {
     assert_eq!(sent(&gate, OpCode::RemoveWatches), 2, "removed again, once");
     client.close().unwrap();
 }
+
+/// A dropped persistent watch whose throttled removal finds, after the
+/// back-off, a live watch set on its path meanwhile is owed its removal,
+/// which goes as that watch's receiver is dropped. Before, the path was
+/// forgotten, and the watch stayed on the server for the connection's life.
+/// The live watch must be set within the 100 ms back-off: a try that was
+/// too late (the removal made first, as the proxy's times show) is made
+/// again on a new path, at most five times.
+#[test]
+fn a_throttled_removal_left_for_a_watch_set_during_its_back_off_goes_with_it() {
+    const DIR: &str = "/throttled-owed";
+    let server = throttling_server();
+    let gate = proxy(&server);
+    let client = connect_slowly(&gate.connect_string(), Duration::ZERO);
+    make_dirs(&client, DIR);
+    let session = client.session_id();
+    let watched = |path: &str| {
+        watches_by_path(&server)
+            .get(path)
+            .is_some_and(|sessions| sessions.contains(&session))
+    };
+    for attempt in 0..5 {
+        let path = format!("{DIR}/{attempt}");
+        mk(&client, &path, b"");
+        let receiver = client
+            .add_watch(&path, AddWatchMode::Persistent)
+            .expect("add_watch");
+        let (throttled_before, removals, asked) = (
+            throttled_ops(&server),
+            sent(&gate, OpCode::RemoveWatches),
+            sent(&gate, OpCode::Exists),
+        );
+        let write = hold_the_turn(&client, &gate, SCRATCH);
+        drop(receiver);
+        write.join().expect("the write");
+        wait_until("the removal throttled", WAIT, || {
+            throttled_ops(&server) > throttled_before
+        });
+        let (_, _, data) = client.get_data_w(&path).expect("get_data_w");
+        wait_until("the look after the back-off", WAIT, || {
+            sent(&gate, OpCode::Exists) > asked
+        });
+        let set_first = gate.last_request_at(OpCode::GetData.code())
+            < gate.last_request_at(OpCode::Exists.code());
+        if !set_first {
+            continue;
+        }
+        // The first round trip ends after the look's reply was acted on,
+        // the second passes the proxy after whatever that sent.
+        for _ in 0..2 {
+            client.exists("/").expect("a round trip");
+        }
+        assert_eq!(sent(&gate, OpCode::RemoveWatches), removals + 1, "owed");
+        assert!(watched(&path), "kept for the live data watch");
+        drop(data);
+        wait_until("the owed removal", WAIT, || !watched(&path));
+        assert_eq!(sent(&gate, OpCode::RemoveWatches), removals + 2);
+        client.close().unwrap();
+        return;
+    }
+    panic!("no data watch was set within a removal's back-off in five tries");
+}

@@ -169,6 +169,11 @@ pub(crate) struct Core {
     /// True while the release timer waits with no lingering delete (and so
     /// needs a notify for a new one).
     pub(crate) release_timer_idle: bool,
+    /// Server paths whose dropped persistent watches are still on the
+    /// server because a live watch of the session shares them (see
+    /// `watch_receiver::remove_abandoned`). Cleared with the connection,
+    /// which takes the server's watches.
+    pub(crate) owed_removals: Vec<String>,
 }
 
 impl Core {
@@ -204,11 +209,9 @@ pub(crate) struct Shared {
     /// Callers blocked waiting for a reply: when there are some, replies
     /// come in batches that wake several callers at once.
     waiting_callers: std::sync::atomic::AtomicUsize,
-    /// Whether a dropped persistent watch is kept on the server because a
-    /// live watch of the session shares its path (see
-    /// `watch_receiver::remove_abandoned`): then a dropped one-shot
-    /// receiver looks again, as it may have been the last live one.
-    pub(crate) kept_abandoned: std::sync::atomic::AtomicBool,
+    /// Whether `Core::owed_removals` holds a path, for the I/O thread to
+    /// look at without the session's lock after a watch event.
+    pub(crate) removals_owed: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     state_changed: Condvar,
     listeners: Listeners<State>,
@@ -263,7 +266,7 @@ impl Shared {
     ) -> Shared {
         Shared {
             waiting_callers: std::sync::atomic::AtomicUsize::new(0),
-            kept_abandoned: std::sync::atomic::AtomicBool::new(false),
+            removals_owed: std::sync::atomic::AtomicBool::new(false),
             core: Mutex::new(Core {
                 session,
                 stream: None,
@@ -272,6 +275,7 @@ impl Shared {
                 unsent: Vec::new(),
                 write_timeout: None,
                 release_timer_idle: false,
+                owed_removals: Vec::new(),
             }),
             release_timer: Condvar::new(),
             state: Mutex::new(State::Disconnected),
@@ -608,7 +612,7 @@ impl Shared {
     /// Delivers session outputs (outside the session lock), emptying
     /// `events`.
     pub(crate) fn dispatch(self: &Arc<Self>, events: &mut Vec<ClientEvent>) {
-        let mut abandoned = false;
+        let (mut abandoned, mut watched) = (false, false);
         for event in events.drain(..) {
             match event {
                 Event::Reply { token, result } => token.complete(result),
@@ -617,12 +621,18 @@ impl Shared {
                         w.deliver(&event);
                     }
                     abandoned |= watchers.iter().any(Watcher::is_abandoned_persistent);
+                    watched = true;
                 }
                 Event::State(state) => self.publish_state(state),
             }
         }
         if abandoned {
             super::watch_receiver::remove_abandoned(self);
+        } else if watched && self.removals_owed.load(std::sync::atomic::Ordering::SeqCst) {
+            // The event may have fired the watch that kept one. Read without
+            // the lock: an owed path is added, under the lock, before the
+            // event that fires its watch is taken in, under it too.
+            super::watch_receiver::settle_owed(self);
         }
     }
 

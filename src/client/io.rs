@@ -3,6 +3,7 @@
 
 use std::io::{self, Read};
 use std::net::TcpStream;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -172,6 +173,9 @@ fn serve(
             core.session
                 .forget_watchers_everywhere(kind, Watcher::is_abandoned);
         }
+        // Nor is one whose removal was owed.
+        core.owed_removals.clear();
+        shared.removals_owed.store(false, Ordering::SeqCst);
         core.session.handle_connected(resolved);
     }
     let mut socket_read_timeout = SocketTimeout::default();

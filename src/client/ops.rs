@@ -509,8 +509,8 @@ impl Client {
     /// matching event arrives on the receiver until
     /// [`Client::remove_watches`] or the end of the session. Dropping the
     /// receiver removes the watch from the server too: at once, or, while
-    /// another watch of this client on `path` shares the server's, at a
-    /// later event (see [`WatchReceiver`]).
+    /// another watch of this client on `path` shares the server's, once
+    /// none does (see [`WatchReceiver`]).
     ///
     /// On 3.6–3.8 servers, a one-shot watch of this session on exactly
     /// `path` turns the server's persistent watch into a one-shot one, and

@@ -32,8 +32,8 @@ use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 /// server's watch, it is removed instead once no live watch shares it: as
 /// the last receiver sharing it is dropped, or at the first event that
 /// reaches it (the event that fires a one-shot watch sharing it, say). A
-/// removal the server throttles is made again after a
-/// back-off, unless a live watch was set on the path meanwhile.
+/// removal the server throttles is made again after a back-off, or, if a
+/// live watch was set on the path meanwhile, once none is.
 ///
 /// [`Client::add_watch`]: crate::Client::add_watch
 #[derive(Debug)]
@@ -56,10 +56,14 @@ impl Drop for WatchReceiver {
         let Some(shared) = self.remover.upgrade() else {
             return;
         };
-        // A one-shot watch goes when it fires, and is looked at only if it
-        // may have kept a dropped persistent one on the server.
-        if self.persistent || shared.kept_abandoned.load(Ordering::SeqCst) {
+        if self.persistent {
             remove_abandoned(&shared);
+        } else {
+            // A one-shot watch goes when it fires; this one may have kept a
+            // dropped persistent one on the server. Looked at under the
+            // session's lock: a removal deciding to owe its path, on
+            // another thread, may have seen this receiver still live.
+            settle_owed(&shared);
         }
     }
 }
@@ -129,65 +133,95 @@ pub(crate) fn watch_channel(
 /// Removes from the server each persistent watch whose receivers are all
 /// dropped: unlike a one-shot watch, it would go on sending events for as
 /// long as the connection lasts. Its watchers, and the dropped ones of any
-/// kind on its path, are forgotten with it. A path that another watcher of
-/// the session shares is left alone, for a later event to look at again:
-/// the server keeps one watch per session and path, whoever set it, so
-/// the removal would take that watcher's too. Called as such a receiver is
-/// dropped, and once an event has reached one.
+/// kind on its path, are forgotten with it. A path that a live watcher of
+/// the session shares is owed its removal until none does (see
+/// [`settle_owed`]): the server keeps one watch per session and path,
+/// whoever set it, so the removal would take that watcher's too. Called as
+/// such a receiver is dropped, and once an event has reached one.
 pub(crate) fn remove_abandoned(shared: &Arc<Shared>) {
     let mut core = shared.core();
-    let (mut sent, mut kept) = (false, false);
+    let mut paths = std::mem::take(&mut core.owed_removals);
     for kind in [WatchKind::Persistent, WatchKind::PersistentRecursive] {
         for path in core
             .session
             .watched_paths_where(kind, Watcher::is_abandoned)
         {
-            match remove_unless_shared(&mut core, Arc::downgrade(shared), path, 0) {
-                Some(removal_sent) => sent |= removal_sent,
-                None => kept = true,
+            if !paths.contains(&path) {
+                paths.push(path);
             }
         }
     }
-    // Under the session's lock, so that two callers agree.
-    shared.kept_abandoned.store(kept, Ordering::SeqCst);
+    let sent = remove_or_owe(&mut core, shared, paths, 0);
     drop(core);
     if sent {
         shared.flush();
     }
 }
 
-/// Unless a live watcher of the session is registered on server path
-/// `path`, or a request setting one is pending, forgets the dropped
-/// watchers there and sends the removal of the server's watch, one the
-/// server has throttled `throttled` times in a row so far. `None` if left
-/// for a live watch; otherwise whether the removal was sent.
-fn remove_unless_shared(
+/// Sends the removals owed (see [`remove_abandoned`]) whose paths no live
+/// watcher shares any more. Called as a one-shot receiver is dropped, and
+/// after a watch event, when some are owed: the watch that kept one may
+/// have been that one.
+pub(crate) fn settle_owed(shared: &Arc<Shared>) {
+    let mut core = shared.core();
+    if core.owed_removals.is_empty() {
+        return;
+    }
+    let paths = std::mem::take(&mut core.owed_removals);
+    let sent = remove_or_owe(&mut core, shared, paths, 0);
+    drop(core);
+    if sent {
+        shared.flush();
+    }
+}
+
+/// For each server path of `paths`: unless a live watcher of the session
+/// is registered there, or a request setting one is pending, forgets the
+/// dropped watchers there and sends the removal of the server's watch
+/// (throttled `throttled` times in a row so far); otherwise owes it. True
+/// if a removal was sent.
+fn remove_or_owe(
     core: &mut Core,
-    shared: Weak<Shared>,
-    path: String,
+    shared: &Arc<Shared>,
+    paths: Vec<String>,
     throttled: u32,
-) -> Option<bool> {
-    let live = |w: &Watcher| !w.is_abandoned();
-    if core
-        .session
-        .is_watched_or_pending(&WatchKind::ALL, &path, live)
-    {
-        return None;
+) -> bool {
+    let mut sent = false;
+    for path in paths {
+        let live = |w: &Watcher| !w.is_abandoned();
+        if core
+            .session
+            .is_watched_or_pending(&WatchKind::ALL, &path, live)
+        {
+            core.owed_removals.push(path);
+            continue;
+        }
+        for any in WatchKind::ALL {
+            core.session
+                .forget_watchers(any, &path, Watcher::is_abandoned);
+        }
+        sent |= send_removal(core, Arc::downgrade(shared), path, throttled);
     }
-    for any in WatchKind::ALL {
-        core.session
-            .forget_watchers(any, &path, Watcher::is_abandoned);
-    }
-    // `Any`: a 3.6-3.8 server has no type of its own for persistent
-    // watches. `NoWatcher` (a reconnect's setWatches left it unset) or a
-    // lost connection (which takes the server's watches) leave nothing to
-    // do; a new session has no such watch.
+    // Under the session's lock, which every change of the list takes.
+    shared
+        .removals_owed
+        .store(!core.owed_removals.is_empty(), Ordering::SeqCst);
+    sent
+}
+
+/// Sends the removal of the session's watches on server path `path`; true
+/// if it was sent. `Any`: a 3.6-3.8 server has no type of its own for
+/// persistent watches. `NoWatcher` (a reconnect's setWatches left it
+/// unset) or a lost connection (which takes the server's watches) leave
+/// nothing to do; a new session has no such watch. One the server
+/// throttles is looked at again after a back-off.
+fn send_removal(core: &mut Core, shared: Weak<Shared>, path: String, throttled: u32) -> bool {
     let generation = core.session.generation();
     let request = RemoveWatchesRequest {
         path: path.clone(),
         watcher_type: WatcherType::Any,
     };
-    let sent = Shared::start_with_callback_locked(
+    Shared::start_with_callback_locked(
         core,
         Some(generation),
         OpCode::RemoveWatches,
@@ -197,15 +231,15 @@ fn remove_unless_shared(
                 remove_after_back_off(&shared, generation, &path, throttled.saturating_add(1));
             }
         }),
-    );
-    Some(sent.is_ok())
+    )
+    .is_ok()
 }
 
 /// After the back-off of a removal the server throttled (refused
 /// unapplied, on a connection that stays up) `times` in a row, a plain
 /// exists on `path` whose reply looks again: the watch would otherwise stay
 /// on the server, unheard, for the connection's life. A live watch set
-/// there meanwhile keeps it, as it would have kept the first removal.
+/// there meanwhile has it owed, as it would have the first removal.
 fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, times: u32) {
     let Some(strong) = shared.upgrade() else {
         return;
@@ -217,9 +251,13 @@ fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, tim
             return;
         };
         let mut core = strong.core();
-        let sent = remove_unless_shared(&mut core, weak.clone(), again.clone(), times);
+        if !core.owed_removals.contains(&again) {
+            core.owed_removals.push(again.clone());
+        }
+        let paths = std::mem::take(&mut core.owed_removals);
+        let sent = remove_or_owe(&mut core, &strong, paths, times);
         drop(core);
-        if sent == Some(true) {
+        if sent {
             strong.flush();
         }
     });
