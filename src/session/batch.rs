@@ -127,8 +127,9 @@ impl<T, W: Clone> Session<T, W> {
     /// True if a request that adds at most `extra` bytes may join the open
     /// batch of kind `kind`: the batch's frame is still the last thing in
     /// the outbox and its request the last one sent, no deferred or
-    /// throttled delete must go first, and the frame stays within
-    /// `max_request`. (The caller checks the batch's count.)
+    /// throttled delete, nor throttled re-registration of watches, must go
+    /// first, and the frame stays within `max_request`. (The caller checks
+    /// the batch's count.)
     pub(super) fn can_join_batch(&self, kind: OpCode, extra: usize) -> bool {
         let Some(batch) = &self.open_batch else {
             return false;
@@ -136,6 +137,7 @@ impl<T, W: Clone> Session<T, W> {
         batch.kind == Some(kind)
             && self.deferred.is_empty()
             && self.throttled.is_empty()
+            && !self.has_delayed_set_watches()
             && batch.end == self.outbox.len()
             && self.pending.back().is_some_and(|p| p.xid == batch.xid)
             && (batch.end - batch.start).saturating_add(extra) <= self.config.max_request

@@ -76,11 +76,11 @@ impl<T, W: Clone> Session<T, W> {
         if self.disconnect.is_some() || !self.background_can_go() {
             return;
         }
-        let is_rewatch =
-            |d: &Delayed<T, W>| matches!(d.request.purpose, Purpose::SetWatches { .. });
-        if !self.delayed.iter().any(is_rewatch) {
+        if !self.has_delayed_set_watches() {
             return;
         }
+        let is_rewatch =
+            |d: &Delayed<T, W>| matches!(d.request.purpose, Purpose::SetWatches { .. });
         let (rewatch, rest) = std::mem::take(&mut self.delayed)
             .into_iter()
             .partition::<Vec<_>, _>(is_rewatch);
@@ -90,6 +90,14 @@ impl<T, W: Clone> Session<T, W> {
                 self.send_encoded(now, request);
             }
         }
+    }
+
+    /// True while a throttled re-registration of watches waits out its
+    /// back-off: no later request may overtake it.
+    pub(super) fn has_delayed_set_watches(&self) -> bool {
+        self.delayed
+            .iter()
+            .any(|d| matches!(d.request.purpose, Purpose::SetWatches { .. }))
     }
 
     /// What the delayed requests are for.

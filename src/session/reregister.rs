@@ -68,6 +68,12 @@ impl<T, W: Clone> Session<T, W> {
                     None => self.record_confirmed(),
                 }
             }
+            // Left unset, its watches' events would never come: a new
+            // connection sets them again.
+            Err(e) if self.background_can_go() => {
+                log::warn!("re-registering watches failed: {e}; reconnecting");
+                self.request_disconnect(e);
+            }
             Err(e) => log::warn!("re-registering watches failed: {e}"),
         }
     }

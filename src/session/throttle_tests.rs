@@ -518,3 +518,39 @@ fn a_throttled_set_watches_goes_again_without_the_watches_forgotten_meanwhile() 
     let frames = reconnect(&mut s, at(1000));
     assert_eq!(set_watches_of(&frames[0]), (30, vec!["/app/y".to_owned()]));
 }
+
+/// A read that would join a batch sent before a re-registration was
+/// throttled goes after the re-registration instead, its back-off cut
+/// short: joined to the earlier frame, it would overtake it.
+#[test]
+fn a_read_during_a_set_watches_back_off_does_not_join_a_batch_ahead_of_it() {
+    let start = Instant::now();
+    let (mut s, first) = rewatching(start);
+    let read = |path: &str| BatchRead::Data(get_data(path));
+    s.submit_read(start, read("/app/a"), 2).unwrap();
+    s.handle_bytes(start, &reply(header(&first).xid, 0, throttled(), &()));
+    s.submit_read(start, read("/app/b"), 3).unwrap();
+    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
+    assert_eq!(
+        ops,
+        [
+            OpCode::GetData.code(),
+            OpCode::SetWatches.code(),
+            OpCode::GetData.code()
+        ]
+    );
+}
+
+/// A re-registration refused with an error other than a throttle leaves
+/// its watches unset on the server: the connection is dropped, so that the
+/// next handshake sets them again, as of the zxid it was sent with.
+#[test]
+fn a_set_watches_refused_otherwise_drops_the_connection_and_goes_again() {
+    let start = Instant::now();
+    let (mut s, first) = rewatching(start);
+    let marshalling = ErrorCode::MarshallingError.code();
+    s.handle_bytes(start, &reply(header(&first).xid, 0, marshalling, &()));
+    assert!(s.poll_disconnect().is_some(), "the connection dropped");
+    let frames = reconnect(&mut s, start);
+    assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+}
