@@ -95,6 +95,22 @@ pub struct SessionConfig {
     pub new_session_on_expiry: bool,
 }
 
+/// The longest duration the protocol carries (`i32` milliseconds): longer
+/// ones are taken as this, so that no deadline counted from an `Instant`
+/// can overflow it.
+const MAX_DURATION: Duration = Duration::from_millis(i32::MAX as u64);
+
+impl SessionConfig {
+    fn bounded(self) -> SessionConfig {
+        SessionConfig {
+            session_timeout: self.session_timeout.min(MAX_DURATION),
+            connect_timeout: self.connect_timeout.min(MAX_DURATION),
+            request_timeout: self.request_timeout.map(|t| t.min(MAX_DURATION)),
+            ..self
+        }
+    }
+}
+
 /// The state of the session, as user code sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
@@ -316,10 +332,12 @@ pub struct Session<T, W> {
 
 impl<T, W: Clone> Session<T, W> {
     /// A session that will connect to `hosts` (`host:port` strings).
+    /// Durations in `config` over `i32::MAX` ms, the protocol's longest,
+    /// are taken as that.
     pub fn new(config: SessionConfig, hosts: Vec<String>, now: Instant) -> Self {
         Session {
             hosts: HostList::new(hosts, Rng::new()),
-            config,
+            config: config.bounded(),
             conn: Conn::None,
             state: State::Disconnected,
             fatal: None,

@@ -1357,3 +1357,31 @@ fn last_heard_moves_only_for_answers_that_say_the_session_lives() {
     assert_eq!(s.state(), State::Expired);
     assert_eq!(s.last_heard(), at(400));
 }
+
+/// Durations over the protocol's `i32::MAX` ms, which the public
+/// `SessionConfig` allows, are taken as that: no deadline counted from an
+/// `Instant` overflows it (`Duration::MAX` used to panic at the first
+/// read timeout or request deadline).
+#[test]
+fn durations_over_the_protocols_longest_are_taken_as_it() {
+    let now = Instant::now();
+    let longest = Duration::from_millis(i32::MAX as u64);
+    let config = SessionConfig {
+        session_timeout: Duration::MAX,
+        connect_timeout: Duration::MAX,
+        request_timeout: Some(Duration::MAX),
+        ..config()
+    };
+    let mut s: TestSession = Session::new(config, vec!["127.0.0.1:1".into()], now);
+    assert_eq!(s.config().session_timeout, longest);
+    assert_eq!(s.config().connect_timeout, longest);
+    assert_eq!(s.config().request_timeout, Some(longest));
+    assert_eq!(s.read_timeout(), longest * 2 / 3);
+    s.handle_connected(now);
+    let request = ConnectRequest::from_bytes(&sent(&mut s)[0]).unwrap();
+    assert_eq!(request.timeout_ms, i32::MAX);
+    s.submit(now, OpCode::GetData, &get_data("/app/x"), 1, None)
+        .unwrap();
+    assert!(s.poll_timeout().is_some_and(|at| at > now));
+    s.handle_timeout(now + Duration::from_secs(1));
+}
