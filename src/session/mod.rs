@@ -399,7 +399,9 @@ impl<T, W: Clone> Session<T, W> {
 
     /// When a whole frame last arrived from any server on an established
     /// connection, or a handshake granted or resumed the session (the
-    /// session's creation, before any did).
+    /// session's creation, before any did). Once a read-write server has
+    /// seen the session, read-only servers do not count: the quorum hears
+    /// nothing of it through them (see [`Session::handle_timeout`]).
     pub fn last_heard(&self) -> Instant {
         self.last_heard
     }
@@ -576,7 +578,7 @@ impl<T, W: Clone> Session<T, W> {
                     // A handshake's answer counts only if it resumes the
                     // session (see `handle_handshake`): a refusal, or a
                     // "session expired", says nothing of the session's life.
-                    if self.conn == Conn::Established {
+                    if self.conn == Conn::Established && !self.kept_by_read_only() {
                         self.last_heard = now;
                     }
                     if let Err(e) = self.handle_frame(now, payload) {
@@ -634,11 +636,11 @@ impl<T, W: Clone> Session<T, W> {
     /// Timers: the close's, handshake and read timeouts, pings, deadlines
     /// of requests waiting for a connection, and delayed requests.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.conn != Conn::Established {
+        if self.conn != Conn::Established || self.kept_by_read_only() {
             if let Some(at) = self.local_expiry() {
                 if now >= at {
                     log::warn!(
-                        "no server heard from for {:?}: the session is expired",
+                        "no read-write server heard from for {:?}: the session is expired",
                         now - self.last_heard
                     );
                     self.terminate(State::Expired, Error::SessionExpired);
@@ -907,7 +909,7 @@ impl<T, W: Clone> Session<T, W> {
             .min();
         let expiry = self
             .local_expiry()
-            .filter(|_| self.conn != Conn::Established);
+            .filter(|_| self.conn != Conn::Established || self.kept_by_read_only());
         let request = self
             .request_deadline()
             .filter(|_| self.conn == Conn::Established && self.disconnect.is_none());
@@ -1022,6 +1024,15 @@ impl<T, W: Clone> Session<T, W> {
     /// A session only read-only servers have seen is never resumed (the
     /// next handshake asks for a new one) and holds no ephemeral nodes:
     /// there is nothing to expire.
+    /// True while a session that a read-write server has seen is on a
+    /// read-only one, cut off from the quorum. Servers before 3.8 resume a
+    /// session there; answering its pings, they keep the connection up
+    /// while the quorum, hearing nothing, expires the session. So it
+    /// expires locally as if disconnected.
+    fn kept_by_read_only(&self) -> bool {
+        self.seen_rw_server && self.state == State::ConnectedReadOnly
+    }
+
     fn local_expiry(&self) -> Option<Instant> {
         if self.fatal.is_some() || self.closing.is_some() || !self.seen_rw_server {
             return None;

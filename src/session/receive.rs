@@ -60,9 +60,13 @@ impl<T, W: Clone> Session<T, W> {
         self.negotiated = Some(Duration::from_millis(
             response.timeout_ms.unsigned_abs().into(),
         ));
+        // Resumed by a read-only server (before 3.8), the session is not
+        // heard of by the quorum (see `Session::kept_by_read_only`).
+        if !(response.read_only && self.seen_rw_server) {
+            self.last_heard = now;
+        }
         self.seen_rw_server |= !response.read_only;
         self.conn = Conn::Established;
-        self.last_heard = now;
         self.hosts.connected(now);
         if response.read_only {
             self.set_state(State::ConnectedReadOnly);
