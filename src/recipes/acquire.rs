@@ -238,7 +238,15 @@ struct WakeFlags {
 impl Wakeup {
     fn notify(&self, woken: Woken) {
         let mut flags = lock(&self.flags);
-        flags.woken = Some(woken);
+        // The predecessor's going says less than its release note, which
+        // comes first when the two race: kept, the note spares a listing.
+        let says_less = matches!(
+            woken,
+            Woken::PredecessorGone | Woken::Event(EventType::NodeDeleted)
+        );
+        if !(says_less && matches!(flags.woken, Some(Woken::Released))) {
+            flags.woken = Some(woken);
+        }
         self.wake(flags);
     }
 
@@ -1346,5 +1354,30 @@ impl RetryBudget {
 
     fn reset(&mut self) {
         self.since = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A release note followed by its predecessor's deletion (the note's
+    /// event, then a watch's `NoNode` or the deletion's event) leaves the
+    /// note: the lock is the waiter's without a listing. Anything else
+    /// still replaces what came before.
+    #[test]
+    fn a_release_note_is_not_overwritten_by_its_predecessors_going() {
+        let wakeup = Wakeup::default();
+        let woken = || lock(&wakeup.flags).woken.take();
+        for after in [Woken::PredecessorGone, Woken::Event(EventType::NodeDeleted)] {
+            wakeup.notify(Woken::Released);
+            wakeup.notify(after);
+            assert!(matches!(woken(), Some(Woken::Released)));
+        }
+        wakeup.notify(Woken::Released);
+        wakeup.notify(Woken::Event(EventType::None));
+        assert!(matches!(woken(), Some(Woken::Event(EventType::None))));
+        wakeup.notify(Woken::PredecessorGone);
+        assert!(matches!(woken(), Some(Woken::PredecessorGone)));
     }
 }
