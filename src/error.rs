@@ -407,9 +407,10 @@ impl Error {
     /// True if a request that failed with this error may still have been
     /// applied: its reply was lost with the connection, or came but could
     /// not be decoded (the server said it did something; the client then
-    /// drops the connection).
+    /// drops the connection). Not `ThrottledOp`: the server refused it
+    /// unapplied.
     pub(crate) fn outcome_unknown(&self) -> bool {
-        self.is_retryable() || matches!(self, Error::Protocol(_))
+        (self.is_retryable() && *self != Error::ThrottledOp) || matches!(self, Error::Protocol(_))
     }
 
     /// True when the session is gone for good (expired, auth failed or
@@ -463,5 +464,21 @@ mod tests {
         // A lock's loss alone says nothing about its session.
         let not_lost = [Error::LockLost, Error::ConnectionLoss, Error::NoNode];
         assert!(!not_lost.iter().any(Error::is_session_lost));
+    }
+
+    /// A throttled request was refused unapplied: retryable, but its
+    /// outcome is known (an abandoned create so refused is not searched
+    /// for). A lost or undecodable reply's is not.
+    #[test]
+    fn a_throttled_request_has_a_known_outcome() {
+        assert!(Error::ThrottledOp.is_retryable());
+        assert!(!Error::ThrottledOp.outcome_unknown());
+        let unknown = [
+            Error::ConnectionLoss,
+            Error::RequestTimeout,
+            malformed("a reply"),
+        ];
+        assert!(unknown.iter().all(Error::outcome_unknown));
+        assert!(!Error::NoNode.outcome_unknown());
     }
 }
