@@ -522,33 +522,6 @@ impl Rule {
     }
 }
 
-/// How long a lock attempt may wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wait {
-    /// Until the lock is held (`lock`).
-    Forever,
-    /// Not behind other holders, but for the server's answers, through a
-    /// reconnect if need be (`try_lock`).
-    Once,
-    /// Until a deadline, whatever the connection does: one that has passed
-    /// already ends the attempt at once (`try_lock_until`).
-    Until(Instant),
-}
-
-impl Wait {
-    /// For `try_lock_for(timeout)`: a zero timeout is a try ([`Wait::Once`],
-    /// as a zero-timeout `try_lock_for` is in `parking_lot`), and one too
-    /// long to make a deadline of waits without one.
-    pub(crate) fn for_timeout(timeout: Duration) -> Wait {
-        if timeout.is_zero() {
-            return Wait::Once;
-        }
-        Instant::now()
-            .checked_add(timeout)
-            .map_or(Wait::Forever, Wait::Until)
-    }
-}
-
 /// One acquisition: which marker our node gets, and the decision rule.
 /// Every lock naming contends (see [`ALL_MARKERS`]).
 pub(crate) struct Attempt<'a> {
@@ -572,22 +545,11 @@ impl Attempt<'_> {
     /// for a node whose create's reply was lost, made there, would find
     /// nothing and create a second node, or a listing would grant a lock
     /// whose node went with the old session.
-    pub(crate) fn run(&self, wait: Wait) -> Result<Option<HeldLock>> {
-        // A try does not wait behind other holders, but still waits for
-        // the server's answers: "not acquired" must mean that another holds
-        // the lock. A deadline gives up on those too, so that it holds
-        // through outages.
-        let (deadline, give_up_at) = match wait {
-            Wait::Forever => (None, None),
-            Wait::Once => (Some(Instant::now()), None),
-            // Over before it began: nothing to send.
-            Wait::Until(at) if Instant::now() >= at => return Ok(None),
-            Wait::Until(at) => (Some(at), Some(at)),
-        };
+    pub(crate) fn run(&self, deadline: Option<Instant>) -> Result<Option<HeldLock>> {
         let wakeup = self.waiters.register();
         let mut node = None;
         let session = self.spec.client.session_generation();
-        let result = self.acquire(deadline, give_up_at, &wakeup, &mut node, session);
+        let result = self.acquire(deadline, &wakeup, &mut node, session);
         self.waiters.unregister(&wakeup);
         match (&result, node) {
             (Ok(Some(_)), _) | (_, None) => {}
@@ -599,17 +561,19 @@ impl Attempt<'_> {
         result
     }
 
-    /// Waits behind holders until `deadline` (`None`: for ever), and for
-    /// the server's answers until `give_up_at` (see [`Attempt::run`]).
     fn acquire(
         &self,
         deadline: Option<Instant>,
-        give_up_at: Option<Instant>,
         wakeup: &Arc<Wakeup>,
         node: &mut Option<String>,
         session: u64,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
+        // When the attempt gives up on an answer it waits for: at the
+        // deadline of one that may wait. A try without waiting (`try_lock`)
+        // still waits for the server's answers: "not acquired" must mean
+        // that another holds the lock.
+        let give_up_at = deadline.filter(|d| Instant::now() < *d);
         let Some((OurNode { name, token }, then)) =
             self.create_protected(deadline, give_up_at, wakeup, session)?
         else {

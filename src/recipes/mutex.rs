@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use super::acquire::{Attempt, LockSpec, Rule, Wait, Waiters};
+use super::acquire::{Attempt, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
 use super::monitor::LockMonitor;
 use super::naming::MUTEX_MARKER;
@@ -84,7 +84,7 @@ impl Mutex {
     /// times, the wait's other requests until two session
     /// timeouts pass without progress, and then their last error ends it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
-        self.acquire(Wait::Forever)?
+        self.acquire(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -93,24 +93,23 @@ impl Mutex {
     /// through a reconnect if need be, and fails as [`Mutex::lock`] does
     /// (`WouldDeadlock` included).
     pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Wait::Once)
+        self.acquire(Some(Instant::now()))
     }
 
     /// Waits up to `timeout`: `Ok(None)` if the lock was not acquired in time,
-    /// whatever the connection does (see [`Mutex::try_lock_until`]). A zero
-    /// timeout is [`Mutex::try_lock`]; one too long to make a deadline of
-    /// waits without one. Fails as [`Mutex::lock`] does.
+    /// whatever the connection does. A zero timeout is [`Mutex::try_lock`],
+    /// which waits for the server's answers; one too long to make a
+    /// deadline of waits without one. Fails as [`Mutex::lock`] does.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Wait::for_timeout(timeout))
+        self.acquire(Instant::now().checked_add(timeout))
     }
 
     /// Waits until `deadline`: `Ok(None)` if the lock was not acquired in
-    /// time, whatever the connection does (answers still awaited then are
-    /// left to the I/O thread, which deletes a node they created). A
-    /// deadline already passed gives `Ok(None)` at once, with nothing sent.
-    /// Fails as [`Mutex::lock`] does.
+    /// time, whatever the connection does. A deadline already passed is
+    /// [`Mutex::try_lock`], which waits for the server's answers. Fails as
+    /// [`Mutex::lock`] does.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Wait::Until(deadline))
+        self.acquire(Some(deadline))
     }
 
     /// Wakes every attempt under way on this mutex (`lock`, `try_lock_for`,
@@ -130,25 +129,29 @@ impl Mutex {
         self.holders.current_thread_holds()
     }
 
-    fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard<'_>>> {
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<MutexGuard<'_>>> {
         if self.is_held_by_current_thread() {
             return Err(Error::WouldDeadlock);
         }
-        let held = attempt(&self.spec, &self.waiters, wait)?;
+        let held = attempt(&self.spec, &self.waiters, deadline)?;
         Ok(held.map(|held| MutexGuard {
             hold: Hold::new(held, &self.holders, true),
         }))
     }
 }
 
-fn attempt(spec: &LockSpec, waiters: &Waiters, wait: Wait) -> Result<Option<HeldLock>> {
+fn attempt(
+    spec: &LockSpec,
+    waiters: &Waiters,
+    deadline: Option<Instant>,
+) -> Result<Option<HeldLock>> {
     Attempt {
         spec,
         marker: MUTEX_MARKER,
         rule: Rule::Exclusive,
         waiters,
     }
-    .run(wait)
+    .run(deadline)
 }
 
 /// Proof that a [`Mutex`] is held. Dropping it releases the lock without
@@ -355,7 +358,7 @@ impl ReentrantMutex {
     /// it, or with `LockLost` if this thread's hold is known to be lost
     /// (drop its guards first).
     pub fn lock(&self) -> Result<ReentrantMutexGuard<'_>> {
-        self.acquire(Wait::Forever)?
+        self.acquire(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -363,18 +366,17 @@ impl ReentrantMutex {
     /// another thread or contender holds it. It still waits for the
     /// server's answers, through a reconnect if need be.
     pub fn try_lock(&self) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Wait::Once)
+        self.acquire(Some(Instant::now()))
     }
 
-    /// Waits up to `timeout`, as [`Mutex::try_lock_for`] does (a zero
-    /// timeout is [`ReentrantMutex::try_lock`]).
+    /// Waits up to `timeout` (without a deadline if too long to make one).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Wait::for_timeout(timeout))
+        self.acquire(Instant::now().checked_add(timeout))
     }
 
-    /// Waits until `deadline`, as [`Mutex::try_lock_until`] does.
+    /// Waits until `deadline`.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Wait::Until(deadline))
+        self.acquire(Some(deadline))
     }
 
     /// Wakes every attempt under way with `Cancelled` (see
@@ -392,7 +394,7 @@ impl ReentrantMutex {
             .map_or(0, |r| r.count)
     }
 
-    fn acquire(&self, wait: Wait) -> Result<Option<ReentrantMutexGuard<'_>>> {
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<ReentrantMutexGuard<'_>>> {
         let me = std::thread::current().id();
         if let Some(reentry) = lock(&self.holder).as_mut().filter(|r| r.thread == me) {
             // Curator hands out a lost hold again; a caller that checks only
@@ -409,7 +411,7 @@ impl ReentrantMutex {
                 _not_send: PhantomData,
             }));
         }
-        let Some(held) = attempt(&self.spec, &self.waiters, wait)? else {
+        let Some(held) = attempt(&self.spec, &self.waiters, deadline)? else {
             return Ok(None);
         };
         let (hold, tracker) = (held.id(), held.tracker());

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Wait, Waiters};
+use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{is_exclusive, Contender, READ_MARKER, WRITE_MARKER};
@@ -71,7 +71,7 @@ impl RwLock {
     /// and another writer is queued, or holds a read lock that a queued
     /// writer waits for.
     pub fn read(&self) -> Result<RwLockReadGuard<'_>> {
-        self.acquire_read(Wait::Forever)?
+        self.acquire_read(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -80,28 +80,26 @@ impl RwLock {
     /// answers, through a reconnect if need be, and fails as
     /// [`RwLock::read`] does (`WouldDeadlock` included).
     pub fn try_read(&self) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Wait::Once)
+        self.acquire_read(Some(Instant::now()))
     }
 
-    /// Waits up to `timeout` for a read lock, as
-    /// [`Mutex::try_lock_for`](crate::Mutex::try_lock_for) does (a zero
-    /// timeout is [`RwLock::try_read`]). Fails as [`RwLock::read`] does.
+    /// Waits up to `timeout` for a read lock (without a deadline if too long
+    /// to make one). Fails as [`RwLock::read`] does.
     pub fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Wait::for_timeout(timeout))
+        self.acquire_read(Instant::now().checked_add(timeout))
     }
 
-    /// Waits until `deadline` for a read lock, as
-    /// [`Mutex::try_lock_until`](crate::Mutex::try_lock_until) does. Fails
-    /// as [`RwLock::read`] does.
+    /// Waits until `deadline` for a read lock. Fails as [`RwLock::read`]
+    /// does.
     pub fn try_read_until(&self, deadline: Instant) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Wait::Until(deadline))
+        self.acquire_read(Some(deadline))
     }
 
     /// Blocks until the write lock is held. Fails as
     /// [`Mutex::lock`](crate::Mutex::lock) does, and with `WouldDeadlock` if
     /// this thread already holds the write lock or a read lock.
     pub fn write(&self) -> Result<RwLockWriteGuard<'_>> {
-        self.acquire_write(Wait::Forever)?
+        self.acquire_write(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -110,21 +108,19 @@ impl RwLock {
     /// server's answers, through a reconnect if need be, and fails as
     /// [`RwLock::write`] does (`WouldDeadlock` included).
     pub fn try_write(&self) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Wait::Once)
+        self.acquire_write(Some(Instant::now()))
     }
 
-    /// Waits up to `timeout` for the write lock, as
-    /// [`Mutex::try_lock_for`](crate::Mutex::try_lock_for) does (a zero
-    /// timeout is [`RwLock::try_write`]). Fails as [`RwLock::write`] does.
+    /// Waits up to `timeout` for the write lock (without a deadline if too
+    /// long to make one). Fails as [`RwLock::write`] does.
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Wait::for_timeout(timeout))
+        self.acquire_write(Instant::now().checked_add(timeout))
     }
 
-    /// Waits until `deadline` for the write lock, as
-    /// [`Mutex::try_lock_until`](crate::Mutex::try_lock_until) does. Fails
-    /// as [`RwLock::write`] does.
+    /// Waits until `deadline` for the write lock. Fails as
+    /// [`RwLock::write`] does.
     pub fn try_write_until(&self, deadline: Instant) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Wait::Until(deadline))
+        self.acquire_write(Some(deadline))
     }
 
     /// Wakes every `read` and `write` attempt under way, timed ones
@@ -134,7 +130,7 @@ impl RwLock {
         self.waiters.cancel();
     }
 
-    fn acquire_read(&self, wait: Wait) -> Result<Option<RwLockReadGuard<'_>>> {
+    fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
         let rule = match self.writer.current_thread_node() {
             Some(write) => Rule::ReadUnderWrite(write, self.readers.current_thread_nodes().into()),
             None => {
@@ -152,13 +148,13 @@ impl RwLock {
             rule,
             waiters: &self.waiters,
         }
-        .run(wait)?;
+        .run(deadline)?;
         Ok(held.map(|held| RwLockReadGuard {
             hold: Hold::new(held, &self.readers, false),
         }))
     }
 
-    fn acquire_write(&self, wait: Wait) -> Result<Option<RwLockWriteGuard<'_>>> {
+    fn acquire_write(&self, deadline: Option<Instant>) -> Result<Option<RwLockWriteGuard<'_>>> {
         if self.writer.current_thread_holds() || self.readers.current_thread_holds() {
             return Err(Error::WouldDeadlock);
         }
@@ -168,7 +164,7 @@ impl RwLock {
             rule: Rule::Exclusive,
             waiters: &self.waiters,
         }
-        .run(wait)?;
+        .run(deadline)?;
         Ok(held.map(|held| RwLockWriteGuard {
             hold: Hold::new(held, &self.writer, true),
         }))
