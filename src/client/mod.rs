@@ -379,7 +379,9 @@ impl Client {
     /// `last_heard() + T`, a bound that holds even when the caller itself
     /// was not running (stopped, or starved of CPU) to see the connection
     /// go. (A reply that arrived while the whole process was stopped is
-    /// taken as heard when it was read.)
+    /// taken as heard when it was read.) Once a read-write server has seen
+    /// the session, read-only servers do not count: the quorum hears
+    /// nothing of the session through them.
     pub fn last_heard(&self) -> Instant {
         self.inner.shared.core().session.last_heard()
     }

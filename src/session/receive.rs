@@ -57,12 +57,16 @@ impl<T, W: Clone> Session<T, W> {
         }
         self.session_id = response.session_id;
         self.passwd = response.passwd;
-        self.negotiated = Some(Duration::from_millis(
-            response.timeout_ms.unsigned_abs().into(),
-        ));
         // Resumed by a read-only server (before 3.8), the session is not
-        // heard of by the quorum (see `Session::kept_by_read_only`).
-        if !(response.read_only && self.seen_rw_server) {
+        // heard of by the quorum (see `Session::kept_by_read_only`), which
+        // expires it by the timeout it granted, not by this server's.
+        let resumed_read_only = response.read_only && self.seen_rw_server;
+        if !resumed_read_only || self.negotiated.is_none() {
+            self.negotiated = Some(Duration::from_millis(
+                response.timeout_ms.unsigned_abs().into(),
+            ));
+        }
+        if !resumed_read_only {
             self.last_heard = now;
         }
         self.seen_rw_server |= !response.read_only;

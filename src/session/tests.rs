@@ -1406,15 +1406,18 @@ fn a_read_only_server_does_not_keep_a_quorum_session_alive() {
     s.next_host(at(200)).unwrap();
     s.handle_connected(at(300));
     sent(&mut s);
+    // Its own bounds grant another timeout, which the quorum knows nothing
+    // of: the session's stays.
     let resumed_read_only = frame(&ConnectResponse {
         protocol_version: 0,
-        timeout_ms: 3000,
+        timeout_ms: 6000,
         session_id: 0x1234,
         passwd: vec![7; 16],
         read_only: true,
     });
     s.handle_bytes(at(400), &resumed_read_only);
     assert_eq!(s.state(), State::ConnectedReadOnly);
+    assert_eq!(s.negotiated_timeout(), Some(TIMEOUT));
     // Its pings are answered, within the read timeout, until the expiry:
     // 100 ms + 4/3 of 3 s.
     let expiry = at(100 + 4000);
