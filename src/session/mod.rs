@@ -323,6 +323,9 @@ pub struct Session<T, W> {
     /// servers, while a re-registration sent with it is unconfirmed; see
     /// `reregister.rs`.
     rewatch: Option<reregister::Unconfirmed>,
+    /// Re-registration records refused in a row (other than throttled),
+    /// each of which dropped its connection (see `reregister.rs`).
+    rewatch_refusals: u32,
 
     events: VecDeque<Event<T, W>>,
     disconnect: Option<Error>,
@@ -368,6 +371,7 @@ impl<T, W: Clone> Session<T, W> {
             deferred_auth_waiters: Vec::new(),
             watches: WatchRegistry::new(),
             rewatch: None,
+            rewatch_refusals: 0,
             events: VecDeque::new(),
             disconnect: None,
             probe: None,
@@ -1007,9 +1011,18 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
+    /// True while a session that a read-write server has seen is on a
+    /// read-only one, cut off from the quorum. Servers before 3.8 resume a
+    /// session there; answering its pings, they keep the connection up
+    /// while the quorum, hearing nothing, expires the session. So it
+    /// expires locally as if disconnected.
+    fn kept_by_read_only(&self) -> bool {
+        self.seen_rw_server && self.state == State::ConnectedReadOnly
+    }
+
     /// When the session is certainly over on the servers, judged locally:
-    /// 4/3 of the negotiated timeout after anything was last heard from any
-    /// server (the rule of the 3.9.3+ Java client). Only once a session was
+    /// 4/3 of the negotiated timeout after the session was last heard of
+    /// ([`Session::last_heard`]; the rule of the 3.9.3+ Java client). Only once a session was
     /// established, and not while closing.
     ///
     /// It is no exact bound either way. The servers expire the session a
@@ -1024,15 +1037,6 @@ impl<T, W: Clone> Session<T, W> {
     /// A session only read-only servers have seen is never resumed (the
     /// next handshake asks for a new one) and holds no ephemeral nodes:
     /// there is nothing to expire.
-    /// True while a session that a read-write server has seen is on a
-    /// read-only one, cut off from the quorum. Servers before 3.8 resume a
-    /// session there; answering its pings, they keep the connection up
-    /// while the quorum, hearing nothing, expires the session. So it
-    /// expires locally as if disconnected.
-    fn kept_by_read_only(&self) -> bool {
-        self.seen_rw_server && self.state == State::ConnectedReadOnly
-    }
-
     fn local_expiry(&self) -> Option<Instant> {
         if self.fatal.is_some() || self.closing.is_some() || !self.seen_rw_server {
             return None;

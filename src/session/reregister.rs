@@ -57,7 +57,10 @@ impl<T, W: Clone> Session<T, W> {
         result: crate::Result<Response>,
     ) {
         match result {
-            Ok(_) => self.record_confirmed(),
+            Ok(_) => {
+                self.rewatch_refusals = 0;
+                self.record_confirmed();
+            }
             // Not after closeSession, which the server answers last.
             Err(Error::ThrottledOp) if self.background_can_go() => {
                 let times = throttled.saturating_add(1);
@@ -69,12 +72,16 @@ impl<T, W: Clone> Session<T, W> {
                 }
             }
             // Left unset, its watches' events would never come: a new
-            // connection sets them again.
-            Err(e) if self.background_can_go() => {
+            // connection sets them again, maybe on a server that takes
+            // them. Servers that all refuse them (persistent watches on an
+            // ensemble downgraded to 3.5, say) are not reconnected to for
+            // ever: the watches are then left unset.
+            Err(e) if self.background_can_go() && self.rewatch_refusals < MAX_REWATCH_REFUSALS => {
+                self.rewatch_refusals += 1;
                 log::warn!("re-registering watches failed: {e}; reconnecting");
                 self.request_disconnect(e);
             }
-            Err(e) => log::warn!("re-registering watches failed: {e}"),
+            Err(e) => log::warn!("re-registering watches failed: {e}; their events may not come"),
         }
     }
 
@@ -148,6 +155,11 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 }
+
+/// How many re-registrations in a row may be refused (other than
+/// throttled), each dropping its connection, before their watches are left
+/// unset.
+const MAX_REWATCH_REFUSALS: u32 = 3;
 
 /// Each record stops growing once its paths hold this many bytes, which keeps
 /// it far below the server's 1 MiB request limit (the Java client's rule).

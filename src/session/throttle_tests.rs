@@ -543,14 +543,24 @@ fn a_read_during_a_set_watches_back_off_does_not_join_a_batch_ahead_of_it() {
 
 /// A re-registration refused with an error other than a throttle leaves
 /// its watches unset on the server: the connection is dropped, so that the
-/// next handshake sets them again, as of the zxid it was sent with.
+/// next handshake sets them again, as of the zxid it was sent with. Three
+/// refusals in a row are all: the fourth leaves the connection up (and the
+/// watches unset), rather than reconnect for ever.
 #[test]
 fn a_set_watches_refused_otherwise_drops_the_connection_and_goes_again() {
     let start = Instant::now();
-    let (mut s, first) = rewatching(start);
+    let (mut s, mut record) = rewatching(start);
     let marshalling = ErrorCode::MarshallingError.code();
-    s.handle_bytes(start, &reply(header(&first).xid, 0, marshalling, &()));
-    assert!(s.poll_disconnect().is_some(), "the connection dropped");
-    let frames = reconnect(&mut s, start);
-    assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+    for refusal in 1..=4 {
+        s.handle_bytes(start, &reply(header(&record).xid, 0, marshalling, &()));
+        if refusal == 4 {
+            assert_eq!(s.poll_disconnect(), None, "refusal {refusal}");
+            break;
+        }
+        assert!(s.poll_disconnect().is_some(), "refusal {refusal}");
+        let mut frames = reconnect(&mut s, start);
+        assert_eq!(set_watches_of(&frames[0]), (20, vec!["/app/w".to_owned()]));
+        record = frames.remove(0);
+    }
+    assert_eq!(s.state(), State::Connected);
 }
