@@ -246,16 +246,18 @@ fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, tim
     };
     let due = Instant::now() + throttled_back_off(times);
     let (weak, again) = (shared.clone(), path.to_owned());
-    let look_again = Box::new(move |_: &crate::Result<Response>| {
+    let look_again = Box::new(move |reply: &crate::Result<Response>| {
+        // Lost with its connection (or its session), the watch went with
+        // it; a throttled look still looks.
+        if matches!(reply, Err(e) if *e != Error::ThrottledOp) {
+            return;
+        }
         let Some(strong) = weak.upgrade() else {
             return;
         };
         let mut core = strong.core();
-        if !core.owed_removals.contains(&again) {
-            core.owed_removals.push(again.clone());
-        }
-        let paths = std::mem::take(&mut core.owed_removals);
-        let sent = remove_or_owe(&mut core, &strong, paths, times);
+        core.owed_removals.retain(|owed| *owed != again);
+        let sent = remove_or_owe(&mut core, &strong, vec![again.clone()], times);
         drop(core);
         if sent {
             strong.flush();
