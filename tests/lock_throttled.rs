@@ -704,15 +704,16 @@ fn a_throttled_removal_left_for_a_watch_set_during_its_back_off_goes_with_it() {
             .add_watch(&path, AddWatchMode::Persistent)
             .expect("add_watch");
         let (throttled_before, removals, asked) = (
-            throttled_ops(&server),
+            throttled_replies(&gate),
             sent(&gate, OpCode::RemoveWatches),
             sent(&gate, OpCode::Exists),
         );
         let write = hold_the_turn(&client, &gate, SCRATCH);
         drop(receiver);
         write.join().expect("the write");
+        // Seen at the proxy as it passes, without a round trip of its own.
         wait_until("the removal throttled", WAIT, || {
-            throttled_ops(&server) > throttled_before
+            throttled_replies(&gate) > throttled_before
         });
         let (_, _, data) = client.get_data_w(&path).expect("get_data_w");
         wait_until("the look after the back-off", WAIT, || {
