@@ -278,10 +278,13 @@ mod tests {
         let host = name.host();
         let mut lookups = Lookups::default();
         let now = Instant::now();
+        // Held until the next attempt has it: the fake name answers at once.
+        let held = crate::testing::ReleasedOnDrop(crate::testing::Pause::arm_resolving(host));
         // Left under way, it is the one the next attempt waits for.
         let first = under_way(lookups.start(host, now));
         lookups.leave(host, first);
         let again = under_way(lookups.start(host, now));
+        drop(held);
         answered(&mut lookups, host, again);
         let took = match lookups.start(host, Instant::now()) {
             Started::Answered(found) => found.map_err(|e| e.to_string()),
