@@ -139,23 +139,7 @@ pub(crate) fn watch_channel(
 /// whoever set it, so the removal would take that watcher's too. Called as
 /// such a receiver is dropped, and once an event has reached one.
 pub(crate) fn remove_abandoned(shared: &Arc<Shared>) {
-    let mut core = shared.core();
-    let mut paths = std::mem::take(&mut core.owed_removals);
-    for kind in [WatchKind::Persistent, WatchKind::PersistentRecursive] {
-        for path in core
-            .session
-            .watched_paths_where(kind, Watcher::is_abandoned)
-        {
-            if !paths.contains(&path) {
-                paths.push(path);
-            }
-        }
-    }
-    let sent = remove_or_owe(&mut core, shared, paths, 0);
-    drop(core);
-    if sent {
-        shared.flush();
-    }
+    settle(shared, true);
 }
 
 /// Sends the removals owed (see [`remove_abandoned`]) whose paths no live
@@ -163,11 +147,29 @@ pub(crate) fn remove_abandoned(shared: &Arc<Shared>) {
 /// after a watch event, when some are owed: the watch that kept one may
 /// have been that one.
 pub(crate) fn settle_owed(shared: &Arc<Shared>) {
+    settle(shared, false);
+}
+
+/// Looks at the removals owed and, with `look_for_dropped`, at the paths
+/// of dropped persistent watchers too.
+fn settle(shared: &Arc<Shared>, look_for_dropped: bool) {
     let mut core = shared.core();
-    if core.owed_removals.is_empty() {
+    let mut paths = std::mem::take(&mut core.owed_removals);
+    if look_for_dropped {
+        for kind in [WatchKind::Persistent, WatchKind::PersistentRecursive] {
+            for path in core
+                .session
+                .watched_paths_where(kind, Watcher::is_abandoned)
+            {
+                if !paths.contains(&path) {
+                    paths.push(path);
+                }
+            }
+        }
+    }
+    if paths.is_empty() {
         return;
     }
-    let paths = std::mem::take(&mut core.owed_removals);
     let sent = remove_or_owe(&mut core, shared, paths, 0);
     drop(core);
     if sent {
