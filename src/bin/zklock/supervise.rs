@@ -114,6 +114,10 @@ pub fn run<'a>(
     let launcher = match Launcher::new(resolved, &signals, check_states.receiver()) {
         Ok(launcher) => launcher,
         Err(Stopped::Interrupted) => return Ran::InterruptedBeforeStart,
+        // Lost to a stop that outlasted the session, it says so.
+        Err(Stopped::Lost) if group.stop_count() != stops_before_grant => {
+            return Ran::NotHeldAfterStop
+        }
         Err(Stopped::Lost) => return Ran::NotHeldBeforeStart("the lock was lost"),
     };
     drop(check_states);
