@@ -76,6 +76,13 @@ fn connect_slowly(connect_string: &str, linger: Duration) -> Client {
 
 const ZTHROTTLEDOP: i32 = -127;
 
+/// Whether `server` holds a watch of `session` on `path` (`wchp`).
+fn watched_by(server: &TestServer, session: i64, path: &str) -> bool {
+    watches_by_path(server)
+        .get(path)
+        .is_some_and(|sessions| sessions.contains(&session))
+}
+
 /// How many throttled replies `gate` passed on.
 fn throttled_replies(gate: &FaultProxy) -> usize {
     gate.error_replies()
@@ -380,9 +387,7 @@ fn a_waiters_throttled_set_watches_goes_again_and_it_acquires_on_the_release() {
             guard.map(|g| g.node().to_owned())
         });
         wait_until("the waiter watching the holder's node", WAIT, || {
-            watches_by_path(&server)
-                .get(&holder_node)
-                .is_some_and(|sessions| sessions.contains(&waiter_session))
+            watched_by(&server, waiter_session, &holder_node)
         });
         // The waiter's connection is cut, and its reconnect held before the
         // server while the holder takes the server's only turn: the
@@ -517,11 +522,7 @@ fn a_given_up_waiters_throttled_note_watch_removal_is_made_again() {
     let middle_mutex = Mutex::new(&middle, dir).unwrap();
     let waiting = Mutex::new(&waiter, dir).unwrap();
     let session = waiter.session_id();
-    let watched_by_waiter = |path: &str| {
-        watches_by_path(&server)
-            .get(path)
-            .is_some_and(|sessions| sessions.contains(&session))
-    };
+    let watched_by_waiter = |path: &str| watched_by(&server, session, path);
     let throttled_before = throttled_ops(&server);
 
     std::thread::scope(|scope| {
@@ -658,11 +659,7 @@ fn a_dropped_persistent_watchs_throttled_removal_is_made_again() {
         .add_watch(path, AddWatchMode::Persistent)
         .expect("add_watch");
     let session = client.session_id();
-    let watched = || {
-        watches_by_path(&server)
-            .get(path)
-            .is_some_and(|sessions| sessions.contains(&session))
-    };
+    let watched = || watched_by(&server, session, path);
     assert!(watched(), "the watch set");
     let throttled_before = throttled_ops(&server);
     // Dropped behind a write that holds the turn: the removal is throttled.
@@ -692,11 +689,7 @@ fn a_throttled_removal_left_for_a_watch_set_during_its_back_off_goes_with_it() {
     let client = connect_slowly(&gate.connect_string(), Duration::ZERO);
     make_dirs(&client, DIR);
     let session = client.session_id();
-    let watched = |path: &str| {
-        watches_by_path(&server)
-            .get(path)
-            .is_some_and(|sessions| sessions.contains(&session))
-    };
+    let watched = |path: &str| watched_by(&server, session, path);
     for attempt in 0..5 {
         let path = format!("{DIR}/{attempt}");
         mk(&client, &path, b"");
