@@ -1078,3 +1078,44 @@ fn cancel_until_over(mutex: &Mutex, over: &std::sync::atomic::AtomicBool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A guard cut off while another client deletes its node goes from
+/// `Suspended` straight to `Lost` on the reconnect; one whose node is still
+/// there is `Held` again. Before, the deleted node's guard was `Held` for a
+/// round trip after the handshake, until the re-registered watch fired.
+#[test]
+fn a_guard_whose_node_went_while_cut_off_is_not_held_again() {
+    const DIR: &str = "/gone-while-cut-off";
+    let server = server();
+    let gate = proxy(&server);
+    let c = connect_with(&gate.connect_string(), Duration::from_secs(10));
+    let other = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, DIR).unwrap();
+    for deleted in [false, true] {
+        let guard = mutex.lock().unwrap();
+        let changes = guard.state_changes();
+        assert_eq!(guard.state(), LockState::Held);
+        gate.refuse(true);
+        gate.cut();
+        assert_eq!(
+            changes.recv_timeout(WAIT),
+            Ok(LockState::Suspended),
+            "deleted: {deleted}"
+        );
+        if deleted {
+            other
+                .delete(guard.node(), None)
+                .expect("delete the lock node");
+        }
+        gate.refuse(false);
+        let expected = if deleted {
+            LockState::Lost
+        } else {
+            LockState::Held
+        };
+        assert_eq!(recv_lock_states(&changes), [expected], "deleted: {deleted}");
+        assert_eq!(guard.state(), expected);
+        drop(guard);
+    }
+    wait_until("every node gone", WAIT, || children(&other, DIR).is_empty());
+}

@@ -456,9 +456,40 @@ impl Tracker {
     /// was wanted and is not set (asked for while disconnected, or its
     /// request lost with the connection, which took the server's watch).
     fn on_state(self: &Arc<Self>, state: State) {
-        self.follow(state);
-        if state == State::Connected && self.asked.load(Ordering::SeqCst) {
+        let asked = self.asked.load(Ordering::SeqCst);
+        if state == State::Connected && asked && self.shared.get() == LockState::Suspended {
+            self.confirm_node();
+        } else {
+            self.follow(state);
+        }
+        if state == State::Connected && asked {
             self.watch(false);
+        }
+    }
+
+    /// Back from `Suspended` on a reconnect: `Held` again only once the
+    /// server shows the node, with an exists sent behind the handshake's
+    /// re-registration of the node watch. Another client may have deleted
+    /// the node meanwhile, which that watch tells only a round trip after
+    /// the handshake: until then the guard would say `Held`, its node gone.
+    /// An answer that shows nothing (the connection lost again, say) leaves
+    /// the state to the session's, as if unchecked.
+    fn confirm_node(self: &Arc<Self>) {
+        let tracker = Arc::downgrade(self);
+        let asked =
+            self.client
+                .start_exists_at(self.session, &self.node, Instant::now(), move |reply| {
+                    let Some(tracker) = tracker.upgrade() else {
+                        return;
+                    };
+                    match reply {
+                        Err(Error::NoNode) => tracker.shared.set(LockState::Lost),
+                        _ => tracker.follow(tracker.client.state()),
+                    }
+                });
+        match asked {
+            Ok(_) => self.client.shared().flush(),
+            Err(_) => self.follow(self.client.state()),
         }
     }
 
