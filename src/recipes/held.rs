@@ -452,13 +452,15 @@ impl Tracker {
         take_reply.then_some(slot)
     }
 
-    /// Follows the session's state; connected again, sets the watch if it
-    /// was wanted and is not set (asked for while disconnected, or its
-    /// request lost with the connection, which took the server's watch).
+    /// Follows the session's state (a followed hold back from `Suspended`
+    /// once the server shows its node: see [`Tracker::confirm_node`]);
+    /// connected again, sets the watch if it was wanted and is not set
+    /// (asked for while disconnected, or its request lost with the
+    /// connection, which took the server's watch).
     fn on_state(self: &Arc<Self>, state: State) {
         let asked = self.asked.load(Ordering::SeqCst);
         if state == State::Connected && asked && self.shared.get() == LockState::Suspended {
-            self.confirm_node();
+            self.confirm_node(0);
         } else {
             self.follow(state);
         }
@@ -469,24 +471,35 @@ impl Tracker {
 
     /// Back from `Suspended` on a reconnect: `Held` again only once the
     /// server shows the node, with an exists sent behind the handshake's
-    /// re-registration of the node watch. Another client may have deleted
-    /// the node meanwhile, which that watch tells only a round trip after
-    /// the handshake: until then the guard would say `Held`, its node gone.
-    /// An answer that shows nothing (the connection lost again, say) leaves
-    /// the state to the session's, as if unchecked.
-    fn confirm_node(self: &Arc<Self>) {
+    /// re-registration of the node watch (after `throttled` throttled
+    /// ones). Another client may have deleted the node meanwhile, which
+    /// that watch tells only a round trip after the handshake: until then
+    /// the guard would say `Held`, its node gone. An exists that fails with
+    /// its connection (or session) leaves the guard `Suspended`: the state
+    /// change that follows, or the next reconnect's check, settles it.
+    fn confirm_node(self: &Arc<Self>, throttled: u32) {
         let tracker = Arc::downgrade(self);
-        let asked =
-            self.client
-                .start_exists_at(self.session, &self.node, Instant::now(), move |reply| {
-                    let Some(tracker) = tracker.upgrade() else {
-                        return;
-                    };
-                    match reply {
-                        Err(Error::NoNode) => tracker.shared.set(LockState::Lost),
-                        _ => tracker.follow(tracker.client.state()),
-                    }
-                });
+        let due = match throttled {
+            0 => Instant::now(),
+            times => Instant::now() + throttled_back_off(times),
+        };
+        let asked = self
+            .client
+            .start_exists_at(self.session, &self.node, due, move |reply| {
+                let Some(tracker) = tracker.upgrade() else {
+                    return;
+                };
+                match reply {
+                    Ok(_) => tracker.follow(tracker.client.state()),
+                    Err(Error::NoNode) => tracker.shared.set(LockState::Lost),
+                    Err(Error::ThrottledOp) => tracker.confirm_node(throttled.saturating_add(1)),
+                    Err(e) if e.is_retryable() || e.is_session_lost() => {}
+                    Err(Error::Protocol(_)) => {}
+                    // Answered otherwise on a connection that stays up:
+                    // as if unchecked.
+                    Err(_) => tracker.follow(tracker.client.state()),
+                }
+            });
         match asked {
             Ok(_) => self.client.shared().flush(),
             Err(_) => self.follow(self.client.state()),
