@@ -16,6 +16,13 @@ pub(super) struct Delayed<T, W> {
     request: Queued<T, W>,
 }
 
+impl<T, W> Delayed<T, W> {
+    /// Whether it is a throttled re-registration of watches.
+    fn is_rewatch(&self) -> bool {
+        matches!(self.request.purpose, Purpose::SetWatches { .. })
+    }
+}
+
 impl<T, W: Clone> Session<T, W> {
     /// Queues a request that goes only once `due` has come
     /// ([`Session::submit`] is this with `due` now): then at once if
@@ -62,8 +69,7 @@ impl<T, W: Clone> Session<T, W> {
     /// Drops re-registrations of watches waiting out a back-off: the next
     /// handshake sets every watch again.
     pub(super) fn drop_delayed_set_watches(&mut self) {
-        self.delayed
-            .retain(|d| !matches!(d.request.purpose, Purpose::SetWatches { .. }));
+        self.delayed.retain(|d| !d.is_rewatch());
     }
 
     /// Sends at once the re-registrations of watches waiting out a
@@ -79,11 +85,9 @@ impl<T, W: Clone> Session<T, W> {
         if !self.has_delayed_set_watches() {
             return;
         }
-        let is_rewatch =
-            |d: &Delayed<T, W>| matches!(d.request.purpose, Purpose::SetWatches { .. });
         let (rewatch, rest) = std::mem::take(&mut self.delayed)
             .into_iter()
-            .partition::<Vec<_>, _>(is_rewatch);
+            .partition::<Vec<_>, _>(Delayed::is_rewatch);
         self.delayed = rest;
         for delayed in rewatch {
             if let Some(request) = self.still_wanted(delayed.request) {
@@ -95,9 +99,7 @@ impl<T, W: Clone> Session<T, W> {
     /// True while a throttled re-registration of watches waits out its
     /// back-off: no later request may overtake it.
     pub(super) fn has_delayed_set_watches(&self) -> bool {
-        self.delayed
-            .iter()
-            .any(|d| matches!(d.request.purpose, Purpose::SetWatches { .. }))
+        self.delayed.iter().any(Delayed::is_rewatch)
     }
 
     /// What the delayed requests are for.
