@@ -1163,6 +1163,56 @@ fn a_lock_lost_just_before_the_command_starts_keeps_it_from_starting() {
     assert!(!mark.exists(), "the command ran");
 }
 
+/// The connection lost just before the command starts (while setpriv is
+/// checked, held open by a fake one, with the server refusing reconnects):
+/// zklock says once that it waits, and runs the command once a reconnect
+/// has confirmed the lock node. Before, it exited 75 ("the connection to
+/// the ensemble was lost before the command could start"), although the
+/// fencing token, asked just before, waits through such an outage; a start
+/// that fell in the round trip of a reconnect's confirmation of the node
+/// was refused the same way.
+#[test]
+fn a_connection_lost_just_before_the_command_starts_is_waited_out() {
+    const PATH: &str = "/cli/cut-before-start";
+    const WAITING: &str = "zklock: the connection to the ensemble was lost; \
+                           waiting to confirm the lock before starting the command";
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    let dir = TempDir::new("cut-before-start");
+    let (search, check) = setpriv_holding_its_check(&dir);
+    let mark = dir.join("ran");
+    let said = dir.join("stderr");
+    let script = format!("touch '{}'", mark.display());
+    let proxy_connect = proxy.connect_string();
+    let mut command = zklock(&[
+        "exec",
+        "--connect",
+        &proxy_connect,
+        PATH,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    command.env("PATH", search);
+    let stderr = std::fs::File::create(&said).expect("create the stderr file");
+    let run = Run::spawn_with_stderr(&mut command, Stdio::from(stderr));
+    check.wait_started();
+    proxy.refuse(true);
+    proxy.cut();
+    check.end();
+    wait_until("zklock to wait for a reconnect", WAIT, || {
+        std::fs::read_to_string(&said).is_ok_and(|text| text.contains(WAITING))
+    });
+    assert!(!mark.exists(), "the command ran cut off");
+    proxy.refuse(false);
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(0));
+    assert!(mark.exists(), "the command did not run");
+    let text = std::fs::read_to_string(&said).expect("read stderr");
+    assert_eq!(text.lines().collect::<Vec<_>>(), [WAITING]);
+    assert!(children(&client(), PATH).is_empty());
+}
+
 /// Signals reach the command from zklock itself, not from whatever `kill`
 /// comes first in PATH.
 #[test]

@@ -13,7 +13,7 @@ use zklock::{Acl, AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, State
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
-use crate::supervise::{self, not_held, Ran, Watch};
+use crate::supervise::{self, not_held, Ran, Settled, Watch};
 use crate::{progress, signals, tied};
 use crate::{Common, Outcome, DIGEST_VAR};
 
@@ -223,7 +223,7 @@ pub fn run(mut args: Args) -> Outcome {
     // goes unseen.
     let states = guard.state_changes();
     let monitor = guard.monitor();
-    let token = match prepare(monitor.clone(), &states, &signals) {
+    let token = match prepare(monitor.clone(), &states, &signals, options.quiet) {
         Ready::Held(token) => token,
         Ready::NotHeld(why) => {
             return not_acquired(&options, &format!("{why} before the command could start"))
@@ -246,6 +246,7 @@ pub fn run(mut args: Args) -> Outcome {
         resumed,
         group,
         stops_before_grant,
+        quiet: options.quiet,
     };
     match supervise::run(&command, resolved, envs, watch, timeout, options.grace) {
         Ran::Exit(outcome) => outcome,
@@ -322,16 +323,18 @@ enum Ready {
     Interrupted,
 }
 
-/// Checks that the lock is still held just before COMMAND starts, and gets
-/// its fencing token. Either may need a round trip, and the token, through
-/// a lost connection, waits for a reconnect until the session expires: so
-/// they are asked on a thread of their own, through the guard's monitor,
-/// while this one watches for signals. A signal leaves that thread behind;
-/// the session ends with the process (`EndSession`).
+/// Checks that the lock is still held just before COMMAND starts (waiting
+/// out a suspension: see [`supervise::settle`]), and gets its fencing
+/// token. Either may need a round trip, and the token, through a lost
+/// connection, waits for a reconnect until the session expires: so they
+/// are asked on a thread of their own, through the guard's monitor, while
+/// this one watches for signals. A signal leaves that thread behind; the
+/// session ends with the process (`EndSession`).
 fn prepare(
     monitor: LockMonitor,
     states: &StateChanges<LockState>,
     signals: &Receiver<Signal>,
+    quiet: bool,
 ) -> Ready {
     let (tx, rx) = bounded(1);
     std::thread::spawn(move || {
@@ -340,12 +343,11 @@ fn prepare(
     });
     select! {
         recv(rx) -> ready => match ready {
-            Ok((token, LockState::Held)) if token != 0 => {
-                match states.try_iter().last().and_then(not_held) {
-                    None => Ready::Held(token),
-                    Some(why) => Ready::NotHeld(why),
-                }
-            }
+            Ok((token, state)) if token != 0 => match supervise::settle(state, states, signals, quiet) {
+                Settled::Held => Ready::Held(token),
+                Settled::NotHeld(why) => Ready::NotHeld(why),
+                Settled::Interrupted => Ready::Interrupted,
+            },
             Ok((_, state)) => Ready::NotHeld(not_held(state).unwrap_or("the lock was lost")),
             Err(_) => Ready::NotHeld("the lock was lost"),
         },

@@ -61,6 +61,8 @@ pub struct Watch {
     /// The group's stop count (see [`Group::stop_count`]) before the lock
     /// was asked for: a stop since may have come after the grant.
     pub stops_before_grant: u64,
+    /// `--quiet`: no line while a suspension is waited out.
+    pub quiet: bool,
 }
 
 /// How the command's run ended.
@@ -74,8 +76,8 @@ pub enum Ran {
     /// zklock was stopped before the command started, and the lock could
     /// not be confirmed held when it was continued: the command never ran.
     NotHeldAfterStop,
-    /// The lock was found lost, or cut off, as the command was about to
-    /// start (why, as [`not_held`] says): the command never ran.
+    /// The lock was found lost as the command was about to start (why, as
+    /// [`not_held`] says): the command never ran.
     NotHeldBeforeStart(&'static str),
 }
 
@@ -107,6 +109,7 @@ pub fn run<'a>(
         mut resumed,
         group,
         stops_before_grant,
+        quiet,
     } = watch;
     let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
     // Its own channel: `states` keeps every change for the checks below.
@@ -146,9 +149,11 @@ pub fn run<'a>(
         return Ran::InterruptedBeforeStart;
     }
     // So does a loss reported meanwhile: the command would only start to
-    // be terminated at once.
-    if let Some(why) = states.try_iter().last().and_then(not_held) {
-        return Ran::NotHeldBeforeStart(why);
+    // be terminated at once. The lock was held as of `prepare`.
+    match settle(LockState::Held, &states, &signals, quiet) {
+        Settled::Held => {}
+        Settled::NotHeld(why) => return Ran::NotHeldBeforeStart(why),
+        Settled::Interrupted => return Ran::InterruptedBeforeStart,
     }
     group.spawning();
     let (mut child, tied) = match launcher.spawn(rest, envs) {
@@ -263,6 +268,53 @@ pub fn run<'a>(
                 return lost_lock(&mut child, grace_ends);
             }
         }
+    }
+}
+
+/// Whether the command may start, once the lock's state is settled.
+pub enum Settled {
+    Held,
+    /// Why not, as [`not_held`] says.
+    NotHeld(&'static str),
+    /// A signal came first.
+    Interrupted,
+}
+
+/// Settles the lock's state before the command starts: the newest of
+/// `read` (read after `states` was subscribed) and the changes since.
+/// `Suspended` (cut off, or reconnected with the node not confirmed yet) is
+/// waited out, saying so once unless `quiet`: nothing runs unguarded
+/// meanwhile, and the wait ends with a reconnect's confirmation of the
+/// node, or by the loss that the session's expiry brings (the client gives
+/// the session up 4T/3 after it last heard from a server), or a signal.
+/// Refusing at once turned a brief outage (or the round trip of the
+/// confirmation) into exit 75, where the fencing token, asked just before,
+/// waits through one.
+pub fn settle(
+    read: LockState,
+    states: &StateChanges<LockState>,
+    signals: &Receiver<Signal>,
+    quiet: bool,
+) -> Settled {
+    let mut state = states.try_iter().last().unwrap_or(read);
+    if state == LockState::Suspended && !quiet {
+        say!("zklock: the connection to the ensemble was lost; waiting to confirm the lock before starting the command");
+    }
+    while state == LockState::Suspended {
+        select! {
+            recv(states) -> next => {
+                state = match next {
+                    Ok(next) => states.try_iter().last().unwrap_or(next),
+                    // The hold is gone with its guard and monitors.
+                    Err(_) => LockState::Lost,
+                };
+            }
+            recv(signals) -> _ => return Settled::Interrupted,
+        }
+    }
+    match not_held(state) {
+        None => Settled::Held,
+        Some(why) => Settled::NotHeld(why),
     }
 }
 
