@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use lock_common::*;
 use zklock::proto::OpCode;
-use zklock::testing::{FaultProxy, ProxyMode, TestServer};
+use zklock::testing::{FaultProxy, Pause, PausePoint, ProxyMode, ReleasedOnDrop, TestServer};
 use zklock::{Acl, AddWatchMode, Client, CreateMode, EventType, LockState, Mutex, Stat};
 
 const FLUSH_DELAY: &str = "1000";
@@ -678,57 +678,51 @@ fn a_dropped_persistent_watchs_throttled_removal_is_made_again() {
 /// back-off, a live watch set on its path meanwhile is owed its removal,
 /// which goes as that watch's receiver is dropped. Before, the path was
 /// forgotten, and the watch stayed on the server for the connection's life.
-/// The live watch must be set within the 100 ms back-off: a try that was
-/// too late (the removal made first, as the proxy's times show) is made
-/// again on a new path, at most five times.
+/// The I/O thread is held where it takes in the throttling until the live
+/// watch's request has passed the proxy, so the look comes after it.
 #[test]
 fn a_throttled_removal_left_for_a_watch_set_during_its_back_off_goes_with_it() {
-    const DIR: &str = "/throttled-owed";
+    const PATH: &str = "/throttled-owed";
     let server = throttling_server();
     let gate = proxy(&server);
     let client = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    make_dirs(&client, DIR);
+    make_dirs(&client, PATH);
     let session = client.session_id();
-    let watched = |path: &str| watched_by(&server, session, path);
-    for attempt in 0..5 {
-        let path = format!("{DIR}/{attempt}");
-        mk(&client, &path, b"");
-        let receiver = client
-            .add_watch(&path, AddWatchMode::Persistent)
-            .expect("add_watch");
-        let (throttled_before, removals, asked) = (
-            throttled_replies(&gate),
-            sent(&gate, OpCode::RemoveWatches),
-            sent(&gate, OpCode::Exists),
-        );
-        let write = hold_the_turn(&client, &gate, SCRATCH);
-        drop(receiver);
-        write.join().expect("the write");
-        // Seen at the proxy as it passes, without a round trip of its own.
-        wait_until("the removal throttled", WAIT, || {
-            throttled_replies(&gate) > throttled_before
-        });
-        let (_, _, data) = client.get_data_w(&path).expect("get_data_w");
-        wait_until("the look after the back-off", WAIT, || {
-            sent(&gate, OpCode::Exists) > asked
-        });
-        let set_first = gate.last_request_at(OpCode::GetData.code())
-            < gate.last_request_at(OpCode::Exists.code());
-        if !set_first {
-            continue;
-        }
-        // The first round trip ends after the look's reply was acted on,
-        // the second passes the proxy after whatever that sent.
-        for _ in 0..2 {
-            client.exists("/").expect("a round trip");
-        }
-        assert_eq!(sent(&gate, OpCode::RemoveWatches), removals + 1, "owed");
-        assert!(watched(&path), "kept for the live data watch");
-        drop(data);
-        wait_until("the owed removal", WAIT, || !watched(&path));
-        assert_eq!(sent(&gate, OpCode::RemoveWatches), removals + 2);
-        client.close().unwrap();
-        return;
+    let watched = || watched_by(&server, session, PATH);
+    let receiver = client
+        .add_watch(PATH, AddWatchMode::Persistent)
+        .expect("add_watch");
+    let (removals, asked, reads) = (
+        sent(&gate, OpCode::RemoveWatches),
+        sent(&gate, OpCode::Exists),
+        sent(&gate, OpCode::GetData),
+    );
+    let throttled = ReleasedOnDrop(Pause::arm_for(PausePoint::RemovalThrottled, PATH));
+    let write = hold_the_turn(&client, &gate, SCRATCH);
+    drop(receiver);
+    write.join().expect("the write");
+    assert!(throttled.0.wait_reached(WAIT), "the removal throttled");
+    // Answered once the I/O thread goes on.
+    let reader = client.clone();
+    let data = std::thread::spawn(move || reader.get_data_w(PATH).expect("get_data_w").2);
+    wait_until("the data watch's request through the proxy", WAIT, || {
+        sent(&gate, OpCode::GetData) > reads
+    });
+    assert_eq!(sent(&gate, OpCode::Exists), asked, "looked while held");
+    drop(throttled);
+    let data = data.join().expect("the data watch");
+    wait_until("the look after the back-off", WAIT, || {
+        sent(&gate, OpCode::Exists) > asked
+    });
+    // The first round trip ends after the look's reply was acted on, the
+    // second passes the proxy after whatever that sent.
+    for _ in 0..2 {
+        client.exists("/").expect("a round trip");
     }
-    panic!("no data watch was set within a removal's back-off in five tries");
+    assert_eq!(sent(&gate, OpCode::RemoveWatches), removals + 1, "owed");
+    assert!(watched(), "kept for the live data watch");
+    drop(data);
+    wait_until("the owed removal", WAIT, || !watched());
+    assert_eq!(sent(&gate, OpCode::RemoveWatches), removals + 2);
+    client.close().unwrap();
 }

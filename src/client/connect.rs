@@ -218,7 +218,7 @@ fn connect_to(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 fn resolve(host: &str) -> io::Result<Vec<SocketAddr>> {
     #[cfg(feature = "testing")]
     {
-        crate::testing::pause::resolving(host);
+        crate::testing::pause::reached_for(crate::testing::PausePoint::Resolving, host);
         if let Some(addresses) = crate::testing::names::lookup(host) {
             return Ok(addresses);
         }

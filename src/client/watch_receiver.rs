@@ -243,6 +243,8 @@ fn send_removal(core: &mut Core, shared: Weak<Shared>, path: String, throttled: 
 /// on the server, unheard, for the connection's life. A live watch set
 /// there meanwhile has it owed, as it would have the first removal.
 fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, times: u32) {
+    #[cfg(feature = "testing")]
+    crate::testing::pause::reached_for(crate::testing::PausePoint::RemovalThrottled, path);
     let Some(strong) = shared.upgrade() else {
         return;
     };

@@ -4,9 +4,10 @@
 //! replaced between two steps of one call.
 //!
 //! A point is armed on one thread, the one about to make the call, so tests
-//! running in parallel never stop each other's threads. The exception is a
-//! host's resolution, which a client makes on a thread of its own: it is
-//! armed for one host, and a test's own server gives it a host of its own.
+//! running in parallel never stop each other's threads. The exceptions are
+//! the points a client reaches on threads of its own (a host's resolution,
+//! the I/O thread's work): each is armed for one key, a host or a path, and
+//! a test gives it a key of its own.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -40,6 +41,11 @@ pub enum PausePoint {
     /// A client is about to resolve a host of its connect string (armed
     /// with [`Pause::arm_resolving`]): a resolver that does not answer.
     Resolving,
+    /// The I/O thread has taken in the server's throttling of a dropped
+    /// persistent watch's removal, and is about to look at the path again
+    /// after the back-off (armed with [`Pause::arm_for`] and the server
+    /// path).
+    RemovalThrottled,
 }
 
 /// One armed point. Cloned to hand it to the thread that releases it.
@@ -88,9 +94,9 @@ thread_local! {
     static ARMED: RefCell<Vec<Pause>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Resolutions armed, by host: they happen on the client's own threads,
-/// which a test cannot arm. A test's own server gives it a host of its own.
-static RESOLVING: Mutex<Vec<(String, Pause)>> = Mutex::new(Vec::new());
+/// Points armed by key: they are reached on the client's own threads,
+/// which a test cannot arm.
+static KEYED: Mutex<Vec<(String, Pause)>> = Mutex::new(Vec::new());
 
 impl Pause {
     /// Arms `point` on the calling thread, once: the next time this thread
@@ -108,14 +114,21 @@ impl Pause {
     /// string), once, on whichever thread makes it: that thread stops
     /// there until [`Pause::release`].
     pub fn arm_resolving(host: &str) -> Pause {
+        Pause::arm_for(PausePoint::Resolving, host)
+    }
+
+    /// Arms `point` for `key` (see the point's documentation), once, on
+    /// whichever thread reaches it with that key: that thread stops there
+    /// until [`Pause::release`].
+    pub fn arm_for(point: PausePoint, key: &str) -> Pause {
         let pause = Pause {
-            point: PausePoint::Resolving,
+            point,
             gate: Arc::default(),
         };
-        RESOLVING
+        KEYED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((host.to_owned(), pause.clone()));
+            .push((key.to_owned(), pause.clone()));
         pause
     }
 
@@ -157,14 +170,15 @@ pub(crate) fn reached(point: PausePoint) {
     }
 }
 
-/// Called by the library before it resolves `host`: stops the calling
-/// thread there if a test armed that host's resolution.
-pub(crate) fn resolving(host: &str) {
+/// Called by the library at `point`, keyed by `key`, on a thread of the
+/// client's own: stops the calling thread there if a test armed that point
+/// for that key.
+pub(crate) fn reached_for(point: PausePoint, key: &str) {
     let armed = {
-        let mut armed = RESOLVING.lock().unwrap_or_else(|e| e.into_inner());
+        let mut armed = KEYED.lock().unwrap_or_else(|e| e.into_inner());
         armed
             .iter()
-            .position(|(armed_host, _)| armed_host == host)
+            .position(|(armed_key, pause)| pause.point == point && armed_key == key)
             .map(|index| armed.remove(index).1)
     };
     if let Some(pause) = armed {
@@ -211,17 +225,20 @@ mod tests {
     }
 
     #[test]
-    fn a_resolution_stops_whichever_thread_resolves_that_host_once() {
+    fn a_keyed_point_stops_whichever_thread_reaches_it_with_its_key_once() {
         let pause = Pause::arm_resolving("pause-test.invalid:1");
-        // Another host passes.
-        std::thread::spawn(|| resolving("pause-test.invalid:2"))
-            .join()
-            .unwrap();
+        // Another key, or another point with that key, passes.
+        std::thread::spawn(|| {
+            reached_for(PausePoint::Resolving, "pause-test.invalid:2");
+            reached_for(PausePoint::RemovalThrottled, "pause-test.invalid:1");
+        })
+        .join()
+        .unwrap();
         assert!(!pause.wait_reached(Duration::from_millis(50)));
         let worker = std::thread::spawn(|| {
-            resolving("pause-test.invalid:1");
+            reached_for(PausePoint::Resolving, "pause-test.invalid:1");
             // Armed once: the next pass does not stop.
-            resolving("pause-test.invalid:1");
+            reached_for(PausePoint::Resolving, "pause-test.invalid:1");
         });
         assert!(pause.wait_reached(WAIT));
         assert!(!worker.is_finished(), "stopped until released");
