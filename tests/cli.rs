@@ -1022,43 +1022,108 @@ fn a_lock_lost_just_before_the_command_starts_keeps_it_from_starting() {
 #[test]
 fn a_connection_lost_just_before_the_command_starts_is_waited_out() {
     const PATH: &str = "/cli/cut-before-start";
-    const WAITING: &str = "zklock: the connection to the ensemble was lost; \
-                           waiting to confirm the lock before starting the command";
-    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
-    let dir = TempDir::new("cut-before-start");
-    let (search, check) = setpriv_holding_its_check(&dir);
-    let mark = dir.join("ran");
-    let said = dir.join("stderr");
-    let script = format!("touch '{}'", mark.display());
-    let proxy_connect = proxy.connect_string();
-    let mut command = zklock(&[
-        "exec",
-        "--connect",
-        &proxy_connect,
-        PATH,
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    command.env("PATH", search);
-    let stderr = std::fs::File::create(&said).expect("create the stderr file");
-    let run = Run::spawn_with_stderr(&mut command, Stdio::from(stderr));
-    check.wait_started();
-    proxy.refuse(true);
-    proxy.cut();
-    check.end();
-    wait_until("zklock to wait for a reconnect", WAIT, || {
-        std::fs::read_to_string(&said).is_ok_and(|text| text.contains(WAITING))
-    });
-    assert!(!mark.exists(), "the command ran cut off");
-    proxy.refuse(false);
-    let out = run.finish(WAIT);
+    let cut = CutBeforeStart::start(PATH, &[]);
+    cut.proxy.refuse(false);
+    let out = cut.run.finish(WAIT);
     assert_eq!(code(&out), Some(0));
-    assert!(mark.exists(), "the command did not run");
-    let text = std::fs::read_to_string(&said).expect("read stderr");
-    assert_eq!(text.lines().collect::<Vec<_>>(), [WAITING]);
+    assert!(cut.mark.exists(), "the command did not run");
+    assert_eq!(lines_of(&cut.stderr), [WAITING]);
     assert!(children(&client(), PATH).is_empty());
+}
+
+/// A Ctrl-Z while zklock waits out a connection lost before the command
+/// starts (as above), which outlasts the session: continued, zklock finds
+/// the lock lost and exits 75, saying it could not be confirmed after the
+/// stop, the command never started. The stop is taken in once the wait
+/// ends, before the command starts: a wait ended by a reconnect that
+/// predates the stop would otherwise start it unconfirmed.
+#[test]
+fn a_stop_while_a_lost_connection_is_waited_out_that_outlasts_the_session_keeps_the_command_from_starting(
+) {
+    const PATH: &str = "/cli/stop-while-cut-before-start";
+    let cut = CutBeforeStart::start(PATH, &["--session-timeout", "2000"]);
+    let zklock = cut.run.pid();
+    let other = client();
+    let node = children(&other, PATH);
+    assert_eq!(node.len(), 1, "{node:?}");
+    cut.run.signal("TSTP");
+    wait_until("zklock to stop", WAIT, || {
+        process_state(zklock) == Some('T')
+    });
+    wait_until("the stopped session to expire", WAIT, || {
+        !children(&other, PATH).contains(&node[0])
+    });
+    cut.proxy.refuse(false);
+    cut.run.signal("CONT");
+    let out = cut.run.finish(WAIT);
+    assert_eq!(code(&out), Some(NOT_ACQUIRED));
+    assert!(!cut.mark.exists(), "the command ran");
+    assert_eq!(
+        lines_of(&cut.stderr),
+        [
+            WAITING,
+            "zklock: the lock could not be confirmed after zklock was stopped, before the \
+             command could start; not running the command"
+        ]
+    );
+}
+
+/// What zklock says while it waits out a lost connection before the
+/// command starts.
+const WAITING: &str = "zklock: the connection to the ensemble was lost; \
+                       waiting to confirm the lock before starting the command";
+
+/// An exec through a proxy whose connection was cut, with reconnects
+/// refused, while setpriv was checked (held open by a fake one), once
+/// zklock has said that it waits for a reconnect. Its command touches
+/// `mark`; its stderr goes to a file.
+struct CutBeforeStart {
+    proxy: FaultProxy,
+    run: Run,
+    mark: std::path::PathBuf,
+    stderr: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+impl CutBeforeStart {
+    fn start(path: &str, options: &[&str]) -> CutBeforeStart {
+        let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+        let dir = TempDir::new("cut-before-start");
+        let (search, check) = setpriv_holding_its_check(&dir);
+        let mark = dir.join("ran");
+        let stderr = dir.join("stderr");
+        let script = format!("touch '{}'", mark.display());
+        let proxy_connect = proxy.connect_string();
+        let mut args = vec!["exec", "--connect", &proxy_connect];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&[path, "--", "sh", "-c", &script]);
+        let mut command = zklock(&args);
+        command.env("PATH", search);
+        let file = std::fs::File::create(&stderr).expect("create the stderr file");
+        let run = Run::spawn_with_stderr(&mut command, Stdio::from(file));
+        check.wait_started();
+        proxy.refuse(true);
+        proxy.cut();
+        check.end();
+        let cut = CutBeforeStart {
+            proxy,
+            run,
+            mark,
+            stderr,
+            _dir: dir,
+        };
+        wait_until("zklock to wait for a reconnect", WAIT, || {
+            lines_of(&cut.stderr).contains(&WAITING.to_owned())
+        });
+        assert!(!cut.mark.exists(), "the command ran cut off");
+        cut
+    }
+}
+
+/// The lines of `file` so far (none if it cannot be read).
+fn lines_of(file: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines().map(str::to_owned).collect()
 }
 
 /// Signals reach the command from zklock itself, not from whatever `kill`

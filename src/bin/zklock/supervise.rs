@@ -124,16 +124,38 @@ pub fn run<'a>(
         Err(Stopped::Lost) => return Ran::NotHeldBeforeStart("the lock was lost"),
     };
     drop(check_states);
-    // A stop since the lock was granted (while it was being checked, or
-    // setpriv's, say) may have outlasted the session. A Ctrl-Z is counted
-    // before zklock stops, so it is seen here at once; a SIGSTOP of zklock
-    // alone, which cannot be caught, only once the continuation's message
-    // is in. A stop during the confirmation calls for another.
+    // The lock's state is settled (a suspension waited out), then a stop
+    // since the lock was granted (while it was checked, setpriv's check or
+    // that wait included) is confirmed: it may have outlasted the session.
+    // A Ctrl-Z is counted before zklock stops, so it is seen here at once;
+    // a SIGSTOP of zklock alone, which cannot be caught, only once the
+    // continuation's message is in. A stop during the confirmation calls
+    // for another, and a state change meanwhile for another settling.
     let mut confirmed_as_of = stops_before_grant;
     loop {
+        // A signal since the lock was granted ends zklock before the
+        // command starts, not the command once started.
+        if signals.try_recv().is_ok() {
+            return Ran::InterruptedBeforeStart;
+        }
+        // So does a loss: the command would only start to be terminated
+        // at once. The lock was held as of `prepare`, and every change
+        // since is in `states`.
+        match settle(LockState::Held, &states, &signals, quiet) {
+            Settled::Held => {}
+            // Lost to a stop that outlasted the session, it says so.
+            Settled::NotHeld(_) if group.stop_count() != stops_before_grant => {
+                return Ran::NotHeldAfterStop
+            }
+            Settled::NotHeld(why) => return Ran::NotHeldBeforeStart(why),
+            Settled::Interrupted => return Ran::InterruptedBeforeStart,
+        }
         let as_of = group.stop_count();
         if resumed.try_recv().is_err() && as_of == confirmed_as_of {
-            break;
+            if states.is_empty() {
+                break;
+            }
+            continue;
         }
         select! {
             recv(confirm_held(&monitor)) -> held => if held != Ok(true) {
@@ -142,18 +164,6 @@ pub fn run<'a>(
             recv(signals) -> _ => return Ran::InterruptedBeforeStart,
         }
         confirmed_as_of = as_of;
-    }
-    // A signal since the lock was granted, setpriv's check included, ends
-    // zklock before the command starts, not the command once started.
-    if signals.try_recv().is_ok() {
-        return Ran::InterruptedBeforeStart;
-    }
-    // So does a loss reported meanwhile: the command would only start to
-    // be terminated at once. The lock was held as of `prepare`.
-    match settle(LockState::Held, &states, &signals, quiet) {
-        Settled::Held => {}
-        Settled::NotHeld(why) => return Ran::NotHeldBeforeStart(why),
-        Settled::Interrupted => return Ran::InterruptedBeforeStart,
     }
     group.spawning();
     let (mut child, tied) = match launcher.spawn(rest, envs) {
@@ -170,6 +180,18 @@ pub fn run<'a>(
         return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id())).into();
     };
     group.started(pid);
+    // While zklock, continued, confirms the lock, the group stays stopped:
+    // the confirmation, and the stop count it was asked at. One asked
+    // before a later stop is stale, and does not continue the group.
+    let mut confirming: Option<(Receiver<bool>, u64)> = None;
+    // Stopped between the last confirmation and the start (a SIGSTOP of
+    // zklock alone leaves only its continuation's message): the command
+    // started unconfirmed, and stays stopped until confirmed. Before the
+    // watchdog starts, so that it runs no longer than it must.
+    if group.stop_count() != confirmed_as_of || resumed.try_recv().is_ok() {
+        group.stop();
+        confirming = Some(confirm_as_of(&monitor, &group));
+    }
     // Dropped, whatever way this returns, once zklock is done with the
     // group.
     let _watchdog = match Watchdog::start(pid) {
@@ -196,16 +218,6 @@ pub fn run<'a>(
         };
         terminate(child, &group, &exited, kill_at).into()
     };
-    // While zklock, continued, confirms the lock, the group stays stopped:
-    // the confirmation, and the stop count it was asked at. One asked
-    // before a later stop is stale, and does not continue the group.
-    let mut confirming: Option<(Receiver<bool>, u64)> = None;
-    if group.stop_count() != confirmed_as_of {
-        // Stopped between that check and the start: the command started
-        // unconfirmed, and stays stopped until confirmed.
-        group.stop();
-        confirming = Some(confirm_as_of(&monitor, &group));
-    }
     loop {
         let deadline = grace_ends.map(|end| after(end.saturating_duration_since(Instant::now())));
         select! {
@@ -259,8 +271,13 @@ pub fn run<'a>(
                     return lost_lock(&mut child, grace_ends);
                 }
                 // Not continued if zklock was stopped again since it was
-                // asked: that stop's continuation asks again.
-                if let Some((_, as_of)) = confirming.take() {
+                // asked: that stop's continuation asks again. A SIGSTOP of
+                // zklock alone leaves the count, but not its continuation's
+                // message, which may not have been taken in yet.
+                if resumed.try_recv().is_ok() {
+                    group.stop();
+                    confirming = Some(confirm_as_of(&monitor, &group));
+                } else if let Some((_, as_of)) = confirming.take() {
                     group.resume(as_of);
                 }
             },
