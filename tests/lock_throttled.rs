@@ -650,11 +650,27 @@ fn a_throttled_listing_behind_a_create_is_asked_again_after_a_back_off() {
 /// server, unheard, for the connection's life.
 #[test]
 fn a_dropped_persistent_watchs_throttled_removal_is_made_again() {
+    throttled_removal_is_made_again("/throttled-watch", true);
+}
+
+/// The same on a path with no node (a persistent watch needs none): the
+/// look after the back-off, an `exists`, is answered `NoNode`, and the
+/// removal is made all the same. Before, that answer was taken for a lost
+/// connection, and the watch stayed.
+#[test]
+fn a_dropped_persistent_watchs_throttled_removal_is_made_again_without_its_node() {
+    throttled_removal_is_made_again("/throttled-watch-nowhere", false);
+}
+
+fn throttled_removal_is_made_again(path: &str, with_node: bool) {
     let server = throttling_server();
     let gate = proxy(&server);
     let client = connect_slowly(&gate.connect_string(), Duration::ZERO);
-    let path = "/throttled-watch";
-    make_dirs(&client, path);
+    if with_node {
+        make_dirs(&client, path);
+    } else {
+        mk(&client, SCRATCH, b"");
+    }
     let receiver = client
         .add_watch(path, AddWatchMode::Persistent)
         .expect("add_watch");

@@ -252,8 +252,9 @@ fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, tim
     let (weak, again) = (shared.clone(), path.to_owned());
     let look_again = Box::new(move |reply: &crate::Result<Response>| {
         // Lost with its connection (or its session), the watch went with
-        // it; a throttled look still looks.
-        if matches!(reply, Err(e) if *e != Error::ThrottledOp) {
+        // it. Any answer (a missing node's `NoNode` included: a persistent
+        // watch needs no node; a throttled look) still looks.
+        if matches!(reply, Err(e) if e.outcome_unknown() || e.is_session_lost()) {
             return;
         }
         let Some(strong) = weak.upgrade() else {
