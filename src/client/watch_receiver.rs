@@ -2,14 +2,15 @@
 
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-use super::core::{Core, Shared, Watcher};
+use super::core::{lock, Core, Shared, Watcher};
 use super::watch_ops::start_exists_at;
 use crate::error::Error;
+use crate::proto::EventType;
 use crate::proto::{OpCode, RemoveWatchesRequest, Response, WatcherType};
 use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 
@@ -84,6 +85,10 @@ pub(crate) struct WatchSender {
     /// Whether it is a persistent watch's, which the server goes on
     /// telling until it is removed.
     persistent: bool,
+    /// Set once the session's end is sent, under its lock: two threads may
+    /// deliver (the I/O thread, a caller closing the session), and an
+    /// event the I/O thread took in before the end must not follow it.
+    ended: Arc<Mutex<bool>>,
 }
 
 impl WatchSender {
@@ -97,11 +102,19 @@ impl WatchSender {
         self.persistent && self.is_abandoned()
     }
 
-    /// Sends `event`, unless the receiver is gone.
+    /// Sends `event`, unless the receiver is gone or the session's end
+    /// was sent.
     pub(crate) fn send(&self, event: &WatchedEvent) {
-        if !self.is_abandoned() {
-            let _ = self.events.send(event.clone());
+        if self.is_abandoned() {
+            return;
         }
+        let mut ended = lock(&self.ended);
+        if *ended {
+            return;
+        }
+        // A watch channel hears of a state only at the session's end.
+        *ended = event.event_type == EventType::None;
+        let _ = self.events.send(event.clone());
     }
 }
 
@@ -118,6 +131,7 @@ pub(crate) fn watch_channel(
         events: tx,
         receiver: Arc::downgrade(&alive),
         persistent,
+        ended: Arc::default(),
     };
     (
         sender,
@@ -269,4 +283,40 @@ fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, tim
         }
     });
     let _ = start_exists_at(&strong, generation, path.to_owned(), due, look_again);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::KeeperState;
+
+    fn node_event(path: &str) -> WatchedEvent {
+        WatchedEvent {
+            event_type: EventType::NodeDataChanged,
+            state: KeeperState::SyncConnected,
+            path: path.to_owned(),
+        }
+    }
+
+    /// An event a thread delivers after another delivered the session's
+    /// end (the I/O thread's, taken in before a caller closed the session)
+    /// is not sent: the end stays the last event, through every clone of
+    /// the sender.
+    #[test]
+    fn nothing_follows_the_sessions_end() {
+        let (sender, receiver) = watch_channel(Weak::new(), true);
+        let other = sender.clone();
+        sender.send(&node_event("/a"));
+        let end = WatchedEvent {
+            event_type: EventType::None,
+            state: KeeperState::Closed,
+            path: String::new(),
+        };
+        other.send(&end);
+        sender.send(&node_event("/b"));
+        other.send(&end);
+        drop((sender, other));
+        let got: Vec<WatchedEvent> = receiver.iter().collect();
+        assert_eq!(got, [node_event("/a"), end]);
+    }
 }
