@@ -1,7 +1,8 @@
 //! Locks on a server whose replies cannot be decoded. Such a reply drops
 //! the connection, as a lost connection does, and the session lives on: it
 //! says nothing of the lock node. A hold neither turns `Lost` on it nor
-//! takes the watch its request was setting for set.
+//! takes the watch its request was setting for set. And a server that times
+//! out every question does not have it asked in a loop.
 //!
 //! The client goes through a proxy that sends its connections to a fake
 //! server (`hostile::Hostile`), which resumes the session and answers an
@@ -12,7 +13,9 @@ mod hostile;
 mod lock_common;
 
 use std::io;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use hostile::{reply_frame, After, Hostile, Peer};
@@ -241,4 +244,68 @@ fn an_unlock_refused_by_a_read_only_server_is_still_released() {
     wait_state(&states, State::ConnectedReadOnly);
     assert_eq!(guard.unlock(), Err(zklock::Error::NotReadOnly));
     released_back_on(&real, &gate, &node, DIR);
+}
+
+/// ZooKeeper's code for an operation the server timed out.
+const OPERATION_TIMEOUT: i32 = -7;
+
+/// After a create whose reply was cut off, the search for the node, on a
+/// server that answers every sync with a timeout of its own on a
+/// connection that stays up, asks again at once three times, then after a
+/// back-off of 100 ms doubling: eight syncs in the script's second, where
+/// it asked again at once, as fast as the replies came (the script stops
+/// at fifty). Back on the real server the search finds the node, and the
+/// lock is held with one create.
+#[test]
+fn a_search_answered_with_timeouts_asks_again_after_a_back_off() {
+    const DIR: &str = "/hostile/search";
+    const MOST: usize = 50;
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, Duration::ZERO);
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    // The lock directory made, and the release done, so that the
+    // attempt's create is the only write.
+    mutex.lock().unwrap().unlock().unwrap();
+    let syncs = Arc::new(AtomicUsize::new(0));
+    let counted = syncs.clone();
+    let hostile = Hostile::start(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let began = Instant::now();
+        loop {
+            let (header, _) = peer.next_request()?;
+            if header.op != OpCode::Sync.code() {
+                return Ok(After::Close);
+            }
+            peer.reply(header.xid, OPERATION_TIMEOUT, &[])?;
+            let answered = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            if answered >= MOST || began.elapsed() >= Duration::from_secs(1) {
+                return Ok(After::Close);
+            }
+        }
+    });
+    let creates = sent(&gate, OpCode::Create2);
+    gate.set_upstream(hostile.addr());
+    gate.cut_after_request(|op| op == OpCode::Create2.code());
+    let guard = std::thread::scope(|scope| {
+        // Back to the real server for the next connection, once the client
+        // is on the fake one.
+        scope.spawn(|| {
+            wait_until("the client on the fake server", WAIT, || {
+                hostile.connections() > 0
+            });
+            gate.set_upstream(real.addr());
+        });
+        mutex.try_lock_for(WAIT)
+    });
+    let guard = guard.expect("try_lock_for").expect("the lock");
+    let asked = syncs.load(Ordering::SeqCst);
+    assert!(
+        (4..=10).contains(&asked),
+        "{asked} syncs answered with a timeout in the script's second"
+    );
+    assert_eq!(sent(&gate, OpCode::Create2), creates + 1, "one create");
+    let stat = stat_from_real_server(&client, guard.node());
+    assert_eq!(stat.ephemeral_owner, client.session_id());
+    guard.unlock().unwrap();
 }

@@ -29,7 +29,7 @@ use crate::session::{Session, SessionConfig, State};
 pub use config::{ClientBuilder, Config};
 pub use connect_string::DEFAULT_PORT;
 pub use multi::{Op, OpOutcome, ReadOp, ReadOutcome};
-pub(crate) use own_node::{unanswered, Found};
+pub(crate) use own_node::{AskAgain, Found};
 pub(crate) use watch_ops::{CreatedListed, DataWatch, NewLockNode, Unsent};
 pub use watch_receiver::WatchReceiver;
 

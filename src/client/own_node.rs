@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::core::{ReplyConsumer, Shared};
 use super::path::join;
@@ -26,15 +26,45 @@ pub(crate) type Found = Option<(String, i64)>;
 /// the rest of the session.
 pub(crate) const MAX_UNDECODABLE_REPLIES: u32 = 3;
 
-/// True if a question that failed with `e` got no answer, and is asked
-/// again: a lost connection is no answer (the next try waits for a
-/// reconnect, and the session's end stops them), and neither is an
-/// undecodable reply, which drops the connection while the session lives
-/// on, up to [`MAX_UNDECODABLE_REPLIES`] of them, counted in `undecodable`.
-pub(crate) fn unanswered(e: &Error, undecodable: &AtomicU32) -> bool {
-    match e {
-        Error::Protocol(_) => undecodable.fetch_add(1, Ordering::Relaxed) < MAX_UNDECODABLE_REPLIES,
-        _ => e.is_retryable(),
+/// How many failures in a row of a question that got no answer (see
+/// [`AskAgain`]) are asked again at once: a lost connection's next try
+/// waits for a reconnect anyway. Past them, each waits a back-off, so that
+/// a server answering every try with a timeout of its own (or with
+/// `ConnectionLoss`, on a connection that stays up) cannot keep a question
+/// asked in a loop.
+const AT_ONCE: u32 = 3;
+
+/// Whether, and when, a question that failed is asked again. It got no
+/// answer if the connection was lost (the next try waits for a reconnect,
+/// and the session's end stops them), or the reply could not be decoded
+/// (which drops the connection while the session lives on), up to
+/// [`MAX_UNDECODABLE_REPLIES`] of them, or the server throttled it or
+/// timed it out; any other outcome is its answer.
+#[derive(Default)]
+pub(crate) struct AskAgain {
+    undecodable: AtomicU32,
+    throttled: AtomicU32,
+    failed: AtomicU32,
+}
+
+impl AskAgain {
+    /// The pause before asking again after `e` (zero: at once), or `None`
+    /// if `e` is the answer.
+    pub(crate) fn pause_after(&self, e: &Error) -> Option<Duration> {
+        let again = |count: &AtomicU32| count.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        match e {
+            Error::Protocol(_) => {
+                (again(&self.undecodable) <= MAX_UNDECODABLE_REPLIES).then_some(Duration::ZERO)
+            }
+            // Refused unapplied, to shed load: asked again at once, it
+            // would add to that load.
+            Error::ThrottledOp => Some(throttled_back_off(again(&self.throttled))),
+            _ if e.is_retryable() => Some(match again(&self.failed).checked_sub(AT_ONCE) {
+                None | Some(0) => Duration::ZERO,
+                Some(past) => throttled_back_off(past),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -49,10 +79,7 @@ struct Search {
     dir: String,
     /// The name our node starts with (its uuid is ours alone).
     prefix: String,
-    undecodable: AtomicU32,
-    /// How many of its questions the server throttled: each starts the
-    /// search over after a back-off that grows with it.
-    throttled: AtomicU32,
+    ask_again: AskAgain,
     on_done: Box<dyn Fn(Result<Found>) + Send + Sync>,
 }
 
@@ -82,8 +109,7 @@ impl Client {
             session,
             dir,
             prefix: prefix.to_owned(),
-            undecodable: AtomicU32::new(0),
-            throttled: AtomicU32::new(0),
+            ask_again: AskAgain::default(),
             on_done: Box::new(on_done),
         });
         search.look(None);
@@ -154,26 +180,18 @@ impl Search {
             .is_some_and(|shared| shared.core().session.session_id() == owner)
     }
 
-    /// A look that got no answer starts over, after a back-off if the
-    /// server throttled it (refused it unapplied, to shed load: asked again
-    /// at once, it would add to that load); anything else ends the search.
+    /// A look that got no answer starts over (see [`AskAgain`]); anything
+    /// else ends the search.
     fn failed(self: &Arc<Self>, e: Error) {
-        if e == Error::ThrottledOp {
-            let times = self
-                .throttled
-                .fetch_add(1, Ordering::Relaxed)
-                .saturating_add(1);
-            let back_off = throttled_back_off(times);
-            log::debug!(
-                "looking again for lock node {}* in {back_off:?}: {e}",
-                self.prefix
-            );
-            self.look(Some(Instant::now() + back_off));
-        } else if unanswered(&e, &self.undecodable) {
-            log::debug!("looking again for lock node {}*: {e}", self.prefix);
-            self.look(None);
-        } else {
-            self.done(Err(e));
+        match self.ask_again.pause_after(&e) {
+            None => self.done(Err(e)),
+            Some(pause) => {
+                log::debug!(
+                    "looking again for lock node {}* in {pause:?}: {e}",
+                    self.prefix
+                );
+                self.look((!pause.is_zero()).then(|| Instant::now() + pause));
+            }
         }
     }
 
@@ -192,5 +210,46 @@ impl Search {
             Ok(_) => shared.flush(),
             Err(e) => self.done(Err(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZERO: Duration = Duration::ZERO;
+
+    fn ms(n: u64) -> Option<Duration> {
+        Some(Duration::from_millis(n))
+    }
+
+    /// The first few lost connections are asked again at once, the rest
+    /// after a growing back-off: a server answering every try with a
+    /// timeout, or a `ConnectionLoss` on a live connection, does not keep a
+    /// question asked in a loop. Throttling has a back-off of its own from
+    /// the first; undecodable replies are looked past a few times, then
+    /// taken for the answer; any other error is the answer.
+    #[test]
+    fn questions_are_asked_again_at_once_a_few_times_then_after_a_back_off() {
+        let ask_again = AskAgain::default();
+        let lost = [
+            Error::ConnectionLoss,
+            Error::OperationTimeout,
+            Error::RequestTimeout,
+        ];
+        for e in &lost {
+            assert_eq!(ask_again.pause_after(e), Some(ZERO), "{e}");
+        }
+        assert_eq!(ask_again.pause_after(&Error::ConnectionLoss), ms(100));
+        assert_eq!(ask_again.pause_after(&Error::OperationTimeout), ms(200));
+        assert_eq!(ask_again.pause_after(&Error::ThrottledOp), ms(100));
+        assert_eq!(ask_again.pause_after(&Error::ThrottledOp), ms(200));
+        assert_eq!(ask_again.pause_after(&Error::RequestTimeout), ms(400));
+        for _ in 0..MAX_UNDECODABLE_REPLIES {
+            assert_eq!(ask_again.pause_after(&malformed("reply")), Some(ZERO));
+        }
+        assert_eq!(ask_again.pause_after(&malformed("reply")), None);
+        assert_eq!(ask_again.pause_after(&Error::NoNode), None);
+        assert_eq!(ask_again.pause_after(&Error::SessionExpired), None);
     }
 }

@@ -1,7 +1,7 @@
 //! The acquisition engine shared by every lock kind.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use super::naming::{
 use super::rwlock::{read_decision, read_decision_of_reader, read_decision_of_writer};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplyCallback};
 use crate::client::path::{join, last_segment, parent, validate};
-use crate::client::{unanswered, CreatedListed, DataWatch, Found, NewLockNode, Unsent, WeakClient};
+use crate::client::{AskAgain, CreatedListed, DataWatch, Found, NewLockNode, Unsent, WeakClient};
 use crate::error::{Error, Result};
 use crate::proto::{Acl, EventType, Response};
 use crate::rand::Rng;
@@ -935,7 +935,7 @@ impl Attempt<'_> {
     /// is no answer, so it looks again once connected; only the end of the
     /// session, which takes the node with it, stops it, or a server whose
     /// replies cannot be decoded again and again (see
-    /// [`unanswered`]: a node left behind then goes with the session).
+    /// [`AskAgain`]: a node left behind then goes with the session).
     fn find_own_node(
         &self,
         prefix: &str,
@@ -1125,24 +1125,23 @@ fn delete_abandoned(client: &Client, dir: &str, name: &str) {
     }
 }
 
-/// Asks `ask` about `what` until it is answered (see [`unanswered`]); a
-/// question the server throttled after a back-off (see
-/// [`throttled_back_off`]).
+/// Asks `ask` about `what` until it is answered (see [`AskAgain`]).
 pub(super) fn ask_until_answered<R>(
     what: &dyn std::fmt::Display,
     mut ask: impl FnMut() -> Result<R>,
 ) -> Result<R> {
-    let undecodable = AtomicU32::new(0);
-    let mut throttled = 0u32;
+    let ask_again = AskAgain::default();
     loop {
         match ask() {
-            Err(e) if unanswered(&e, &undecodable) => {
-                log::debug!("asking again for {what}: {e}");
-                if e == Error::ThrottledOp {
-                    throttled = throttled.saturating_add(1);
-                    std::thread::sleep(throttled_back_off(throttled));
+            Err(e) => match ask_again.pause_after(&e) {
+                None => return Err(e),
+                Some(pause) => {
+                    log::debug!("asking again for {what} in {pause:?}: {e}");
+                    if !pause.is_zero() {
+                        std::thread::sleep(pause);
+                    }
                 }
-            }
+            },
             answer => return answer,
         }
     }

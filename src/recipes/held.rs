@@ -568,7 +568,7 @@ impl Tracker {
     /// asks again if that reply failed. 0, which no
     /// resource that checks tokens accepts, if the lock is lost first, or
     /// if the server's answers cannot be had (undecodable again and again,
-    /// see [`unanswered`](crate::client::unanswered), or a refusal): a
+    /// see [`AskAgain`](crate::client::AskAgain), or a refusal): a
     /// later call asks again. 0 too once a new session has replaced the
     /// node's: a token of a lock lost with its session, handed to a
     /// resource while the client is connected again, must not pass for a
