@@ -4,7 +4,7 @@
 //! asked can give up at its deadline and leave the rest to it: a node found
 //! after that is deleted, not orphaned.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -26,12 +26,13 @@ pub(crate) type Found = Option<(String, i64)>;
 /// the rest of the session.
 pub(crate) const MAX_UNDECODABLE_REPLIES: u32 = 3;
 
-/// How many failures in a row of a question that got no answer (see
-/// [`AskAgain`]) are asked again at once: a lost connection's next try
-/// waits for a reconnect anyway. Past them, each waits a back-off, so that
-/// a server answering every try with a timeout of its own (or with
-/// `ConnectionLoss`, on a connection that stays up) cannot keep a question
-/// asked in a loop.
+/// How many failures in a row on one connection of a question that got no
+/// answer (see [`AskAgain`]) are asked again at once. Past them, each
+/// waits a back-off, so that a server answering every try with a timeout
+/// of its own (or with `ConnectionLoss`, on a connection that stays up)
+/// cannot keep a question asked in a loop. A failure on a new connection
+/// starts the count again: a lost connection's next try waits for a
+/// reconnect anyway.
 const AT_ONCE: u32 = 3;
 
 /// Whether, and when, a question that failed is asked again. It got no
@@ -40,17 +41,30 @@ const AT_ONCE: u32 = 3;
 /// (which drops the connection while the session lives on), up to
 /// [`MAX_UNDECODABLE_REPLIES`] of them, or the server throttled it or
 /// timed it out; any other outcome is its answer.
-#[derive(Default)]
 pub(crate) struct AskAgain {
     undecodable: AtomicU32,
     throttled: AtomicU32,
+    /// Other failures in a row on the connection counted in `connection`.
     failed: AtomicU32,
+    connection: AtomicU64,
+}
+
+impl Default for AskAgain {
+    fn default() -> AskAgain {
+        AskAgain {
+            undecodable: AtomicU32::new(0),
+            throttled: AtomicU32::new(0),
+            failed: AtomicU32::new(0),
+            connection: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl AskAgain {
-    /// The pause before asking again after `e` (zero: at once), or `None`
-    /// if `e` is the answer.
-    pub(crate) fn pause_after(&self, e: &Error) -> Option<Duration> {
+    /// The pause before asking again after `e`, seen when `connection`
+    /// connections had been up (zero: at once), or `None` if `e` is the
+    /// answer.
+    pub(crate) fn pause_after(&self, e: &Error, connection: u64) -> Option<Duration> {
         let again = |count: &AtomicU32| count.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         match e {
             Error::Protocol(_) => {
@@ -59,10 +73,15 @@ impl AskAgain {
             // Refused unapplied, to shed load: asked again at once, it
             // would add to that load.
             Error::ThrottledOp => Some(throttled_back_off(again(&self.throttled))),
-            _ if e.is_retryable() => Some(match again(&self.failed).checked_sub(AT_ONCE) {
-                None | Some(0) => Duration::ZERO,
-                Some(past) => throttled_back_off(past),
-            }),
+            _ if e.is_retryable() => {
+                if self.connection.swap(connection, Ordering::Relaxed) != connection {
+                    self.failed.store(0, Ordering::Relaxed);
+                }
+                Some(match again(&self.failed).checked_sub(AT_ONCE) {
+                    None | Some(0) => Duration::ZERO,
+                    Some(past) => throttled_back_off(past),
+                })
+            }
             _ => None,
         }
     }
@@ -183,7 +202,12 @@ impl Search {
     /// A look that got no answer starts over (see [`AskAgain`]); anything
     /// else ends the search.
     fn failed(self: &Arc<Self>, e: Error) {
-        match self.ask_again.pause_after(&e) {
+        let Some(shared) = self.shared.upgrade() else {
+            return self.done(Err(Error::Closed));
+        };
+        let connection = shared.core().session.connection_count();
+        drop(shared);
+        match self.ask_again.pause_after(&e, connection) {
             None => self.done(Err(e)),
             Some(pause) => {
                 log::debug!(
@@ -223,14 +247,15 @@ mod tests {
         Some(Duration::from_millis(n))
     }
 
-    /// The first few lost connections are asked again at once, the rest
-    /// after a growing back-off: a server answering every try with a
-    /// timeout, or a `ConnectionLoss` on a live connection, does not keep a
-    /// question asked in a loop. Throttling has a back-off of its own from
-    /// the first; undecodable replies are looked past a few times, then
-    /// taken for the answer; any other error is the answer.
+    /// The first few failures on one connection are asked again at once,
+    /// the rest after a growing back-off: a server answering every try
+    /// with a timeout, or a `ConnectionLoss` on a live connection, does not
+    /// keep a question asked in a loop. A failure on a new connection (a
+    /// flapping one) starts the count again. Throttling has a back-off of
+    /// its own from the first; undecodable replies are looked past a few
+    /// times, then taken for the answer; any other error is the answer.
     #[test]
-    fn questions_are_asked_again_at_once_a_few_times_then_after_a_back_off() {
+    fn questions_are_asked_again_at_once_a_few_times_a_connection_then_after_a_back_off() {
         let ask_again = AskAgain::default();
         let lost = [
             Error::ConnectionLoss,
@@ -238,18 +263,25 @@ mod tests {
             Error::RequestTimeout,
         ];
         for e in &lost {
-            assert_eq!(ask_again.pause_after(e), Some(ZERO), "{e}");
+            assert_eq!(ask_again.pause_after(e, 1), Some(ZERO), "{e}");
         }
-        assert_eq!(ask_again.pause_after(&Error::ConnectionLoss), ms(100));
-        assert_eq!(ask_again.pause_after(&Error::OperationTimeout), ms(200));
-        assert_eq!(ask_again.pause_after(&Error::ThrottledOp), ms(100));
-        assert_eq!(ask_again.pause_after(&Error::ThrottledOp), ms(200));
-        assert_eq!(ask_again.pause_after(&Error::RequestTimeout), ms(400));
+        assert_eq!(ask_again.pause_after(&Error::ConnectionLoss, 1), ms(100));
+        assert_eq!(ask_again.pause_after(&Error::OperationTimeout, 1), ms(200));
+        assert_eq!(ask_again.pause_after(&Error::ThrottledOp, 1), ms(100));
+        assert_eq!(ask_again.pause_after(&Error::ThrottledOp, 1), ms(200));
+        assert_eq!(ask_again.pause_after(&Error::RequestTimeout, 1), ms(400));
+        // A connection lost again and again: each failure on a new one.
+        for connection in 2..10 {
+            assert_eq!(
+                ask_again.pause_after(&Error::ConnectionLoss, connection),
+                Some(ZERO)
+            );
+        }
         for _ in 0..MAX_UNDECODABLE_REPLIES {
-            assert_eq!(ask_again.pause_after(&malformed("reply")), Some(ZERO));
+            assert_eq!(ask_again.pause_after(&malformed("reply"), 10), Some(ZERO));
         }
-        assert_eq!(ask_again.pause_after(&malformed("reply")), None);
-        assert_eq!(ask_again.pause_after(&Error::NoNode), None);
-        assert_eq!(ask_again.pause_after(&Error::SessionExpired), None);
+        assert_eq!(ask_again.pause_after(&malformed("reply"), 10), None);
+        assert_eq!(ask_again.pause_after(&Error::NoNode, 10), None);
+        assert_eq!(ask_again.pause_after(&Error::SessionExpired, 10), None);
     }
 }

@@ -1125,15 +1125,17 @@ fn delete_abandoned(client: &Client, dir: &str, name: &str) {
     }
 }
 
-/// Asks `ask` about `what` until it is answered (see [`AskAgain`]).
+/// Asks `ask` about `what`, through `client`, until it is answered (see
+/// [`AskAgain`]).
 pub(super) fn ask_until_answered<R>(
+    client: &Client,
     what: &dyn std::fmt::Display,
     mut ask: impl FnMut() -> Result<R>,
 ) -> Result<R> {
     let ask_again = AskAgain::default();
     loop {
         match ask() {
-            Err(e) => match ask_again.pause_after(&e) {
+            Err(e) => match ask_again.pause_after(&e, client.connection_count()) {
                 None => return Err(e),
                 Some(pause) => {
                     log::debug!("asking again for {what} in {pause:?}: {e}");

@@ -593,7 +593,8 @@ impl Tracker {
         if let Some(token) = self.watch(true).and_then(|slot| self.read_token(&slot)) {
             return token;
         }
-        let asked = ask_until_answered(&format_args!("the fencing token of {}", self.node), || {
+        let what = format_args!("the fencing token of {}", self.node);
+        let asked = ask_until_answered(&self.client, &what, || {
             self.client.check_session(self.session)?;
             self.client.exists(&self.node)
         });

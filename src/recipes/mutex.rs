@@ -200,7 +200,8 @@ macro_rules! guard_accessors {
         /// the lock (see [`Config::release_linger`](crate::Config::release_linger))
         /// learns its zxid from the server when first asked: the first call
         /// may wait for it (one read round trip, longer only through a
-        /// reconnect). 0, which no resource checking tokens accepts, if the
+        /// reconnect, or a server's timeouts or throttling, asked again
+        /// after a back-off). 0, which no resource checking tokens accepts, if the
         /// lock is lost before its token is known (it is then `Lost`), or
         /// if the server's answers cannot be had (more than 3 undecodable
         /// replies, or a refusal: the lock is then not marked `Lost`, and a

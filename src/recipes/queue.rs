@@ -81,10 +81,11 @@ fn kind_of(marker: &str) -> &'static str {
 /// (see [`holding`]).
 /// Nodes that vanish while being read are skipped. An absent path is an
 /// empty queue. Every read is idempotent, so one that got no answer (a
-/// lost connection, or a throttling, after a back-off) is asked again,
-/// until the session ends.
+/// lost connection, a timeout or a throttling) is asked again, until the
+/// session ends: at once three times in a row on one connection, then
+/// after a back-off of 100 ms doubling to 2 s.
 pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
-    let children = match ask_until_answered(&path, || client.get_children(path)) {
+    let children = match ask_until_answered(client, &path, || client.get_children(path)) {
         Ok(children) => children,
         Err(Error::NoNode) => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -92,11 +93,12 @@ pub fn lock_queue(client: &Client, path: &str) -> Result<Vec<QueueEntry>> {
     let mut out = Vec::new();
     for node in queue_order(&children) {
         let node_path = join(path, node.name);
-        let (data, stat) = match ask_until_answered(&node_path, || client.get_data(&node_path)) {
-            Ok(found) => found,
-            Err(Error::NoNode) => continue,
-            Err(e) => return Err(e),
-        };
+        let (data, stat) =
+            match ask_until_answered(client, &node_path, || client.get_data(&node_path)) {
+                Ok(found) => found,
+                Err(Error::NoNode) => continue,
+                Err(e) => return Err(e),
+            };
         out.push(QueueEntry {
             kind: node.kind,
             holds: false,

@@ -287,6 +287,9 @@ pub struct Session<T, W> {
     last_zxid: i64,
     negotiated: Option<Duration>,
     seen_rw_server: bool,
+    /// How many TCP connections have been up (see
+    /// [`Session::connection_count`]).
+    connections: u64,
     next_xid: i32,
 
     inbox: Vec<u8>,
@@ -352,6 +355,7 @@ impl<T, W: Clone> Session<T, W> {
             last_zxid: 0,
             negotiated: None,
             seen_rw_server: false,
+            connections: 0,
             next_xid: 1,
             inbox: Vec::new(),
             outbox: Vec::new(),
@@ -532,6 +536,7 @@ impl<T, W: Clone> Session<T, W> {
             return;
         }
         self.conn = Conn::Handshaking { since: started };
+        self.connections += 1;
         self.probe = None;
         self.inbox.clear();
         self.outbox.clear();
@@ -554,6 +559,13 @@ impl<T, W: Clone> Session<T, W> {
             read_only: self.config.can_be_read_only && self.closing.is_none(),
         };
         write_frame(&mut self.outbox, &request);
+    }
+
+    /// How many TCP connections have been up so far: two failures of a
+    /// request seen with one count came on one connection, which a lost
+    /// connection's failure cannot have.
+    pub fn connection_count(&self) -> u64 {
+        self.connections
     }
 
     /// A connection attempt failed before the handshake.

@@ -1,5 +1,5 @@
-//! Child processes for the tests that run programs (`tests/cli.rs`,
-//! `tests/examples.rs`): output collected, every wait bounded, and the
+//! Child processes for the tests that run programs (`tests/cli*.rs`,
+//! through `tests/cli_common`, and `tests/examples.rs`): output collected, every wait bounded, and the
 //! process killed if the test fails first.
 
 #![allow(dead_code)]
