@@ -1104,6 +1104,11 @@ impl CutBeforeStart {
         check.wait_started();
         proxy.refuse(true);
         proxy.cut();
+        // A reconnect refused: the client has taken in the loss, and the
+        // lock is `Suspended`, before the check ends.
+        wait_until("a reconnect refused", WAIT, || {
+            proxy.connections_refused() > 0
+        });
         check.end();
         let cut = CutBeforeStart {
             proxy,

@@ -304,6 +304,10 @@ fn fault_proxy() {
         stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
         assert!(is_closed(&mut stream), "a refused connection stayed open");
     }
+    // Counted once the proxy has reset it.
+    wait_until("the refusal counted", IO_TIMEOUT, || {
+        proxy.connections_refused() == 1
+    });
     proxy.refuse(false);
 
     // cut_after_request: the create reaches the server, the reply does not

@@ -67,6 +67,8 @@ pub(crate) struct Shared {
     open: AtomicUsize,
     /// Client connections accepted (not refused) since the start.
     accepted: AtomicUsize,
+    /// Client connections refused since the start.
+    refused: AtomicUsize,
     trigger: Mutex<Option<(Trigger, OnRequest)>>,
     /// How many client requests of each opcode went through, and when the
     /// last one did.
@@ -196,6 +198,7 @@ impl FaultProxy {
             conns: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             accepted: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
             trigger: Mutex::new(None),
             requests: Mutex::new(HashMap::new()),
             error_replies: Mutex::new(Vec::new()),
@@ -342,6 +345,13 @@ impl FaultProxy {
     pub fn connections_accepted(&self) -> usize {
         self.shared.accepted.load(Ordering::SeqCst)
     }
+
+    /// The number of client connections refused (see
+    /// [`refuse`](Self::refuse)) since the proxy started: a client that
+    /// tried to reconnect.
+    pub fn connections_refused(&self) -> usize {
+        self.shared.refused.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -387,6 +397,7 @@ fn handle_accepted(stream: TcpStream, shared: &Arc<Shared>) {
     if shared.settings().refuse {
         // Linger 0: close with a reset.
         let _ = SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+        shared.refused.fetch_add(1, Ordering::SeqCst);
         return;
     }
     let conn = Arc::new(Conn::new(stream));

@@ -13,7 +13,7 @@ use zklock::{Acl, AnyGuard, Client, LockMonitor, LockState, Mutex, RwLock, State
 
 use crate::args::{self, Args, Usage};
 use crate::group::Group;
-use crate::supervise::{self, not_held, Ran, Settled, Watch};
+use crate::supervise::{self, not_held, Ran, Settled, Settler, Watch};
 use crate::{progress, signals, tied};
 use crate::{Common, Outcome, DIGEST_VAR};
 
@@ -223,7 +223,8 @@ pub fn run(mut args: Args) -> Outcome {
     // goes unseen.
     let states = guard.state_changes();
     let monitor = guard.monitor();
-    let token = match prepare(monitor.clone(), &states, &signals, options.quiet) {
+    let mut settler = Settler::new(options.quiet);
+    let token = match prepare(monitor.clone(), &states, &signals, &mut settler) {
         Ready::Held(token) => token,
         Ready::NotHeld(why) => {
             return not_acquired(&options, &format!("{why} before the command could start"))
@@ -246,7 +247,7 @@ pub fn run(mut args: Args) -> Outcome {
         resumed,
         group,
         stops_before_grant,
-        quiet: options.quiet,
+        settler,
     };
     match supervise::run(&command, resolved, envs, watch, timeout, options.grace) {
         Ran::Exit(outcome) => outcome,
@@ -324,7 +325,7 @@ enum Ready {
 }
 
 /// Checks that the lock is still held just before COMMAND starts (waiting
-/// out a suspension: see [`supervise::settle`]), and gets its fencing
+/// out a suspension: see [`Settler::settle`]), and gets its fencing
 /// token. Either may need a round trip, and the token, through a lost
 /// connection, waits for a reconnect until the session expires: so they
 /// are asked on a thread of their own, through the guard's monitor, while
@@ -334,7 +335,7 @@ fn prepare(
     monitor: LockMonitor,
     states: &StateChanges<LockState>,
     signals: &Receiver<Signal>,
-    quiet: bool,
+    settler: &mut Settler,
 ) -> Ready {
     let (tx, rx) = bounded(1);
     std::thread::spawn(move || {
@@ -343,7 +344,7 @@ fn prepare(
     });
     select! {
         recv(rx) -> ready => match ready {
-            Ok((token, state)) if token != 0 => match supervise::settle(state, states, signals, quiet) {
+            Ok((token, state)) if token != 0 => match settler.settle(state, states, signals) {
                 Settled::Held => Ready::Held(token),
                 Settled::NotHeld(why) => Ready::NotHeld(why),
                 Settled::Interrupted => Ready::Interrupted,

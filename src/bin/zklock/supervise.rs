@@ -44,9 +44,12 @@ const KILLED_WAIT: Duration = Duration::from_secs(5);
 /// How often a dying group is looked at.
 const POLL: Duration = Duration::from_millis(10);
 
-/// The pause before a confirmation that failed without an answer (the
-/// connection lost, say) is asked again.
+/// The first pause before a confirmation that failed without an answer
+/// (the connection lost, a timeout or a throttling) is asked again; it
+/// doubles with each failure in a row, up to [`CONFIRM_AGAIN_AT_MOST`], so
+/// that a server failing every try is not asked ten times a second.
 const CONFIRM_AGAIN: Duration = Duration::from_millis(100);
+const CONFIRM_AGAIN_AT_MOST: Duration = Duration::from_secs(2);
 
 /// What the command runs under: the lock's state changes and monitor, the
 /// signals to pass on, zklock's continuations, and the group it will lead.
@@ -61,8 +64,9 @@ pub struct Watch {
     /// The group's stop count (see [`Group::stop_count`]) before the lock
     /// was asked for: a stop since may have come after the grant.
     pub stops_before_grant: u64,
-    /// `--quiet`: no line while a suspension is waited out.
-    pub quiet: bool,
+    /// Settles the lock's state before the command starts, as `prepare`
+    /// did first.
+    pub settler: Settler,
 }
 
 /// How the command's run ended.
@@ -109,7 +113,7 @@ pub fn run<'a>(
         mut resumed,
         group,
         stops_before_grant,
-        quiet,
+        mut settler,
     } = watch;
     let cannot_run = |e| Outcome::Error(format!("cannot run {program:?}: {e}")).into();
     // Its own channel: `states` keeps every change for the checks below.
@@ -141,10 +145,11 @@ pub fn run<'a>(
         // So does a loss: the command would only start to be terminated
         // at once. The lock was held as of `prepare`, and every change
         // since is in `states`.
-        match settle(LockState::Held, &states, &signals, quiet) {
+        match settler.settle(LockState::Held, &states, &signals) {
             Settled::Held => {}
-            // Lost to a stop that outlasted the session, it says so.
-            Settled::NotHeld(_) if group.stop_count() != stops_before_grant => {
+            // Lost to a stop not confirmed, which may have outlasted the
+            // session, it says so.
+            Settled::NotHeld(_) if group.stop_count() != confirmed_as_of => {
                 return Ran::NotHeldAfterStop
             }
             Settled::NotHeld(why) => return Ran::NotHeldBeforeStart(why),
@@ -297,41 +302,54 @@ pub enum Settled {
     Interrupted,
 }
 
-/// Settles the lock's state before the command starts: the newest of
-/// `read` (read after `states` was subscribed) and the changes since.
-/// `Suspended` (cut off, or reconnected with the node not confirmed yet) is
-/// waited out, saying so once unless `quiet`: nothing runs unguarded
-/// meanwhile, and the wait ends with a reconnect's confirmation of the
-/// node, or by the loss that the session's expiry brings (the client gives
-/// the session up 4T/3 after it last heard from a server), or a signal.
-/// Refusing at once turned a brief outage (or the round trip of the
-/// confirmation) into exit 75, where the fencing token, asked just before,
-/// waits through one.
-pub fn settle(
-    read: LockState,
-    states: &StateChanges<LockState>,
-    signals: &Receiver<Signal>,
+/// Settles the lock's state before the command starts (see
+/// [`Settler::settle`]), saying once that it waits, unless `--quiet`.
+pub struct Settler {
     quiet: bool,
-) -> Settled {
-    let mut state = states.try_iter().last().unwrap_or(read);
-    if state == LockState::Suspended && !quiet {
-        say!("zklock: the connection to the ensemble was lost; waiting to confirm the lock before starting the command");
+    said: bool,
+}
+
+impl Settler {
+    pub fn new(quiet: bool) -> Settler {
+        Settler { quiet, said: false }
     }
-    while state == LockState::Suspended {
-        select! {
-            recv(states) -> next => {
-                state = match next {
-                    Ok(next) => states.try_iter().last().unwrap_or(next),
-                    // The hold is gone with its guard and monitors.
-                    Err(_) => LockState::Lost,
-                };
-            }
-            recv(signals) -> _ => return Settled::Interrupted,
+
+    /// The newest of `read` (read after `states` was subscribed) and the
+    /// changes since. `Suspended` (cut off, or reconnected with the node
+    /// not confirmed yet) is waited out: nothing runs unguarded meanwhile,
+    /// and the wait ends with a reconnect's confirmation of the node, or by
+    /// the loss that the session's expiry brings (the client gives the
+    /// session up 4T/3 after it last heard from a server), or a signal.
+    /// Refusing at once turned a brief outage (or the round trip of the
+    /// confirmation) into exit 75, where the fencing token, asked just
+    /// before, waits through one.
+    pub fn settle(
+        &mut self,
+        read: LockState,
+        states: &StateChanges<LockState>,
+        signals: &Receiver<Signal>,
+    ) -> Settled {
+        let mut state = states.try_iter().last().unwrap_or(read);
+        if state == LockState::Suspended && !self.quiet && !self.said {
+            say!("zklock: the connection to the ensemble was lost; waiting to confirm the lock before starting the command");
+            self.said = true;
         }
-    }
-    match not_held(state) {
-        None => Settled::Held,
-        Some(why) => Settled::NotHeld(why),
+        while state == LockState::Suspended {
+            select! {
+                recv(states) -> next => {
+                    state = match next {
+                        Ok(next) => states.try_iter().last().unwrap_or(next),
+                        // The hold is gone with its guard and monitors.
+                        Err(_) => LockState::Lost,
+                    };
+                }
+                recv(signals) -> _ => return Settled::Interrupted,
+            }
+        }
+        match not_held(state) {
+            None => Settled::Held,
+            Some(why) => Settled::NotHeld(why),
+        }
     }
 }
 
@@ -398,11 +416,13 @@ fn confirm_held(monitor: &LockMonitor) -> Receiver<bool> {
     let (tx, rx) = bounded(1);
     let monitor = monitor.clone();
     std::thread::spawn(move || {
+        let mut pause = CONFIRM_AGAIN;
         let held = loop {
             match monitor.multi(&[]) {
                 Ok(_) => break true,
                 Err(e) if e.is_retryable() && monitor.state() != LockState::Lost => {
-                    std::thread::sleep(CONFIRM_AGAIN);
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(CONFIRM_AGAIN_AT_MOST);
                 }
                 Err(_) => break false,
             }
