@@ -264,8 +264,9 @@ macro_rules! guard_accessors {
         /// of `ops`; an empty `ops` asks the server whether the lock is
         /// still held. Errors: `LockLost` if the lock node is gone or the
         /// session expired (nothing applied; the guard's state turns
-        /// `Lost`); `NoAuth` if the lock node's ACL denies this session
-        /// reading it; otherwise as for [`multi`](crate::Client::multi),
+        /// `Lost`); `Closed` or `AuthFailed` if the session ended so
+        /// (nothing applied; the guard turns `Lost` with the session);
+        /// `NoAuth` if the lock node's ACL denies this session reading it; otherwise as for [`multi`](crate::Client::multi),
         /// where `ConnectionLoss` and `Timeout` leave the outcome unknown.
         pub fn multi(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpOutcome>> {
             self.held().multi(ops)
@@ -357,7 +358,12 @@ impl ReentrantMutex {
 
     /// Blocks until held; returns at once (counting) if this thread holds
     /// it, or with `LockLost` if this thread's hold is known to be lost
-    /// (drop its guards first).
+    /// (drop its guards first). Otherwise it fails as [`Mutex::lock`]
+    /// does, and also when another thread's hold was recorded after this
+    /// attempt's grant (one of the two nodes was deleted meanwhile): then
+    /// the recorded hold stays, and this attempt's node is given up, with
+    /// `LockLost` if it is gone, or `ConnectionLoss` if the server cannot
+    /// confirm it just then. The other attempts below fail the same way.
     pub fn lock(&self) -> Result<ReentrantMutexGuard<'_>> {
         self.acquire(None)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))

@@ -87,8 +87,9 @@ pub(crate) fn node_prefix(rng: &mut Rng, marker: &str) -> String {
 /// (`%010d`), so after 2^31 creations under one parent the suffix turns
 /// negative (`-2147483648`, then `-000000005`...). Ordering the suffix as an
 /// unsigned number keeps the order right across that wrap; it breaks only
-/// after 2^32 creations under a parent that never became empty (an empty
-/// container parent is deleted by the server, which restarts the count).
+/// after 2^32 creations under a parent the server never reaped (it deletes
+/// an empty container parent when its periodic check finds it empty, which
+/// restarts the count).
 /// Curator and kazoo order suffixes as text, so past the wrap they disagree
 /// with zklock, and two of them can hold at once: a caveat in the README.
 pub(crate) fn contenders<'a>(
