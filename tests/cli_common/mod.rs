@@ -174,14 +174,18 @@ pub fn wait_for_file(file: &std::path::Path) -> String {
 }
 
 /// A command script that writes its pid and lock node to `dir/started`,
-/// logs `TERM` to `dir/log` when SIGTERM ends it, and otherwise loops for
-/// up to 60 s. `first` runs before it starts (to start a background
-/// process, say).
+/// logs `TERM` to `dir/log` when SIGTERM ends it, and otherwise waits up
+/// to 60 s for a background `sleep` (killed with it). `first` runs before
+/// it starts (to start a background process, say). It forks nothing once
+/// started: a group stopped while the shell waits for a child between
+/// `vfork` and `exec` (dash uses `vfork`) leaves the shell in state D, not
+/// T, until continued.
 pub fn until_terminated(dir: &TempDir, first: &str) -> String {
     format!(
-        "{first} trap 'echo TERM >> \"{log}\"; exit 1' TERM; \
+        "{first} trap 'kill $! 2>/dev/null; echo TERM >> \"{log}\"; exit 1' TERM; \
+         sleep 60 & \
          echo \"$$ $ZKLOCK_LOCK_NODE\" > '{started}.new' && mv '{started}.new' '{started}'; \
-         i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+         wait $!",
         log = dir.join("log").display(),
         started = dir.join("started").display(),
     )
