@@ -178,7 +178,8 @@ fn connect_strings_get_their_exact_error_at_once() {
             }),
             "{input:?}"
         );
-        assert!(started.elapsed() < Duration::from_millis(200), "{input:?}");
+        // No server is asked: any wait for one would be seconds.
+        assert!(started.elapsed() < Duration::from_secs(2), "{input:?}");
     }
 }
 
@@ -316,7 +317,9 @@ fn settings_out_of_range_get_their_exact_error() {
         let what = format!("{:?}", builder.config());
         let started = Instant::now();
         expect_invalid_argument(&what, &message, builder.connect(&connect_string));
-        assert!(started.elapsed() < Duration::from_millis(200), "{what}");
+        // Refused before any request: a wait for the server would be
+        // seconds.
+        assert!(started.elapsed() < Duration::from_secs(2), "{what}");
     }
 
     // The boundaries themselves are accepted.

@@ -316,5 +316,6 @@ fn fails_fast_with(input: &str, needle: &str) {
         }
         other => panic!("{input:?} gave {other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_millis(200));
+    // No server is asked: any wait for one would be seconds.
+    assert!(started.elapsed() < Duration::from_secs(2));
 }

@@ -13,7 +13,6 @@ mod hostile;
 mod lock_common;
 
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -252,14 +251,15 @@ const OPERATION_TIMEOUT: i32 = -7;
 /// After a create whose reply was cut off, the search for the node, on a
 /// server that answers every sync with a timeout of its own on a
 /// connection that stays up, asks again at once three times, then after a
-/// back-off of 100 ms doubling: eight syncs in the script's second, where
-/// it asked again at once, as fast as the replies came (the script stops
-/// at fifty). Back on the real server the search finds the node, and the
-/// lock is held with one create.
+/// back-off of 100 ms doubling: the fake server sees the fifth, sixth and
+/// seventh syncs at least 100, 200 and 400 ms after the one before (a stall
+/// only widens the gaps). Before, it asked again as fast as the replies
+/// came. Back on the real server the search finds the node, and the lock
+/// is held with one create.
 #[test]
 fn a_search_answered_with_timeouts_asks_again_after_a_back_off() {
     const DIR: &str = "/hostile/search";
-    const MOST: usize = 50;
+    const SYNCS: usize = 7;
     let real = server();
     let gate = proxy(&real);
     let client = connect_through(&gate, Duration::ZERO);
@@ -267,21 +267,22 @@ fn a_search_answered_with_timeouts_asks_again_after_a_back_off() {
     // The lock directory made, and the release done, so that the
     // attempt's create is the only write.
     mutex.lock().unwrap().unlock().unwrap();
-    let syncs = Arc::new(AtomicUsize::new(0));
-    let counted = syncs.clone();
+    let arrivals = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
     let hostile = Hostile::start(move |peer| {
         peer.handshake(HOSTILE_TIMEOUT_MS)?;
-        let began = Instant::now();
         loop {
             let (header, _) = peer.next_request()?;
             if header.op != OpCode::Sync.code() {
                 return Ok(After::Close);
             }
-            peer.reply(header.xid, OPERATION_TIMEOUT, &[])?;
-            let answered = counted.fetch_add(1, Ordering::SeqCst) + 1;
-            if answered >= MOST || began.elapsed() >= Duration::from_secs(1) {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.push(Instant::now());
+            if seen.len() == SYNCS {
                 return Ok(After::Close);
             }
+            drop(seen);
+            peer.reply(header.xid, OPERATION_TIMEOUT, &[])?;
         }
     });
     let creates = sent(&gate, OpCode::Create2);
@@ -299,11 +300,15 @@ fn a_search_answered_with_timeouts_asks_again_after_a_back_off() {
         mutex.try_lock_for(WAIT)
     });
     let guard = guard.expect("try_lock_for").expect("the lock");
-    let asked = syncs.load(Ordering::SeqCst);
-    assert!(
-        (4..=10).contains(&asked),
-        "{asked} syncs answered with a timeout in the script's second"
-    );
+    let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(arrivals.len(), SYNCS, "syncs seen by the fake server");
+    let gaps: Vec<Duration> = arrivals.windows(2).map(|w| w[1] - w[0]).collect();
+    for (gap, least) in gaps[3..].iter().zip([100, 200, 400]) {
+        assert!(
+            *gap >= Duration::from_millis(least),
+            "gaps between syncs {gaps:?}: one under {least} ms"
+        );
+    }
     assert_eq!(sent(&gate, OpCode::Create2), creates + 1, "one create");
     let stat = stat_from_real_server(&client, guard.node());
     assert_eq!(stat.ephemeral_owner, client.session_id());
