@@ -10,8 +10,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use super::core::{lock, Core, Shared, Watcher};
 use super::watch_ops::start_exists_at;
 use crate::error::Error;
-use crate::proto::EventType;
-use crate::proto::{OpCode, RemoveWatchesRequest, Response, WatcherType};
+use crate::proto::{EventType, OpCode, RemoveWatchesRequest, Response, WatcherType};
 use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 
 /// Receives the events of one watch: exactly one event for a one-shot
