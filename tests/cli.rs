@@ -1041,7 +1041,10 @@ fn a_connection_lost_just_before_the_command_starts_is_waited_out() {
 fn a_stop_while_a_lost_connection_is_waited_out_that_outlasts_the_session_keeps_the_command_from_starting(
 ) {
     const PATH: &str = "/cli/stop-while-cut-before-start";
-    let cut = CutBeforeStart::start(PATH, &["--session-timeout", "2000"]);
+    // 4 s: the client, cut off, gives the session up 4T/3 after it last
+    // heard from a server, and the stop must come first, even on a loaded
+    // machine.
+    let cut = CutBeforeStart::start(PATH, &["--session-timeout", "4000"]);
     let zklock = cut.run.pid();
     let other = client();
     let node = children(&other, PATH);
