@@ -301,6 +301,12 @@ impl Shared {
         lock(&self.core)
     }
 
+    /// How many connections have been up so far (see
+    /// [`Session::connection_count`](crate::session::Session::connection_count)).
+    pub(crate) fn connection_count(&self) -> u64 {
+        self.core().session.connection_count()
+    }
+
     /// Sends a request and blocks until its reply (or failure) arrives.
     pub(crate) fn call(
         &self,

@@ -45,12 +45,6 @@ impl Client {
         Ok((Watcher::Channel(tx), rx))
     }
 
-    /// How many connections have been up so far (see
-    /// [`Session::connection_count`](crate::session::Session::connection_count)).
-    pub(crate) fn connection_count(&self) -> u64 {
-        self.inner.shared.core().session.connection_count()
-    }
-
     /// Validates a user path and adds the chroot.
     pub(crate) fn server_path(&self, path: &str) -> Result<String> {
         self.server_path_for(path, false)

@@ -202,11 +202,9 @@ impl Search {
     /// A look that got no answer starts over (see [`AskAgain`]); anything
     /// else ends the search.
     fn failed(self: &Arc<Self>, e: Error) {
-        let Some(shared) = self.shared.upgrade() else {
+        let Some(connection) = self.shared.upgrade().map(|s| s.connection_count()) else {
             return self.done(Err(Error::Closed));
         };
-        let connection = shared.core().session.connection_count();
-        drop(shared);
         match self.ask_again.pause_after(&e, connection) {
             None => self.done(Err(e)),
             Some(pause) => {

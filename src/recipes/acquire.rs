@@ -1135,7 +1135,7 @@ pub(super) fn ask_until_answered<R>(
     let ask_again = AskAgain::default();
     loop {
         match ask() {
-            Err(e) => match ask_again.pause_after(&e, client.connection_count()) {
+            Err(e) => match ask_again.pause_after(&e, client.shared().connection_count()) {
                 None => return Err(e),
                 Some(pause) => {
                     log::debug!("asking again for {what} in {pause:?}: {e}");
