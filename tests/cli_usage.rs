@@ -10,6 +10,7 @@
 
 mod cli_common;
 
+use std::process::Command;
 use std::time::Duration;
 
 use cli_common::*;
@@ -115,6 +116,57 @@ fn a_command_that_cannot_be_executed_is_status_1_not_setprivs() {
             out.stderr
         );
     }
+}
+
+/// A command looked up in `PATH` is the first file of that name this user
+/// may execute, as with execvp: one with execute bits only for others is
+/// passed over, not taken and then refused (status 1). As root, which may
+/// execute any file with an execute bit, zklock runs as `nobody`
+/// (`setpriv`) and the file passed over is its owner's alone.
+#[test]
+fn a_command_in_path_this_user_may_not_execute_is_passed_over() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    const PATH: &str = "/cli/passed-over";
+    let dir = TempDir::new("passed-over");
+    // Copied where `nobody` can reach it: the build's directory may not be.
+    let zklock_copy = dir.join("zklock");
+    std::fs::copy(ZKLOCK, &zklock_copy).expect("copy zklock");
+    let root = std::fs::metadata("/proc/self").expect("/proc/self").uid() == 0;
+    let unusable = if root { 0o744 } else { 0o055 };
+    for (name, mode) in [("first", unusable), ("second", 0o755)] {
+        let bin = dir.join(name);
+        std::fs::create_dir(&bin).expect("a PATH directory");
+        let script = bin.join("which-one");
+        std::fs::write(&script, format!("#!/bin/sh\necho {name}\n")).expect("write");
+        std::fs::set_permissions(&script, PermissionsExt::from_mode(mode)).expect("chmod");
+    }
+    let mut command = Command::new("env");
+    command.arg("--default-signal=INT,QUIT,HUP,TERM,TSTP,TTIN,TTOU");
+    if root {
+        command.args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ]);
+    }
+    command
+        .arg(&zklock_copy)
+        .args(["exec", "--connect", &connect_string(), "--quiet", PATH])
+        .args(["--", "which-one"])
+        .env_remove("ZK_CONNECT")
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:/usr/bin:/bin",
+                dir.join("first").display(),
+                dir.join("second").display()
+            ),
+        );
+    let out = Run::spawn(&mut command).finish(WAIT);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "second\n");
+    assert!(children(&client(), PATH).is_empty());
 }
 
 #[test]

@@ -15,7 +15,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,7 +24,7 @@ use crossbeam_channel::{after, bounded, select, Receiver};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
-use nix::unistd::Pid;
+use nix::unistd::{eaccess, AccessFlags, Pid};
 use zklock::LockState;
 
 use crate::DIGEST_VAR;
@@ -266,7 +265,9 @@ fn warn(why: &str) {
 }
 
 /// Where `program` is, looked up in `PATH` as `execvp` does when it has no
-/// `/`: the first executable file of that name.
+/// `/`: the first file of that name that this process may execute. A file
+/// with execute bits only for others (or one an ACL denies) is passed over,
+/// as execvp passes over what `execve` refuses with `EACCES`.
 pub fn resolve(program: &str) -> io::Result<PathBuf> {
     if program.contains('/') {
         let path = PathBuf::from(program);
@@ -294,7 +295,10 @@ pub fn resolve(program: &str) -> io::Result<PathBuf> {
 
 fn is_executable_file(path: &std::path::Path) -> io::Result<bool> {
     let meta = std::fs::metadata(path)?;
-    Ok(meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    // The kernel's check with the effective ids, as `execve` makes it: the
+    // mode bits alone would take a file only others may execute for one
+    // this process may.
+    Ok(meta.is_file() && eaccess(path, AccessFlags::X_OK).is_ok())
 }
 
 #[cfg(test)]
