@@ -80,7 +80,8 @@ host, zklock's pid and COMMAND's program; --publish-args adds its arguments
 lock node, and LOCK_PATH and its parents where missing) are open to anyone
 (--acl open, the default); with --acl creator, only sessions with the
 $ZK_DIGEST credentials may read, use or delete them. --quiet silences the
-progress and reason lines on stderr.
+waiting lines and the reason for status 75; warnings, and the lines of a lock
+lost while COMMAND runs, are still printed.
 
 holders lists the holders and the waiters in queue order, with session ids
 and fencing tokens. bench prints one JSON line (--without-lock skips the lock
