@@ -49,7 +49,9 @@ const MAX_FRAME_LEN: usize = i32::MAX as usize;
 /// one session. Calls block the calling thread until their reply arrives;
 /// calls from many threads are pipelined on one connection.
 ///
-/// Dropping the last clone closes the session, like [`Client::close`].
+/// Dropping the last clone closes the session as [`Client::close`] does,
+/// waiting on the dropping thread for the server's confirmation (at most
+/// the connect timeout), but with no result to report.
 /// Lock objects ([`Mutex`](crate::Mutex) and the others), their guards and
 /// [`LockMonitor`](crate::LockMonitor)s hold a clone too, and so, for a
 /// moment, may the client's own threads (while they handle a reply or a
