@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use zklock::proto::{
     read_reply_header, split_frame, write_frame, write_request, Acl, ConnectRequest,
-    ConnectResponse, CreateMode, CreateRequest, ErrorCode, ExistsRequest, OpCode, Record,
-    ReplyHeader, DEFAULT_MAX_FRAME, PASSWORD_LEN,
+    ConnectResponse, CreateMode, CreateRequest, ErrorCode, ExistsRequest, GetDataRequest, OpCode,
+    Record, ReplyHeader, DEFAULT_MAX_FRAME, PASSWORD_LEN,
 };
 use zklock::testing::{FaultProxy, ProxyMode, ServerMode, TestCluster, TestServer};
 
@@ -413,6 +413,54 @@ fn fault_proxy_passes_a_server_close_on_to_the_client() {
 }
 
 /// A server that fails to start says why, and keeps its log for a look.
+/// A silence holds the replies the proxy had read but not yet forwarded
+/// (here, one still waiting out a delay), as its documentation says: they
+/// answer requests the server may have handled, but the client must not
+/// hear of them.
+#[test]
+fn a_silence_holds_replies_already_queued() {
+    let server = TestServer::new().expect("start ZooKeeper");
+    let proxy = FaultProxy::start(server.addr()).expect("start proxy");
+    let mut stream = connect(proxy.addr());
+    assert_ne!(handshake(&mut stream).session_id, 0);
+    let delay = Duration::from_secs(2);
+    proxy.set_mode(ProxyMode::Delay(delay));
+    let missing = ExistsRequest {
+        path: "/missing".into(),
+        watch: false,
+    };
+    send_request(&mut stream, 1, OpCode::Exists, &missing);
+    // Its NoNode reply has reached the proxy, which holds it for `delay`.
+    wait_until("the reply at the proxy", IO_TIMEOUT + 2 * delay, || {
+        !proxy.error_replies().is_empty()
+    });
+    let queued_at = proxy.error_replies()[0].0;
+    proxy.silence_from_request(|op| op == OpCode::GetData as i32);
+    let get = GetDataRequest {
+        path: "/".into(),
+        watch: false,
+    };
+    send_request(&mut stream, 2, OpCode::GetData, &get);
+    wait_until("the silencing request", IO_TIMEOUT, || {
+        proxy.requests_seen(OpCode::GetData as i32) == 1
+    });
+    assert!(
+        queued_at.elapsed() < delay,
+        "the machine was too slow for the test: the reply was due before the silence"
+    );
+    stream
+        .set_read_timeout(Some(delay + Duration::from_secs(1)))
+        .expect("timeout");
+    let err = read_frame(&mut stream).expect_err("a reply queued before the silence came");
+    assert!(
+        matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn a_failed_start_keeps_the_log_it_names() {
     let err = TestServer::builder()

@@ -165,9 +165,7 @@ impl<'a> Pump<'a> {
             if self.conn.is_closed() || self.shared.stopping() {
                 return;
             }
-            let mode = self.shared.settings().mode;
-            let frozen = !self.to_server && self.conn.frozen.load(Ordering::SeqCst);
-            if mode == ProxyMode::Blackhole || frozen {
+            if self.held() {
                 self.shared.wait_change();
                 continue;
             }
@@ -191,20 +189,33 @@ impl<'a> Pump<'a> {
         }
     }
 
-    /// Writes every chunk that is due. False when the connection is over.
+    /// Whether this direction holds its bytes: a blackhole, or, towards
+    /// the client, a silence or cut after a request.
+    fn held(&self) -> bool {
+        self.shared.settings().mode == ProxyMode::Blackhole
+            || (!self.to_server && self.conn.frozen.load(Ordering::SeqCst))
+    }
+
+    /// Writes every chunk that is due, until a hold set meanwhile keeps
+    /// the rest queued (the unwritten part of a chunk included). False
+    /// when the connection is over.
     fn write_due(&mut self, dst: &TcpStream) -> bool {
         let now = Instant::now();
         while self.queue.front().is_some_and(|c| c.due <= now) {
-            // A blackhole set meanwhile holds what is still queued.
-            if self.shared.settings().mode == ProxyMode::Blackhole {
+            if self.held() {
                 return true;
             }
-            let Some(chunk) = self.queue.pop_front() else {
+            let Some(mut chunk) = self.queue.pop_front() else {
                 break;
             };
-            self.queued -= chunk.data.len();
-            if !self.write_all(dst, &chunk.data) {
+            let Some(written) = self.write_unless_held(dst, &chunk.data) else {
                 return false;
+            };
+            self.queued -= written;
+            if written < chunk.data.len() {
+                chunk.data.drain(..written);
+                self.queue.push_front(chunk);
+                return true;
             }
             if chunk.cut_after {
                 self.cut_after_request(dst);
@@ -238,21 +249,27 @@ impl<'a> Pump<'a> {
         }
     }
 
-    /// Writes all of `data`, retrying on write timeouts while the connection
-    /// lives. False on failure.
-    fn write_all(&self, mut dst: &TcpStream, mut data: &[u8]) -> bool {
-        while !data.is_empty() {
+    /// Writes `data`, retrying on write timeouts while the connection
+    /// lives, until it is all written or a hold is set (a destination not
+    /// reading can keep a write waiting past one): how many bytes went.
+    /// None on failure.
+    fn write_unless_held(&self, mut dst: &TcpStream, data: &[u8]) -> Option<usize> {
+        let mut written = 0;
+        while let Some(rest) = data.get(written..).filter(|rest| !rest.is_empty()) {
             if self.conn.is_closed() || self.shared.stopping() {
-                return false;
+                return None;
             }
-            match dst.write(data) {
-                Ok(0) => return false,
-                Ok(n) => data = data.get(n..).unwrap_or_default(),
+            if self.held() {
+                break;
+            }
+            match dst.write(rest) {
+                Ok(0) => return None,
+                Ok(n) => written += n,
                 Err(e) if is_timeout(&e) => {}
-                Err(_) => return false,
+                Err(_) => return None,
             }
         }
-        true
+        Some(written)
     }
 
     /// Reads once (waiting at most until the next chunk is due) and queues
