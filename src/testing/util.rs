@@ -228,7 +228,10 @@ fn record(handed_out: &mut Vec<u16>, ports: &[u16]) {
 /// time: `zklock-<what>-<pid>-<n>-<nanos>` under the system temp dir.
 pub(crate) fn temp_dir(what: &str) -> Result<PathBuf, Error> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::temp_dir();
+    // Absolute: a server is given paths under it while it runs elsewhere.
+    let base = std::env::current_dir()
+        .map_err(|e| Error::io("find the working directory", e))?
+        .join(std::env::temp_dir());
     for _ in 0..100 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = SystemTime::now()
@@ -343,8 +346,25 @@ impl JavaSetup {
                 cp
             }
         };
-        Ok(JavaSetup { java, classpath })
+        // The JVM runs in the server's directory, where a relative path
+        // would name something else.
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("find the working directory", e))?;
+        Ok(JavaSetup {
+            java: cwd.join(java),
+            classpath: absolute_classpath(&classpath, &cwd),
+        })
     }
+}
+
+/// `classpath` with each relative entry (a `*` one included, and an empty
+/// one, which means the working directory) taken from `cwd`.
+fn absolute_classpath(classpath: &str, cwd: &Path) -> String {
+    let entries: Vec<String> = classpath
+        .split(':')
+        .map(|entry| cwd.join(entry).display().to_string())
+        .collect();
+    entries.join(":")
 }
 
 /// Looks an executable name up in `$PATH`.
@@ -363,6 +383,15 @@ pub(crate) fn shutdown_quietly(stream: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_classpath_is_made_absolute_entry_by_entry() {
+        let cwd = Path::new("/work/here");
+        assert_eq!(
+            absolute_classpath("/usr/share/java/zookeeper.jar:lib/*:../x.jar:", cwd),
+            "/usr/share/java/zookeeper.jar:/work/here/lib/*:/work/here/../x.jar:/work/here/"
+        );
+    }
 
     /// Server ports are distinct, free and below the ephemeral range,
     /// where it can be read.
