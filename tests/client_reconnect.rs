@@ -6,9 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{builder, mk, open, proxy, server, states_until, wait_connected, WAIT};
+use common::{builder, mk, open, proxy, server, states_until, wait_connected, wait_until, WAIT};
 use zklock::proto::OpCode;
-use zklock::testing::{FakeName, Pause, ProxyMode, ReleasedOnDrop};
+use zklock::testing::{FakeName, FaultProxy, Pause, ProxyMode, ReleasedOnDrop};
 use zklock::{CreateMode, Error, Mutex, State};
 
 #[test]
@@ -522,4 +522,113 @@ fn a_host_whose_resolver_does_not_answer_holds_up_no_other_host() {
         "back through the host that resolves"
     );
     c.exists("/").expect("the session goes on");
+}
+
+/// A client on two proxies to one server, holding an ephemeral node, with
+/// a 4 s connect timeout (so the close's deadline) and a session long
+/// enough that an attempt may take all of it. `stall` gets the proxy the
+/// client is connected through, to cut it and leave the reconnect stalled
+/// on that host, and returns once it is, with what keeps it stalled;
+/// meanwhile the other host refuses connections. Then the other host is
+/// opened again and the client closed: the stalled attempt gives way at
+/// its share of the close's time (2 s), and the other host confirms the
+/// close, which deletes the node at once. (Before, the stalled attempt
+/// kept the whole timeout it started with, 4 s, and the close gave up
+/// unconfirmed, the node left until the session timed out.)
+fn a_close_gives_way_at_a_stalled_attempt(
+    stall: impl FnOnce(FaultProxy) -> Box<dyn std::any::Any>,
+) {
+    let zk = server();
+    let mut gates = vec![proxy(&zk), proxy(&zk)];
+    let c = builder()
+        .session_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(4))
+        .connect(&format!(
+            "{},{}",
+            gates[0].connect_string(),
+            gates[1].connect_string()
+        ))
+        .expect("connect through the proxies");
+    let node = c
+        .create("/stalled-close", b"", &open(), CreateMode::Ephemeral)
+        .expect("an ephemeral node");
+    let on = common::connected_proxy(&gates);
+    let stalled = gates.swap_remove(on);
+    let other = gates.pop().expect("the other proxy");
+    other.refuse(true);
+    let _stalling = stall(stalled);
+    other.refuse(false);
+    let closed = c.close();
+    let observer = common::connect(&zk.connect_string());
+    observer.sync("/").expect("sync");
+    let left = observer.exists(&node).expect("exists").is_some();
+    assert_eq!(
+        (closed, left),
+        (Ok(()), false),
+        "the close is confirmed through the other host and the node goes"
+    );
+    assert_eq!(other.requests_seen(OpCode::CloseSession.code()), 1);
+}
+
+/// The stalled attempt is a name lookup that does not answer.
+#[test]
+fn a_close_during_a_lookup_that_does_not_answer_is_confirmed_through_another_host() {
+    a_close_gives_way_at_a_stalled_attempt(|gate| {
+        let resolving = ReleasedOnDrop(Pause::arm_resolving(&gate.connect_string()));
+        gate.cut();
+        assert!(
+            resolving.0.wait_reached(WAIT),
+            "the reconnect looks the host up"
+        );
+        Box::new((resolving, gate))
+    });
+}
+
+/// The stalled attempt is a handshake that a hung server never answers.
+#[test]
+fn a_close_during_a_handshake_that_hangs_is_confirmed_through_another_host() {
+    a_close_gives_way_at_a_stalled_attempt(|gate| {
+        gate.set_mode(ProxyMode::Blackhole);
+        let before = gate.connections_accepted();
+        gate.cut();
+        wait_until("a handshake hanging on the host", WAIT, || {
+            gate.connections_accepted() > before
+        });
+        Box::new(gate)
+    });
+}
+
+/// The stalled attempt is a TCP connect to a host that drops it (its
+/// SYNs): the proxy is stopped, and a listener whose accept queue is full
+/// takes its port.
+#[test]
+fn a_close_during_a_tcp_connect_that_hangs_is_confirmed_through_another_host() {
+    use socket2::{Domain, Socket, Type};
+    a_close_gives_way_at_a_stalled_attempt(|gate| {
+        let addr = gate.addr();
+        drop(gate);
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
+        listener.set_reuse_address(true).expect("SO_REUSEADDR");
+        listener.bind(&addr.into()).expect("the proxy's port");
+        // A backlog of 0 holds one connection: the next SYNs are dropped.
+        listener.listen(0).expect("listen");
+        let filler = std::net::TcpStream::connect_timeout(&addr, WAIT)
+            .expect("the accept queue filled (not by the client first)");
+        wait_until("a TCP connect hanging on the host", WAIT, || {
+            connecting_to(addr.port())
+        });
+        Box::new((listener, filler))
+    });
+}
+
+/// Whether a TCP connect to `port` on loopback is under way (SYN sent, no
+/// answer yet), from `/proc/net/tcp`.
+fn connecting_to(port: u16) -> bool {
+    const SYN_SENT: &str = "02";
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!(":{port:04X}");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        matches!(fields.get(2..4), Some([rem, st]) if rem.ends_with(&remote) && *st == SYN_SENT)
+    })
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::core::{lock, Shared};
+use super::core::{lock, ClientSession, Shared};
 use super::io::{serve_timers, Waited};
 use crate::session::Target;
 
@@ -115,7 +115,13 @@ pub(super) fn connect_aside(
         Started::NoThread => resolve(host),
         Started::UnderWay(lookup) => {
             let deadline = lookup_timeout.and_then(|t| Instant::now().checked_add(t));
-            match serve_timers(shared, wake, deadline, &lookup) {
+            let until = |session: &ClientSession| {
+                [deadline, session.close_attempt_end()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            };
+            match serve_timers(shared, wake, until, &lookup) {
                 Waited::Got(Some((_, found))) => found,
                 Waited::Got(None) => Err(io::Error::other(
                     "the lookup thread ended without an outcome",
@@ -161,12 +167,18 @@ pub(super) fn connect_aside(
         log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
         return Some(connect_to(addr, timeout).map(|stream| (stream, resolved)));
     }
-    match serve_timers(shared, wake, None, &outcome) {
+    // The connect's own timeout did not know of a close that came since,
+    // which may leave it less: its share of the close's time.
+    match serve_timers(shared, wake, ClientSession::close_attempt_end, &outcome) {
         Waited::Got(Some(connected)) => Some(connected.map(|stream| (stream, resolved))),
         Waited::Got(None) => Some(Err(io::Error::other(
             "the connecting thread ended without an outcome",
         ))),
-        Waited::Over | Waited::Until => {
+        Waited::Until => Some(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the TCP connect was still under way at the end of its share of the close's time",
+        ))),
+        Waited::Over => {
             // What the connect said as the session ended still counts.
             match outcome.try_recv() {
                 Ok(Ok(_)) => {}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Select};
 
 use super::connect::{connect_aside, note_failure, Lookups};
-use super::core::{drain_events, Shared, Watcher};
+use super::core::{drain_events, ClientSession, Shared, Watcher};
 use super::probe;
 use crate::session::{Target, WatchKind};
 
@@ -82,7 +82,7 @@ fn next_attempt(shared: &Arc<Shared>) -> Option<(Target, Instant)> {
 /// ended meanwhile.
 fn wait_until(shared: &Arc<Shared>, wake: &Receiver<()>, until: Instant) -> bool {
     let never = crossbeam_channel::never::<()>();
-    match serve_timers(shared, wake, Some(until), &never) {
+    match serve_timers(shared, wake, |_| Some(until), &never) {
         Waited::Over => false,
         Waited::Until | Waited::Got(_) => true,
     }
@@ -98,12 +98,13 @@ pub(super) enum Waited<T> {
     Got(Option<T>),
 }
 
-/// Serves the session's timers and `close` until the session ends, `until`
-/// comes, or `arrival` delivers.
+/// Serves the session's timers and `close` until the session ends, the
+/// instant `until` gives comes (asked again after each timer and wake-up:
+/// a close can bring it forward), or `arrival` delivers.
 pub(super) fn serve_timers<T>(
     shared: &Arc<Shared>,
     wake: &Receiver<()>,
-    until: Option<Instant>,
+    until: impl Fn(&ClientSession) -> Option<Instant>,
     arrival: &Receiver<T>,
 ) -> Waited<T> {
     let mut events = Vec::new();
@@ -113,6 +114,7 @@ pub(super) fn serve_timers<T>(
         let mut core = shared.core();
         core.session.handle_timeout(now);
         let over = core.session.fatal_error().is_some();
+        let until = until(&core.session);
         let deadline = [core.session.poll_timeout(), until]
             .into_iter()
             .flatten()

@@ -16,10 +16,11 @@ pub(super) struct Closing {
     /// Connections and connection attempts that ended during the close
     /// without confirming it: the hosts that have had their turn.
     hosts_tried: usize,
-    /// What the connection attempt under way (TCP connect and handshake)
-    /// may take: its share of what was left of the close's deadline when
-    /// it started. `None` for one started before the close.
-    attempt_share: Option<Duration>,
+    /// What the connection attempt under way (lookup, TCP connect and
+    /// handshake) may take: from when it started, or from the close for
+    /// one already under way then, its share of what was left of the
+    /// close's deadline.
+    attempt_share: Option<(Instant, Duration)>,
 }
 
 impl<T, W: Clone> Session<T, W> {
@@ -52,13 +53,12 @@ impl<T, W: Clone> Session<T, W> {
             // Only a read-write server can have given the session ephemeral
             // nodes: there is nothing on the servers to close.
             self.end_close(Ok(()));
-        } else if self.conn == Conn::None {
-            // The next attempt's host may be chosen already, and its start
-            // planned without the close.
+        } else {
+            // An attempt under way (or one whose host is chosen already)
+            // was planned without the close: from now, it gets its share.
+            // A handshake that completes sends closeSession (`prime`).
             self.plan_close_attempt(now);
         }
-        // Otherwise the servers hold the session until it times out: the next
-        // handshake's `prime` sends closeSession.
     }
 
     /// How a [`close`](Self::close) ended: `Ok` once a server confirmed the
@@ -161,14 +161,30 @@ impl<T, W: Clone> Session<T, W> {
         };
         let share = share_among(deadline.saturating_duration_since(starts), untried);
         if let Some(closing) = &mut self.closing {
-            closing.attempt_share = Some(share);
+            closing.attempt_share = Some((starts, share));
         }
     }
 
     /// What the connection attempt under way may take of the close's
     /// deadline; see [`plan_close_attempt`](Self::plan_close_attempt).
     pub(super) fn close_attempt_share(&self) -> Option<Duration> {
-        self.closing.and_then(|closing| closing.attempt_share)
+        self.closing
+            .and_then(|closing| closing.attempt_share)
+            .map(|(_, share)| share)
+    }
+
+    /// When the connection attempt under way must give way to the next
+    /// host, during a close: at the end of its share (see
+    /// [`plan_close_attempt`](Self::plan_close_attempt)). The caller ends a
+    /// lookup or TCP connect still under way then, which it started with
+    /// timeouts of its own that did not know of the close, and reports it
+    /// with [`handle_connect_failed`](Self::handle_connect_failed); the
+    /// session ends a handshake itself. `None` when not closing.
+    pub fn close_attempt_end(&self) -> Option<Instant> {
+        self.closing
+            .filter(|_| self.fatal.is_none())
+            .and_then(|closing| closing.attempt_share)
+            .map(|(starts, share)| starts + share)
     }
 
     /// The close's timers: at its deadline the close ends (with no

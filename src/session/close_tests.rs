@@ -635,7 +635,49 @@ fn a_connection_attempt_during_a_close_ends_by_its_deadline() {
     assert_eq!(s.close_outcome(), Some(Err(not_confirmed())));
 
     // An attempt whose host was chosen before the close gets its share
-    // too, here among two hosts.
+    // too, here among two hosts, counted from the close: a lookup or TCP
+    // connect under way then ends there.
     let (s, _) = closed_while_disconnected(now);
     assert_eq!(s.attempt_timeout(), config().connect_timeout / 2);
+    assert_eq!(
+        s.close_attempt_end(),
+        Some(now + config().connect_timeout / 2)
+    );
+}
+
+/// A handshake under way when the close comes (a hung server's) gets its
+/// share of the close's deadline from then, not the whole attempt timeout
+/// it started with, which would leave the other host no time to confirm
+/// the close.
+#[test]
+fn a_handshake_under_way_at_the_close_gives_way_at_its_share() {
+    let now = Instant::now();
+    let mut s = among_hosts(2, now);
+    s.handle_disconnected(now);
+    let (_, starts) = s.next_host(now).unwrap();
+    s.handle_connected(starts);
+    assert_eq!(sent(&mut s).len(), 1, "the handshake, never answered");
+    let closed = starts + Duration::from_millis(100);
+    s.close(closed);
+    let share = config().connect_timeout / 2;
+    assert_eq!(s.close_attempt_end(), Some(closed + share));
+    assert_eq!(s.poll_timeout(), Some(closed + share));
+    s.handle_timeout(closed + share - Duration::from_millis(1));
+    assert_eq!(s.poll_disconnect(), None);
+    s.handle_timeout(closed + share);
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Timeout {
+            what: "the server's handshake response",
+            after: share,
+        })
+    );
+    s.handle_disconnected(closed + share);
+
+    let (_, starts) = s.next_host(closed + share).unwrap();
+    assert!(starts < closed + config().connect_timeout);
+    s.handle_connected(starts);
+    sent(&mut s);
+    resume_and_close(&mut s, starts);
+    assert_eq!(s.close_outcome(), Some(Ok(())));
 }

@@ -456,18 +456,20 @@ impl<T, W: Clone> Session<T, W> {
     /// at most the attempt's share of what is left of the close's deadline
     /// (see [`Session::close`]).
     pub fn attempt_timeout(&self) -> Duration {
+        self.attempt_timeout_outside_close()
+            .min(self.close_attempt_share().unwrap_or(Duration::MAX))
+            // Never zero, which a socket refuses as a timeout.
+            .max(Duration::from_millis(1))
+    }
+
+    /// [`attempt_timeout`](Self::attempt_timeout) as if not closing.
+    fn attempt_timeout_outside_close(&self) -> Duration {
         let configured = self.config.connect_timeout;
         let others = self.hosts.len().saturating_sub(1);
         let session_share = self
             .negotiated
             .map(|negotiated| hosts::share_among(negotiated / 3, others));
-        [Some(configured), session_share, self.close_attempt_share()]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(configured)
-            // Never zero, which a socket refuses as a timeout.
-            .max(Duration::from_millis(1))
+        session_share.map_or(configured, |share| share.min(configured))
     }
 
     /// Takes back the requests still waiting for a connection (never
@@ -982,7 +984,10 @@ impl<T, W: Clone> Session<T, W> {
     fn connection_deadline(&self) -> Option<Instant> {
         match self.conn {
             Conn::None => None,
-            Conn::Handshaking { since } => Some(since + self.attempt_timeout()),
+            Conn::Handshaking { since } => {
+                let own = since + self.attempt_timeout_outside_close();
+                Some(self.close_attempt_end().map_or(own, |end| end.min(own)))
+            }
             Conn::Established => Some(self.last_recv + self.read_timeout()),
         }
     }
