@@ -26,7 +26,7 @@ use zklock::{
 
 const LOCK_ROOT: &str = "a lock needs its own directory, not the root";
 const EMPTY_ACL: &str = "the ACL must not be empty";
-const EMPTY_HOST: &str = "empty host entry (the host list must name at least one server)";
+const NO_HOST: &str = "no host (it must name at least one server)";
 
 /// Bounds every wait.
 const BOUND: Duration = Duration::from_secs(20);
@@ -121,11 +121,10 @@ fn connect_strings_get_their_exact_error_at_once() {
     let bad_chroot =
         |chroot: &str, reason: &str| format!("bad chroot: invalid path {chroot:?}: {reason}");
     for (input, reason) in [
-        ("", EMPTY_HOST.to_owned()),
-        ("  ", EMPTY_HOST.to_owned()),
-        (",", EMPTY_HOST.to_owned()),
-        ("127.0.0.1:2181,", EMPTY_HOST.to_owned()),
-        ("127.0.0.1:", bad_port("", "127.0.0.1:")),
+        ("", NO_HOST.to_owned()),
+        ("  ", NO_HOST.to_owned()),
+        (",", NO_HOST.to_owned()),
+        (" , /app", NO_HOST.to_owned()),
         ("127.0.0.1:port", bad_port("port", "127.0.0.1:port")),
         ("127.0.0.1:0", bad_port("0", "127.0.0.1:0")),
         ("127.0.0.1:70000", bad_port("70000", "127.0.0.1:70000")),

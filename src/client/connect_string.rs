@@ -37,14 +37,16 @@ impl ConnectString {
                 Some(c.to_owned())
             }
         };
+        // Empty entries are skipped, as the Java client skips them: a
+        // trailing comma from a templated list is common.
         let mut hosts = Vec::new();
         for entry in host_part.split(',').map(str::trim) {
-            if entry.is_empty() {
-                return Err(invalid(
-                    "empty host entry (the host list must name at least one server)".into(),
-                ));
+            if !entry.is_empty() {
+                hosts.push(parse_host(entry).map_err(invalid)?);
             }
-            hosts.push(parse_host(entry).map_err(invalid)?);
+        }
+        if hosts.is_empty() {
+            return Err(invalid("no host (it must name at least one server)".into()));
         }
         Ok(ConnectString { hosts, chroot })
     }
@@ -89,7 +91,8 @@ fn parse_host(entry: &str) -> std::result::Result<String, String> {
         return Err(format!("missing host name in {entry:?}"));
     }
     let port = match port {
-        None => DEFAULT_PORT,
+        // `host:` too, as the Java client reads it.
+        None | Some("") => DEFAULT_PORT,
         Some(p) => match p.parse::<u16>() {
             Ok(0) | Err(_) => {
                 return Err(format!("bad port {p:?} in {entry:?} (expected 1-65535)"))
@@ -113,6 +116,10 @@ mod tests {
         let cs = ConnectString::parse("a:1, b ,[::1]:3/app/x").unwrap();
         assert_eq!(cs.hosts, ["a:1", "b:2181", "[::1]:3"]);
         assert_eq!(cs.chroot.as_deref(), Some("/app/x"));
+        // As the Java client reads them: empty entries skipped, an empty
+        // port the default.
+        let cs = ConnectString::parse(",a:1,, b: ,[::1]:,").unwrap();
+        assert_eq!(cs.hosts, ["a:1", "b:2181", "[::1]:2181"]);
         assert_eq!(ConnectString::parse("h/").unwrap().chroot, None);
         // Commas and colons are legal in node names: only a whole host:port
         // after a comma is taken for a misplaced host.
@@ -125,8 +132,9 @@ mod tests {
     #[test]
     fn bad_strings_say_what_is_wrong() {
         for (input, needle) in [
-            ("", "empty host entry"),
-            ("a:1,,b:2", "empty host entry"),
+            ("", "no host"),
+            (" , ,", "no host"),
+            ("/app", "no host"),
             ("a:notaport", "bad port"),
             ("a:0", "bad port"),
             ("a:70000", "bad port"),
