@@ -96,7 +96,9 @@ impl Lookups {
 /// lookup has `lookup_timeout` from now (`None`: as long as the resolver
 /// takes, with nothing else to try), and the TCP connect `timeout` from the
 /// lookup's answer, so that a slow resolver leaves the connect and the
-/// handshake their whole time. `None` once the session is over, after
+/// handshake their whole time; during a close, either ends sooner at the
+/// attempt's share of the close's time
+/// ([`close_attempt_end`](crate::session::Session::close_attempt_end)). `None` once the session is over, after
 /// saying in the last connect error where the attempt was; a thread still
 /// under way is then left to end on its own (a connection it makes is
 /// dropped). A connection comes with the instant its host's name was
@@ -127,7 +129,7 @@ pub(super) fn connect_aside(
                     "the lookup thread ended without an outcome",
                 )),
                 Waited::Until => {
-                    log::debug!("{host}: no answer from the resolver within {lookup_timeout:?}");
+                    log::debug!("{host}: no answer from the resolver in the attempt's time");
                     lookups.leave(host, lookup);
                     return Some(Err(io::Error::new(
                         io::ErrorKind::TimedOut,

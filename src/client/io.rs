@@ -126,7 +126,11 @@ pub(super) fn serve_timers<T>(
             return Waited::Over;
         }
         if until.is_some_and(|until| now >= until) {
-            return Waited::Until;
+            // What arrived by then still counts.
+            return match arrival.try_recv() {
+                Ok(arrived) => Waited::Got(Some(arrived)),
+                Err(_) => Waited::Until,
+            };
         }
         let wait = deadline.map_or(MAX_WAIT, |at| {
             at.saturating_duration_since(now).min(MAX_WAIT)

@@ -54,10 +54,15 @@ impl<T, W: Clone> Session<T, W> {
             // nodes: there is nothing on the servers to close.
             self.end_close(Ok(()));
         } else {
-            // An attempt under way (or one whose host is chosen already)
-            // was planned without the close: from now, it gets its share.
-            // A handshake that completes sends closeSession (`prime`).
-            self.plan_close_attempt(now);
+            // An attempt under way, or one whose host is chosen already,
+            // was planned without the close: it gets its share from now,
+            // or from its start if it is still waiting out a pause. A
+            // handshake that completes sends closeSession (`prime`).
+            let starts = match self.conn {
+                Conn::None => self.attempt_starts.map_or(now, |starts| starts.max(now)),
+                _ => now,
+            };
+            self.plan_close_attempt(starts);
         }
     }
 
@@ -173,9 +178,11 @@ impl<T, W: Clone> Session<T, W> {
             .map(|(_, share)| share)
     }
 
-    /// When the connection attempt under way must give way to the next
-    /// host, during a close: at the end of its share (see
-    /// [`plan_close_attempt`](Self::plan_close_attempt)). The caller ends a
+        /// When the connection attempt under way must give way to the next
+    /// host, during a close: at the end of its share of what is left of
+    /// the close's deadline among the hosts not tried yet, from its start,
+    /// or from the close for one already under way then (see
+    /// [`close`](Self::close)). The caller ends a
     /// lookup or TCP connect still under way then, which it started with
     /// timeouts of its own that did not know of the close, and reports it
     /// with [`handle_connect_failed`](Self::handle_connect_failed); the

@@ -645,6 +645,29 @@ fn a_connection_attempt_during_a_close_ends_by_its_deadline() {
     );
 }
 
+/// An attempt still waiting out a pause when the close comes (here after
+/// two connections that lived less than a second) gets its share of what
+/// will be left of the close's deadline when it starts, as one planned
+/// during the close does: not a share counted from the close, which the
+/// pause would eat into.
+#[test]
+fn an_attempt_waiting_out_a_pause_at_the_close_gets_its_share_from_its_start() {
+    let now = Instant::now();
+    let at = |ms| now + Duration::from_millis(ms);
+    let mut s = among_hosts(2, now);
+    s.handle_disconnected(now);
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    let (_, starts) = s.next_host(now).unwrap();
+    assert_eq!(starts, at(250), "the pause after two short connections");
+    s.close(at(100));
+    // 1 s from the close: 850 ms left at the start, among 2 hosts.
+    assert_eq!(s.close_attempt_end(), Some(at(250 + 425)));
+}
+
 /// A handshake under way when the close comes (a hung server's) gets its
 /// share of the close's deadline from then, not the whole attempt timeout
 /// it started with, which would leave the other host no time to confirm

@@ -277,6 +277,9 @@ pub struct Session<T, W> {
     state: State,
     fatal: Option<Error>,
     closing: Option<close::Closing>,
+    /// When the last attempt [`next_host`](Session::next_host) planned
+    /// starts: a close before then gives it its share from then.
+    attempt_starts: Option<Instant>,
     /// How a `close` ended; see `close_outcome`.
     close_outcome: Option<Result<()>>,
 
@@ -348,6 +351,7 @@ impl<T, W: Clone> Session<T, W> {
             state: State::Disconnected,
             fatal: None,
             closing: None,
+            attempt_starts: None,
             close_outcome: None,
             generation: 0,
             session_id: 0,
@@ -1075,6 +1079,7 @@ impl<T, W: Clone> Session<T, W> {
         }
         let next = self.hosts.next(now);
         if let Some((_, starts)) = next {
+            self.attempt_starts = Some(starts);
             self.plan_close_attempt(starts);
         }
         next
