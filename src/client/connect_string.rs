@@ -61,7 +61,12 @@ fn misplaced_host(chroot: &str) -> Option<&str> {
         .skip(1)
         .filter_map(|entry| entry.split('/').next())
         .map(str::trim)
-        .find(|entry| (entry.contains(':') || entry.starts_with('[')) && parse_host(entry).is_ok())
+        .find(|entry| {
+            // `name:`, which a host entry may be, is a legal node name too.
+            (entry.contains(':') || entry.starts_with('['))
+                && !entry.ends_with(':')
+                && parse_host(entry).is_ok()
+        })
 }
 
 fn parse_host(entry: &str) -> std::result::Result<String, String> {
@@ -91,8 +96,9 @@ fn parse_host(entry: &str) -> std::result::Result<String, String> {
         return Err(format!("missing host name in {entry:?}"));
     }
     let port = match port {
-        // `host:` too, as the Java client reads it.
-        None | Some("") => DEFAULT_PORT,
+        None => DEFAULT_PORT,
+        // As the Java client reads `host:` (but not `[address]:`).
+        Some("") if !entry.starts_with('[') => DEFAULT_PORT,
         Some(p) => match p.parse::<u16>() {
             Ok(0) | Err(_) => {
                 return Err(format!("bad port {p:?} in {entry:?} (expected 1-65535)"))
@@ -118,8 +124,10 @@ mod tests {
         assert_eq!(cs.chroot.as_deref(), Some("/app/x"));
         // As the Java client reads them: empty entries skipped, an empty
         // port the default.
-        let cs = ConnectString::parse(",a:1,, b: ,[::1]:,").unwrap();
+        let cs = ConnectString::parse(",a:1,, b: ,[::1],").unwrap();
         assert_eq!(cs.hosts, ["a:1", "b:2181", "[::1]:2181"]);
+        let cs = ConnectString::parse("a:1/x,y:").unwrap();
+        assert_eq!(cs.chroot.as_deref(), Some("/x,y:"));
         assert_eq!(ConnectString::parse("h/").unwrap().chroot, None);
         // Commas and colons are legal in node names: only a whole host:port
         // after a comma is taken for a misplaced host.
@@ -138,6 +146,7 @@ mod tests {
             ("a:notaport", "bad port"),
             ("a:0", "bad port"),
             ("a:70000", "bad port"),
+            ("[::1]:", "bad port"),
             (":2181", "missing host"),
             ("::1:2181", "IPv6"),
             ("[::1", "unclosed"),
