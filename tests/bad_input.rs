@@ -503,8 +503,8 @@ fn path_calls() -> Vec<PathCall> {
             "multi check, between valid ops",
             |c, p| {
                 c.multi(&[
-                    Op::check("/", 0),
-                    Op::check(p, 0),
+                    Op::check("/", Some(0)),
+                    Op::check(p, Some(0)),
                     Op::set_data("/bi-multi-ok", Vec::new(), None),
                 ])
                 .map(drop)
@@ -698,7 +698,7 @@ fn requests_over_the_limit_are_refused_to_the_byte() {
         });
     }
     // Many small ops: 19 bytes per check of "/d", 8 + 9 around them.
-    let checks = |k: usize| vec![Op::check("/d", -1); k];
+    let checks = |k: usize| vec![Op::check("/d", None); k];
     let k = (LIMIT - 17) / 19;
     assert_eq!(c.multi(&checks(k)).map(|r| r.len()), Ok(k));
     sends_nothing(&c, "many small ops", || {
@@ -958,7 +958,7 @@ fn a_multi_with_one_bad_op_anywhere_sends_nothing_and_creates_nothing() {
             vec![
                 create("/bi-m1"),
                 Op::set_data("/bi-m1", b"x".to_vec(), None),
-                Op::check("/bi-m1/\u{1}", 0),
+                Op::check("/bi-m1/\u{1}", Some(0)),
                 create("/bi-m2"),
             ],
             Error::InvalidPath {

@@ -61,7 +61,7 @@ fn paths_in_results_and_events_are_relative_to_the_chroot() {
             Op::create("/m-", Vec::new(), open(), CreateMode::PersistentSequential),
             Op::create("/box", Vec::new(), open(), CreateMode::Container),
             Op::set_data("/x", b"2".to_vec(), Some(0)),
-            Op::check("/sub/deep", 0),
+            Op::check("/sub/deep", Some(0)),
             Op::delete("/sub/deep", None),
         ])
         .expect("multi");

@@ -21,7 +21,9 @@ fn assert_expired(c: &Client) {
         c.create("/x", b"", &open(), CreateMode::Persistent)
     });
     fails_fast("exists_w", &expired, || c.exists_w("/x").map(|(s, _)| s));
-    fails_fast("multi", &expired, || c.multi(&[zklock::Op::check("/", 0)]));
+    fails_fast("multi", &expired, || {
+        c.multi(&[zklock::Op::check("/", Some(0))])
+    });
     fails_fast("wait_connected", &expired, || c.wait_connected(WAIT));
 }
 

@@ -152,7 +152,7 @@ fn bad_input_fails_locally_without_reaching_the_server() {
             "multi check",
             path,
             reason,
-            c.multi(&[Op::check("/ok", 0), Op::check(path, 0)]),
+            c.multi(&[Op::check("/ok", Some(0)), Op::check(path, Some(0))]),
         );
         assert_invalid(
             "multi setData",

@@ -27,8 +27,8 @@ fn multi_applies_every_op_and_reports_each_result() {
             Op::create("/mt/eph", Vec::new(), open(), CreateMode::Ephemeral),
             Op::set_data("/mt/existing", b"new".to_vec(), Some(0)),
             // A check sees the earlier ops of the same multi.
-            Op::check("/mt/existing", 1),
-            Op::check("/mt/a", 0),
+            Op::check("/mt/existing", Some(1)),
+            Op::check("/mt/a", Some(0)),
             Op::delete("/mt/doomed", Some(0)),
         ])
         .expect("multi");
@@ -101,7 +101,7 @@ fn a_failed_multi_names_the_op_and_applies_nothing() {
             vec![
                 Op::create("/mf/new", Vec::new(), open(), CreateMode::Persistent),
                 Op::set_data("/mf/x", b"changed".to_vec(), None),
-                Op::check("/mf/x", 5),
+                Op::check("/mf/x", Some(5)),
                 Op::delete("/mf/full/kid", None),
             ],
             2,
@@ -154,7 +154,7 @@ fn a_failed_multi_names_the_op_and_applies_nothing() {
             vec![
                 Op::create("/mf/new", Vec::new(), open(), CreateMode::Persistent),
                 Op::create("/mf/new/kid", Vec::new(), open(), CreateMode::Persistent),
-                Op::check("/mf/new/missing", 0),
+                Op::check("/mf/new/missing", Some(0)),
             ],
             2,
             Error::NoNode,

@@ -63,7 +63,7 @@ fn thirty_two_threads_each_get_their_own_replies() {
                         }
                         _ => {
                             let results = c
-                                .multi(&[Op::check(me.as_str(), sets)])
+                                .multi(&[Op::check(me.as_str(), Some(sets))])
                                 .expect("multi check");
                             assert_eq!(results, [OpOutcome::Checked]);
                         }

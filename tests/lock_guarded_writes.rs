@@ -110,7 +110,7 @@ fn every_guard_stops_writing_once_its_node_is_gone() {
     drop(writer);
     let reader = rw.read().unwrap();
     let version = c.exists("/counter").unwrap().expect("/counter").version;
-    let read = [Op::check("/counter", version)];
+    let read = [Op::check("/counter", Some(version))];
     assert_eq!(reader.multi(&read).unwrap(), vec![OpOutcome::Checked]);
     admin.delete(reader.node(), None).unwrap();
     assert_eq!(reader.multi(&read).unwrap_err(), Error::LockLost);

@@ -41,9 +41,9 @@ pub enum Op {
     Check {
         /// The path.
         path: String,
-        /// The required data version; -1 matches any, so that the check
+        /// The required data version; `None` matches any, so that the check
         /// only requires the node to exist.
-        version: i32,
+        version: Option<i32>,
     },
 }
 
@@ -80,8 +80,8 @@ impl Op {
         }
     }
 
-    /// A version check (-1 for any version: the node must exist).
-    pub fn check(path: impl Into<String>, version: i32) -> Op {
+    /// A version check (`None` for any version: the node must exist).
+    pub fn check(path: impl Into<String>, version: Option<i32>) -> Op {
         Op::Check {
             path: path.into(),
             version,
@@ -204,7 +204,7 @@ impl Client {
                 }),
                 Op::Check { path, version } => MultiOp::Check(CheckVersionRequest {
                     path: self.server_path(path)?,
-                    version: *version,
+                    version: version.unwrap_or(-1),
                 }),
             });
         }

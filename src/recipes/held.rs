@@ -627,7 +627,7 @@ impl Tracker {
 
     /// An op that fails its transaction unless the node still exists.
     pub(crate) fn check_op(&self) -> Op {
-        Op::check(self.node.clone(), ANY_VERSION)
+        Op::check(self.node.clone(), None)
     }
 
     /// `ops` in one transaction behind [`Self::check_op`]: applied only
@@ -677,9 +677,6 @@ impl Tracker {
         }
     }
 }
-
-/// The version that a check op matches whatever the node's version.
-const ANY_VERSION: i32 = -1;
 
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
