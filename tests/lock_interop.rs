@@ -1285,7 +1285,7 @@ fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
     let queue: Vec<(String, &str, bool)> = zklock::recipes::lock_queue(&admin, LOCK)
         .expect("lock_queue")
         .into_iter()
-        .map(|e| (e.name, e.kind, e.holds))
+        .map(|e| (e.name, e.kind.as_str(), e.holds))
         .collect();
     assert_eq!(
         queue,

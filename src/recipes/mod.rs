@@ -20,5 +20,5 @@ pub use any_guard::AnyGuard;
 pub use held::LockState;
 pub use monitor::LockMonitor;
 pub use mutex::{Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard};
-pub use queue::{holding, lock_queue, queue_order, QueueEntry, QueuedNode};
+pub use queue::{holding, lock_queue, queue_order, ContenderKind, QueueEntry, QueuedNode};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -13,10 +13,8 @@ use crate::Client;
 pub struct QueueEntry {
     /// The node's name under the lock path.
     pub name: String,
-    /// What kind of contender: `mutex`, `kazoo` (a kazoo `Lock` or
-    /// `WriteLock`), `read` (zklock's, Curator's or a kazoo `ReadLock`'s)
-    /// or `write`.
-    pub kind: &'static str,
+    /// What kind of contender it is.
+    pub kind: ContenderKind,
     /// Whether it holds the lock (see [`holding`]).
     pub holds: bool,
     /// The owning session.
@@ -34,8 +32,49 @@ pub struct QueueEntry {
 pub struct QueuedNode<'a> {
     /// The node's name under the lock path.
     pub name: &'a str,
-    /// What kind of contender (see [`QueueEntry::kind`]).
-    pub kind: &'static str,
+    /// What kind of contender it is.
+    pub kind: ContenderKind,
+}
+
+/// What kind of contender a lock node is, told by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ContenderKind {
+    /// A mutex's node: zklock's [`Mutex`](crate::Mutex) or
+    /// [`ReentrantMutex`](crate::ReentrantMutex), or Curator's
+    /// `InterProcessMutex`.
+    Mutex,
+    /// A kazoo `Lock`'s or `WriteLock`'s node: exclusive.
+    Kazoo,
+    /// A reader's node: zklock's, Curator's or a kazoo `ReadLock`'s.
+    Read,
+    /// A writer's node: zklock's or Curator's.
+    Write,
+}
+
+impl ContenderKind {
+    /// Whether it holds together with the readers next to it (see
+    /// [`holding`]).
+    pub fn is_read(self) -> bool {
+        self == ContenderKind::Read
+    }
+
+    /// Its name as `zklock holders` shows it: `mutex`, `kazoo`, `read` or
+    /// `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContenderKind::Mutex => "mutex",
+            ContenderKind::Kazoo => "kazoo",
+            ContenderKind::Read => "read",
+            ContenderKind::Write => "write",
+        }
+    }
+}
+
+impl std::fmt::Display for ContenderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The contenders among `children` (names under a lock path) in queue
@@ -54,26 +93,26 @@ pub fn queue_order(children: &[String]) -> Vec<QueuedNode<'_>> {
 
 /// How many contenders at the head of a queue whose kinds are `kinds` (in
 /// queue order) hold the lock: every reader ahead of the first exclusive
-/// node (mutex or write), or else the first node alone.
+/// node (any other kind), or else the first node alone.
 ///
 /// A read that the write lock's holder took for itself (see
 /// [`RwLock`](crate::RwLock)) holds behind its own write node, but names
 /// alone cannot tell it from a waiting read: it is counted as waiting.
-pub fn holding<'k>(kinds: impl IntoIterator<Item = &'k str>) -> usize {
+pub fn holding(kinds: impl IntoIterator<Item = ContenderKind>) -> usize {
     let mut kinds = kinds.into_iter();
     match kinds.next() {
         None => 0,
-        Some("read") => 1 + kinds.take_while(|k| *k == "read").count(),
+        Some(first) if first.is_read() => 1 + kinds.take_while(|k| k.is_read()).count(),
         Some(_) => 1,
     }
 }
 
-fn kind_of(marker: &str) -> &'static str {
+fn kind_of(marker: &str) -> ContenderKind {
     match marker {
-        MUTEX_MARKER => "mutex",
-        KAZOO_MARKER => "kazoo",
-        READ_MARKER | KAZOO_READ_MARKER => "read",
-        _ => "write",
+        MUTEX_MARKER => ContenderKind::Mutex,
+        KAZOO_MARKER => ContenderKind::Kazoo,
+        READ_MARKER | KAZOO_READ_MARKER => ContenderKind::Read,
+        _ => ContenderKind::Write,
     }
 }
 
@@ -136,7 +175,7 @@ mod tests {
         .to_vec();
         let got: Vec<(&str, &str)> = queue_order(&children)
             .iter()
-            .map(|c| (c.name, c.kind))
+            .map(|c| (c.name, c.kind.as_str()))
             .collect();
         assert_eq!(
             got,
@@ -153,12 +192,13 @@ mod tests {
 
     #[test]
     fn readers_ahead_of_any_exclusive_node_hold_together() {
+        use ContenderKind::{Kazoo, Mutex, Read, Write};
         assert_eq!(holding([]), 0);
-        assert_eq!(holding(["mutex", "mutex"]), 1);
-        assert_eq!(holding(["write", "read"]), 1);
-        assert_eq!(holding(["read", "read", "write", "read"]), 2);
-        assert_eq!(holding(["read", "mutex", "read"]), 1);
-        assert_eq!(holding(["read", "read"]), 2);
-        assert_eq!(holding(["kazoo", "read"]), 1);
+        assert_eq!(holding([Mutex, Mutex]), 1);
+        assert_eq!(holding([Write, Read]), 1);
+        assert_eq!(holding([Read, Read, Write, Read]), 2);
+        assert_eq!(holding([Read, Mutex, Read]), 1);
+        assert_eq!(holding([Read, Read]), 2);
+        assert_eq!(holding([Kazoo, Read]), 1);
     }
 }

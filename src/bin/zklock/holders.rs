@@ -79,7 +79,7 @@ fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {
                 "{{\"position\":{i},\"holds\":{},\"node\":{},\"kind\":{},\"session_id\":\"{:#x}\",\"fencing_token\":{},\"age_ms\":{},\"data\":{}}}",
                 e.holds,
                 quote(&e.name),
-                quote(e.kind),
+                quote(e.kind.as_str()),
                 e.session_id,
                 e.fencing_token,
                 age_ms(now_ms, e),
