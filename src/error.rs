@@ -16,10 +16,14 @@ use crate::proto::{DecodeError, ErrorCode};
 #[non_exhaustive]
 pub enum Error {
     // ---- Server result codes ----
-    /// The server reported a system error (-1).
+    /// The server reported a system error (-1): a failure inside the
+    /// server, not caused by the request.
     #[error("server system error")]
     SystemError,
     /// An op after the failing one in a multi (-2); it was rolled back.
+    /// Not returned by this client's calls: a failed
+    /// [`Client::multi`](crate::Client::multi) reports its first failing
+    /// op's own error, in [`MultiFailed`](Error::MultiFailed).
     #[error("runtime inconsistency (rolled back after an earlier op failed)")]
     RuntimeInconsistency,
     /// The server found its data inconsistent (-3).
@@ -36,7 +40,9 @@ pub enum Error {
     /// sent again.
     #[error("connection lost before a reply came; the request may or may not have been applied")]
     ConnectionLoss,
-    /// The server could not parse the request (-5).
+    /// The server could not parse the request (-5): its bytes did not
+    /// decode there, which a request this client encodes should never
+    /// cause.
     #[error("the server could not parse the request (marshalling error)")]
     MarshallingError,
     /// The server does not implement the operation, or it is disabled (-6):
@@ -51,7 +57,9 @@ pub enum Error {
     /// The server rejected the arguments (-8), e.g. a delete of `/`.
     #[error("bad arguments")]
     BadArguments,
-    /// The session is unknown to the server (-12).
+    /// The session is unknown to the server (-12); decoded if a server
+    /// sends it. A session the ensemble no longer knows is refused at a
+    /// reconnect as expired: [`SessionExpired`](Error::SessionExpired).
     #[error("unknown session")]
     UnknownSession,
     /// A reconfiguration has no quorum (-13). This client sends no
@@ -62,7 +70,8 @@ pub enum Error {
     /// client's calls, which include no reconfiguration.
     #[error("reconfiguration in progress")]
     ReconfigInProgress,
-    /// Generic API error (-100).
+    /// Generic API error (-100): the base of the server's API codes,
+    /// decoded if a server sends it as such.
     #[error("API error")]
     ApiError,
     /// The node does not exist (-101).
@@ -96,7 +105,8 @@ pub enum Error {
     /// attempt of the expired session fails with it either way.
     #[error("session expired")]
     SessionExpired,
-    /// Invalid callback (-113).
+    /// Invalid callback (-113): a Java client code that servers do not
+    /// send; decoded if one does.
     #[error("invalid callback")]
     InvalidCallback,
     /// The ACL is invalid (-114), e.g. `auth` with no authenticated id.
@@ -150,7 +160,9 @@ pub enum Error {
     /// handshake, and lets later requests through.
     #[error("the server requires authentication this session lacks")]
     SessionClosedRequireSaslAuth,
-    /// A quota was exceeded (-125).
+    /// A quota was exceeded (-125): a create or setData under a path
+    /// with a hard quota (`setquota` with `-N` / `-B` in 3.7+) that the
+    /// server enforces (`zookeeper.enforceQuota=true`).
     #[error("quota exceeded")]
     QuotaExceeded,
     /// The server throttled the request (-127; ZooKeeper 3.7+ shedding
@@ -158,7 +170,8 @@ pub enum Error {
     /// and its node's create are retried by the client itself.
     #[error("request throttled by the server")]
     ThrottledOp,
-    /// A result code this client does not know.
+    /// A result code this client does not know (from a newer server,
+    /// say), with its number.
     #[error("unknown server error code {0}")]
     UnknownServerError(i32),
 
