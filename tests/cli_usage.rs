@@ -128,6 +128,8 @@ fn a_command_in_path_this_user_may_not_execute_is_passed_over() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     const PATH: &str = "/cli/passed-over";
     let dir = TempDir::new("passed-over");
+    // Open to `nobody` whatever the umask.
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).expect("chmod");
     // Copied where `nobody` can reach it: the build's directory may not be.
     let zklock_copy = dir.join("zklock");
     std::fs::copy(ZKLOCK, &zklock_copy).expect("copy zklock");

@@ -612,8 +612,20 @@ fn a_close_during_a_tcp_connect_that_hangs_is_confirmed_through_another_host() {
         listener.bind(&addr.into()).expect("the proxy's port");
         // A backlog of 0 holds one connection: the next SYNs are dropped.
         listener.listen(0).expect("listen");
-        let filler = std::net::TcpStream::connect_timeout(&addr, WAIT)
-            .expect("the accept queue filled (not by the client first)");
+        // The client's reconnect may take the place first: it is then
+        // accepted and dropped (a failed handshake), and the test's
+        // connection tries again.
+        let mut filler = None;
+        for _ in 0..5 {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(stream) => {
+                    filler = Some(stream);
+                    break;
+                }
+                Err(_) => drop(listener.accept()),
+            }
+        }
+        let filler = filler.expect("the accept queue filled");
         wait_until("a TCP connect hanging on the host", WAIT, || {
             connecting_to(addr.port())
         });

@@ -412,7 +412,6 @@ fn fault_proxy_passes_a_server_close_on_to_the_client() {
     );
 }
 
-/// A server that fails to start says why, and keeps its log for a look.
 /// A silence holds the replies the proxy had read but not yet forwarded
 /// (here, one still waiting out a delay), as its documentation says: they
 /// answer requests the server may have handled, but the client must not
@@ -461,6 +460,7 @@ fn a_silence_holds_replies_already_queued() {
     );
 }
 
+/// A server that fails to start says why, and keeps its log for a look.
 #[test]
 fn a_failed_start_keeps_the_log_it_names() {
     let err = TestServer::builder()

@@ -229,9 +229,12 @@ fn record(handed_out: &mut Vec<u16>, ports: &[u16]) {
 pub(crate) fn temp_dir(what: &str) -> Result<PathBuf, Error> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     // Absolute: a server is given paths under it while it runs elsewhere.
-    let base = std::env::current_dir()
-        .map_err(|e| Error::io("find the working directory", e))?
-        .join(std::env::temp_dir());
+    let mut base = std::env::temp_dir();
+    if base.is_relative() {
+        base = std::env::current_dir()
+            .map_err(|e| Error::io("find the working directory", e))?
+            .join(base);
+    }
     for _ in 0..100 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = SystemTime::now()
@@ -348,6 +351,13 @@ impl JavaSetup {
         };
         // The JVM runs in the server's directory, where a relative path
         // would name something else.
+        let relative = java.is_relative()
+            || classpath
+                .split(':')
+                .any(|entry| Path::new(entry).is_relative());
+        if !relative {
+            return Ok(JavaSetup { java, classpath });
+        }
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("find the working directory", e))?;
         Ok(JavaSetup {
