@@ -539,6 +539,40 @@ fn a_persistent_watch_whose_receivers_are_dropped_goes_from_the_server() {
     );
 }
 
+/// A clone of a watch's receiver keeps the watch: with the first dropped,
+/// the clone still gets the events, and the server keeps the watch until
+/// the clone is dropped too. (Before, `.clone()` reached through to the
+/// channel's receiver: the drop of the original ended the watch, and the
+/// clone got nothing.)
+#[test]
+fn a_cloned_watch_receiver_keeps_the_watch() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = connect(&gate.connect_string());
+    let other = connect(&zk.connect_string());
+    mk(&c, "/cloned", b"");
+    let original = c
+        .add_watch("/cloned", AddWatchMode::Persistent)
+        .expect("add_watch");
+    let clone = original.clone();
+    let removals = gate.requests_seen(OpCode::RemoveWatches.code());
+    drop(original);
+    for data in [b"1", b"2"] {
+        other.set_data("/cloned", data, None).expect("set_data");
+        expect_event(&clone, NodeDataChanged, "/cloned");
+    }
+    assert_eq!(gate.requests_seen(OpCode::RemoveWatches.code()), removals);
+    assert_eq!(watched_paths(&zk), ["/cloned"]);
+    drop(clone);
+    common::wait_until("the server to drop the watch", WAIT, || {
+        watched_paths(&zk).is_empty()
+    });
+    assert_eq!(
+        gate.requests_seen(OpCode::RemoveWatches.code()) - removals,
+        1
+    );
+}
+
 /// A watch whose receivers are all dropped is not set again after a
 /// reconnect: the lost connection took the server's watch with it.
 #[test]

@@ -20,6 +20,12 @@ use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 /// [`Receiver`](crossbeam_channel::Receiver): `recv`, `recv_timeout`,
 /// `try_recv`, `iter`, and `select!` on `&*receiver`.
 ///
+/// A clone is another receiver of the same watch, as a cloned channel
+/// receiver is: each event goes to one of them, and the watch lives while
+/// any does. (Without it, `.clone()` would reach through to the channel's
+/// receiver, which does not keep the watch: the client would stop sending
+/// once this one was dropped.)
+///
 /// Dropped, it is forgotten: the client stops sending to it, and drops its
 /// sender when the next watch of the same kind is set on the same path.
 /// So a loop that asks for a new watch each time round (say, `get_data_w`
@@ -39,14 +45,25 @@ use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 #[derive(Debug)]
 pub struct WatchReceiver {
     events: Receiver<WatchedEvent>,
-    /// Its only strong reference: the sender's weak one tells it is gone.
-    /// Taken when it is dropped.
+    /// Its strong references, one per clone: the sender's weak one tells
+    /// that all are gone. Taken when it is dropped.
     alive: Option<Arc<()>>,
     /// The client that removes the server's watch once it is no longer
     /// listened to.
     remover: Weak<Shared>,
     /// Whether it is a persistent watch's.
     persistent: bool,
+}
+
+impl Clone for WatchReceiver {
+    fn clone(&self) -> Self {
+        WatchReceiver {
+            events: self.events.clone(),
+            alive: self.alive.clone(),
+            remover: self.remover.clone(),
+            persistent: self.persistent,
+        }
+    }
 }
 
 impl Drop for WatchReceiver {

@@ -178,7 +178,7 @@ impl<T, W: Clone> Session<T, W> {
             .map(|(_, share)| share)
     }
 
-        /// When the connection attempt under way must give way to the next
+    /// When the connection attempt under way must give way to the next
     /// host, during a close: at the end of its share of what is left of
     /// the close's deadline among the hosts not tried yet, from its start,
     /// or from the close for one already under way then (see
