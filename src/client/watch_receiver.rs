@@ -20,6 +20,10 @@ use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
 /// [`Receiver`](crossbeam_channel::Receiver): `recv`, `recv_timeout`,
 /// `try_recv`, `iter`, and `select!` on `&*receiver`.
 ///
+/// The channel is unbounded: the client never waits for a slow reader,
+/// and never drops an event, so a persistent watch's receiver that is kept
+/// but not read grows with every event. Drop it to end the watch.
+///
 /// A clone is another receiver of the same watch, as a cloned channel
 /// receiver is: each event goes to one of them, and the watch lives while
 /// any does. (Without it, `.clone()` would reach through to the channel's
