@@ -551,6 +551,36 @@ fn a_node_deleted_before_its_watch_was_set_leaves_no_watch() {
     assert!(!watched.contains_key(&node), "{node} watched: {watched:?}");
 }
 
+/// Two first asks of a hold's state at once (the guard's thread and a
+/// watchdog's monitor) both wait for the one exists that sets the node
+/// watch: with the node deleted before either asked, both say `Lost`.
+/// (Before, the one that did not send the exists said `Held` at once.)
+#[test]
+fn concurrent_first_asks_of_the_state_both_wait_for_the_server() {
+    const LOCK: &str = "/deleted-asked-twice/lock";
+    let server = server();
+    let gate = proxy(&server);
+    let c = connect(&gate.connect_string());
+    let operator = connect(&server.connect_string());
+    let mutex = Mutex::new(&c, LOCK).unwrap();
+    let guard = mutex.lock().unwrap();
+    let monitor = guard.monitor();
+    operator.delete(guard.node(), None).unwrap();
+    // The exists is answered late: the other ask comes while it is out.
+    gate.set_mode(zklock::testing::ProxyMode::Delay(Duration::from_millis(
+        500,
+    )));
+    let exists = sent(&gate, zklock::proto::OpCode::Exists);
+    let watchdog = std::thread::spawn(move || monitor.state());
+    wait_until("the watchdog's exists", WAIT, || {
+        sent(&gate, zklock::proto::OpCode::Exists) > exists
+    });
+    assert_eq!(guard.state(), LockState::Lost);
+    assert_eq!(watchdog.join().unwrap(), LockState::Lost);
+    assert_eq!(sent(&gate, zklock::proto::OpCode::Exists), exists + 1);
+    gate.set_mode(zklock::testing::ProxyMode::Pass);
+}
+
 /// Under a chroot, `/` is the chroot node, and a lock may live there: the
 /// chroot node is made on demand like any lock directory, the nodes are
 /// its children, a mutex and a read-write lock of another session exclude

@@ -357,6 +357,9 @@ pub(crate) struct Tracker {
     node: String,
     shared: Arc<Shared>,
     watch: Mutex<Watching>,
+    /// Notified as a caller has read the watch's reply (`Watching::Reading`
+    /// ends).
+    reply_in: Condvar,
     /// Set once the watch was wanted (its state, changes or token asked
     /// for, or set by the wait): from then on it is set again on every
     /// reconnect that finds it unset, by the state callback, since nobody
@@ -380,6 +383,10 @@ enum Watching {
     Unset,
     /// Set, with the exists reply that set it until someone takes it.
     Set(Option<Arc<ReplySlot>>),
+    /// Set, and a caller is reading the reply that set it: until it has,
+    /// the state may not show what the reply says (a node deleted before
+    /// anyone asked), and other callers of `state` wait for it.
+    Reading,
 }
 
 impl Tracker {
@@ -425,8 +432,16 @@ impl Tracker {
         if self.shared.watch_unset.swap(false, Ordering::SeqCst) {
             *watching = Watching::Unset;
         }
-        if let Watching::Set(reply) = &mut *watching {
-            return if take_reply { reply.take() } else { None };
+        match &mut *watching {
+            Watching::Set(reply) if take_reply => {
+                let taken = reply.take();
+                if taken.is_some() {
+                    *watching = Watching::Reading;
+                }
+                return taken;
+            }
+            Watching::Set(_) | Watching::Reading => return None,
+            Watching::Unset => {}
         }
         // Lost is final, and the node gone or going: an exists now would
         // leave a watch for a creation that never comes, for the rest of
@@ -446,7 +461,11 @@ impl Tracker {
             &self.shared,
             Arc::new(|| {}),
         )?;
-        *watching = Watching::Set((!take_reply).then(|| slot.clone()));
+        *watching = if take_reply {
+            Watching::Reading
+        } else {
+            Watching::Set(Some(slot.clone()))
+        };
         drop(watching);
         self.client.shared().flush();
         take_reply.then_some(slot)
@@ -526,12 +545,35 @@ impl Tracker {
         self.known_state() == LockState::Lost
     }
 
-    /// The state; the first time, after a round trip that sets the watch.
+    /// The state; the first time, after a round trip that sets the watch
+    /// (made by one caller; the others wait for its answer).
     pub(crate) fn state(self: &Arc<Self>) -> LockState {
-        if let Some(slot) = self.watch(true) {
-            self.read_token(&slot);
+        match self.watch(true) {
+            Some(slot) => {
+                self.read_token(&slot);
+                self.reply_read();
+            }
+            None => self.wait_for_reader(),
         }
         self.shared.get()
+    }
+
+    /// The reply [`watch`](Self::watch) handed out has been read.
+    fn reply_read(&self) {
+        let mut watching = lock(&self.watch);
+        if matches!(*watching, Watching::Reading) {
+            *watching = Watching::Set(None);
+        }
+        drop(watching);
+        self.reply_in.notify_all();
+    }
+
+    /// Waits while another caller reads the watch's first reply.
+    fn wait_for_reader(&self) {
+        let mut watching = lock(&self.watch);
+        while matches!(*watching, Watching::Reading) {
+            watching = wait_on(&self.reply_in, watching, None);
+        }
     }
 
     /// Blocks until the state is no longer `Held` or `timeout` passes, and
@@ -590,8 +632,20 @@ impl Tracker {
         if let Some(token) = self.token.get() {
             return *token;
         }
-        if let Some(token) = self.watch(true).and_then(|slot| self.read_token(&slot)) {
-            return token;
+        match self.watch(true) {
+            Some(slot) => {
+                let token = self.read_token(&slot);
+                self.reply_read();
+                if let Some(token) = token {
+                    return token;
+                }
+            }
+            None => {
+                self.wait_for_reader();
+                if let Some(token) = self.token.get() {
+                    return *token;
+                }
+            }
         }
         let what = format_args!("the fencing token of {}", self.node);
         let asked = ask_until_answered(&self.client, &what, || {
@@ -708,6 +762,7 @@ impl HeldLock {
             node: client.client_path(node.clone()),
             shared,
             watch: Mutex::new(watching),
+            reply_in: Condvar::new(),
             asked: AtomicBool::new(waited),
             token: fencing_token.map(OnceLock::from).unwrap_or_default(),
             session,
