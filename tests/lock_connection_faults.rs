@@ -272,6 +272,55 @@ fn a_waiter_disconnected_during_the_release_still_acquires() {
     assert!(children(&holder, DIR).is_empty());
 }
 
+/// A waiter cut off while an operator deletes its node and the holder
+/// releases: on the reconnect the server tells both deletions, in the
+/// order the re-registration listed the watches. Told of its
+/// predecessor's first, the waiter must not take the lock on it: its own
+/// node is gone, and the attempt fails with `LockLost`. (Before, it was
+/// granted, and `lock` returned a guard whose node was already deleted,
+/// whenever the predecessor's path came first: about every other run, so
+/// the scene is played four times.)
+#[test]
+fn a_waiter_whose_node_went_while_it_was_cut_off_is_not_granted_on_the_release() {
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect(&server.connect_string());
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(6000));
+    let session = waiter.session_id();
+    for round in 0..4 {
+        let dir = format!("/deleted-while-cut/{round}/lock");
+        let holder_mutex = Mutex::new(&holder, &dir).unwrap();
+        let guard = holder_mutex.lock().unwrap();
+        let (attempt, attempt_thread) = {
+            let (waiter, dir) = (waiter.clone(), dir.clone());
+            spawn("waiter", move || {
+                let mutex = Mutex::new(&waiter, &dir).unwrap();
+                mutex.lock().map(|guard| guard.node().to_owned())
+            })
+        };
+        wait_watching_under(&server, &dir, session);
+        let ours = owned_by(&holder, &dir, session);
+        assert_eq!(ours.len(), 1, "the waiter's nodes: {ours:?}");
+
+        proxy.refuse(true);
+        proxy.cut();
+        wait_until("the waiter to notice the cut", WAIT, || {
+            !waiter.state().is_connected()
+        });
+        holder.delete(&format!("{dir}/{}", ours[0]), None).unwrap();
+        guard.unlock().unwrap();
+        proxy.refuse(false);
+        assert_eq!(
+            recv(&attempt, WAIT, "the attempt to end"),
+            Err(Error::LockLost),
+            "round {round}"
+        );
+        attempt_thread.join().unwrap();
+        assert!(children(&holder, &dir).is_empty());
+    }
+    assert_eq!(waiter.session_id(), session);
+}
+
 /// A disconnect shorter than the session timeout: the guard turns
 /// `Suspended`, then `Held` again once the session reconnects; the node and
 /// the lock were never lost and release normally.

@@ -212,6 +212,10 @@ pub(crate) struct Shared {
     /// Whether `Core::owed_removals` holds a path, for the I/O thread to
     /// look at without the session's lock after a watch event.
     pub(crate) removals_owed: std::sync::atomic::AtomicBool,
+    /// The session's connection count, kept by the I/O thread as each
+    /// connection comes up: read without the session's lock on a lock's
+    /// hot path (see [`connection_count`](Shared::connection_count)).
+    pub(crate) connections: std::sync::atomic::AtomicU64,
     state: Mutex<State>,
     state_changed: Condvar,
     listeners: Listeners<State>,
@@ -267,6 +271,7 @@ impl Shared {
         Shared {
             waiting_callers: std::sync::atomic::AtomicUsize::new(0),
             removals_owed: std::sync::atomic::AtomicBool::new(false),
+            connections: std::sync::atomic::AtomicU64::new(0),
             core: Mutex::new(Core {
                 session,
                 stream: None,
@@ -304,7 +309,7 @@ impl Shared {
     /// How many connections have been up so far (see
     /// [`Session::connection_count`](crate::session::Session::connection_count)).
     pub(crate) fn connection_count(&self) -> u64 {
-        self.core().session.connection_count()
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Sends a request and blocks until its reply (or failure) arrives.

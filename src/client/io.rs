@@ -183,6 +183,10 @@ fn serve(
         core.owed_removals.clear();
         shared.removals_owed.store(false, Ordering::SeqCst);
         core.session.handle_connected(resolved);
+        // Before anything of the connection is taken in.
+        shared
+            .connections
+            .store(core.session.connection_count(), Ordering::SeqCst);
     }
     let mut socket_read_timeout = SocketTimeout::default();
     // Looks for a read-write server while this connection is read-only,

@@ -574,6 +574,9 @@ impl Attempt<'_> {
         // still waits for the server's answers: "not acquired" must mean
         // that another holds the lock.
         let give_up_at = deadline.filter(|d| Instant::now() < *d);
+        // The connection the last listing (here, the one behind the
+        // create) went out on; see `own_watched` below.
+        let mut listed_on = client.shared().connection_count();
         let Some((OurNode { name, token }, then)) =
             self.create_protected(deadline, give_up_at, wakeup, session)?
         else {
@@ -602,10 +605,13 @@ impl Attempt<'_> {
                     }
                     let listed = match listed_early.take() {
                         Some(listed) => listed,
-                        None => match self.list(wakeup, session, give_up_at)? {
-                            Some(listed) => listed,
-                            None => return Ok(None),
-                        },
+                        None => {
+                            listed_on = client.shared().connection_count();
+                            match self.list(wakeup, session, give_up_at)? {
+                                Some(listed) => listed,
+                                None => return Ok(None),
+                            }
+                        }
                     };
                     client.check_session(session)?;
                     let children = match listed {
@@ -671,8 +677,12 @@ impl Attempt<'_> {
             // our own node: if its request failed (lost with a connection,
             // say), or a write to our node fired it and it is being set
             // again, an operator's deletion of our node could have gone
-            // unseen, so the lock is listed again instead.
-            let own_watched = own_watch.as_ref().is_some_and(NodeWatch::is_armed);
+            // unseen, so the lock is listed again instead. So too after a
+            // reconnect since the last listing: the watches are set again
+            // in one go, and the predecessor's deletion may be told before
+            // our own node's; a listing sent now is answered after both.
+            let own_watched = own_watch.as_ref().is_some_and(NodeWatch::is_armed)
+                && client.shared().connection_count() == listed_on;
             match woken? {
                 None => return Ok(None),
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
