@@ -198,10 +198,14 @@ impl Client {
     /// reconnect for as long as the session lives (and after a back-off
     /// when throttled), and is ordered before any later request of this
     /// client.
-    pub(crate) fn delete_in_background(&self, server_path: String) -> Result<()> {
+    pub(crate) fn delete_in_background(&self, server_path: String, session: u64) -> Result<()> {
         let now = std::time::Instant::now();
-        self.shared()
-            .with_session(|s| s.submit_background_delete(now, server_path, -1))
+        self.shared().with_session(|s| {
+            // Under the session's lock: a node of a session that a new one
+            // has just replaced went with it.
+            s.check_generation(session)?;
+            s.submit_background_delete(now, server_path, -1)
+        })
     }
 
     /// The node's Stat, or `None` if it does not exist.

@@ -25,13 +25,15 @@ impl Client {
     /// Deletes a lock node in the background: after the release linger,
     /// unless this client's next acquisition in the same directory, or any
     /// other request, carries it first. Retried through reconnects while
-    /// the session lives.
-    pub(crate) fn release_in_background(&self, release: Release) -> Result<()> {
+    /// the session lives. Nothing is sent if a new session has replaced
+    /// `session`, the node's, which took the node with it.
+    pub(crate) fn release_in_background(&self, release: Release, session: u64) -> Result<()> {
         let linger = self.inner.release_linger;
         let shared = &self.inner.shared;
         let now = Instant::now();
         let wake_timer = {
             let mut core = shared.core();
+            core.session.check_generation(session)?;
             core.session
                 .defer_background_delete(now, release, now + linger)?;
             core.timer_needed()

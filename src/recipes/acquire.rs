@@ -556,7 +556,7 @@ impl Attempt<'_> {
             // The node went, or goes, with the session it was created in:
             // nothing of that session is sent in the one that replaced it.
             (_, Some(_)) if self.spec.client.check_session(session).is_err() => {}
-            (_, Some(name)) => delete_abandoned(&self.spec.client, &self.spec.path, &name),
+            (_, Some(name)) => delete_abandoned(&self.spec.client, session, &self.spec.path, &name),
         }
         result
     }
@@ -959,7 +959,7 @@ impl Attempt<'_> {
         let dir = self.spec.path.clone();
         client.start_own_node_search(session, &self.spec.path, prefix, move |found| {
             if let Some(late) = answer.found(found) {
-                delete_found(&owner, &dir, late);
+                delete_found(&owner, session, &dir, late);
             }
         });
         let found = wakeup.wait_search(give_up_at)?.transpose()?;
@@ -1098,17 +1098,17 @@ fn clean_up_abandoned(client: &Client, session: u64, dir: &str, prefix: &str, st
             if let Some(watch) = &waiting.watch {
                 watch.finish(&Ok(None));
             }
-            return delete_abandoned(client, dir, &node.name);
+            return delete_abandoned(client, session, dir, &node.name);
         }
         Step::Listed(listed) => listed.created,
     };
     match created {
-        Some(Ok((path, _))) => delete_abandoned(client, dir, last_segment(&path)),
+        Some(Ok((path, _))) => delete_abandoned(client, session, dir, last_segment(&path)),
         Some(Err(e)) if e.outcome_unknown() => {
             let owner = client.downgrade();
             let dir_of_node = dir.to_owned();
             client.start_own_node_search(session, dir, prefix, move |found| {
-                delete_found(&owner, &dir_of_node, found)
+                delete_found(&owner, session, &dir_of_node, found)
             });
         }
         // Not created.
@@ -1118,19 +1118,20 @@ fn clean_up_abandoned(client: &Client, session: u64, dir: &str, prefix: &str, st
 
 /// Deletes the node of an attempt that gave up, if the search for it
 /// found one.
-fn delete_found(owner: &WeakClient, dir: &str, found: Result<Found>) {
+fn delete_found(owner: &WeakClient, session: u64, dir: &str, found: Result<Found>) {
     if let (Ok(Some((name, _))), Some(client)) = (found, owner.upgrade()) {
-        delete_abandoned(&client, dir, &name);
+        delete_abandoned(&client, session, dir, &name);
     }
 }
 
 /// Deletes the node `name` in `dir` that an attempt gave up, in the
-/// background: it goes with the session if that cannot be done.
-fn delete_abandoned(client: &Client, dir: &str, name: &str) {
+/// background: it goes with the session if that cannot be done, and went
+/// with it if a new session has replaced `session`, the node's.
+fn delete_abandoned(client: &Client, session: u64, dir: &str, name: &str) {
     let Ok(server_path) = client.server_path(&join(dir, name)) else {
         return;
     };
-    if let Err(e) = client.delete_in_background(server_path) {
+    if let Err(e) = client.delete_in_background(server_path, session) {
         log::debug!("abandoned lock node {name} goes with the session: {e}");
     }
 }

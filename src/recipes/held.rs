@@ -906,7 +906,8 @@ impl HeldLock {
                 // delete may not have happened, or may on another server
                 // (a read-only one refuses it).
                 if refused_for_now(&e) && !self.tracker.session_replaced() {
-                    let _ = client.delete_in_background(self.server_node.clone());
+                    let _ =
+                        client.delete_in_background(self.server_node.clone(), self.tracker.session);
                 }
                 Err(e)
             }
@@ -925,7 +926,9 @@ impl Drop for HeldLock {
             // Sent without waiting (after the release linger, or with this
             // client's next request), retried through reconnects while the
             // session lives, and ordered before this client's next request.
-            if let Err(e) = client.release_in_background(self.release_of_node()) {
+            let released =
+                client.release_in_background(self.release_of_node(), self.tracker.session);
+            if let Err(e) = released {
                 log::debug!("release of {} not needed: {e}", self.server_node);
             }
             self.tracker.shared.set(LockState::Lost);
