@@ -383,10 +383,10 @@ enum Watching {
     Unset,
     /// Set, with the exists reply that set it until someone takes it.
     Set(Option<Arc<ReplySlot>>),
-    /// Set, and a caller is reading the reply that set it: until it has,
-    /// the state may not show what the reply says (a node deleted before
-    /// anyone asked), and other callers of `state` wait for it.
-    Reading,
+    /// Set, and a caller is reading the reply that set it, this one: until
+    /// it has, the state may not show what the reply says (a node deleted
+    /// before anyone asked), and other callers of `state` wait for it.
+    Reading(Arc<ReplySlot>),
 }
 
 impl Tracker {
@@ -435,12 +435,12 @@ impl Tracker {
         match &mut *watching {
             Watching::Set(reply) if take_reply => {
                 let taken = reply.take();
-                if taken.is_some() {
-                    *watching = Watching::Reading;
+                if let Some(slot) = &taken {
+                    *watching = Watching::Reading(slot.clone());
                 }
                 return taken;
             }
-            Watching::Set(_) | Watching::Reading => return None,
+            Watching::Set(_) | Watching::Reading(_) => return None,
             Watching::Unset => {}
         }
         // Lost is final, and the node gone or going: an exists now would
@@ -462,7 +462,7 @@ impl Tracker {
             Arc::new(|| {}),
         )?;
         *watching = if take_reply {
-            Watching::Reading
+            Watching::Reading(slot.clone())
         } else {
             Watching::Set(Some(slot.clone()))
         };
@@ -548,32 +548,53 @@ impl Tracker {
     /// The state; the first time, after a round trip that sets the watch
     /// (made by one caller; the others wait for its answer).
     pub(crate) fn state(self: &Arc<Self>) -> LockState {
-        match self.watch(true) {
-            Some(slot) => {
-                self.read_token(&slot);
-                self.reply_read();
-            }
-            None => self.wait_for_reader(),
-        }
+        self.settle_watch();
         self.shared.get()
     }
 
-    /// The reply [`watch`](Self::watch) handed out has been read.
-    fn reply_read(&self) {
-        let mut watching = lock(&self.watch);
-        if matches!(*watching, Watching::Reading) {
-            *watching = Watching::Set(None);
+    /// Sets the node watch if it is not set yet, and reads the reply of
+    /// the exists that set it if nobody has yet; a caller that finds
+    /// another reading it waits for that (and then reads a newer one still
+    /// unread itself). The token, if this caller read it.
+    fn settle_watch(self: &Arc<Self>) -> Option<i64> {
+        loop {
+            if let Some(slot) = self.watch(true) {
+                return self.read_handed_out(slot);
+            }
+            if !self.wait_for_reader() {
+                return None;
+            }
         }
-        drop(watching);
-        self.reply_in.notify_all();
     }
 
-    /// Waits while another caller reads the watch's first reply.
-    fn wait_for_reader(&self) {
+    /// Reads the reply [`watch`](Self::watch) handed out, then lets the
+    /// callers waiting for it go on (even if this thread panics).
+    fn read_handed_out(&self, slot: Arc<ReplySlot>) -> Option<i64> {
+        struct Done<'a>(&'a Tracker, &'a Arc<ReplySlot>);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                let mut watching = lock(&self.0.watch);
+                if matches!(&*watching, Watching::Reading(read) if Arc::ptr_eq(read, self.1)) {
+                    *watching = Watching::Set(None);
+                }
+                drop(watching);
+                self.0.reply_in.notify_all();
+            }
+        }
+        let _done = Done(self, &slot);
+        self.read_token(&slot)
+    }
+
+    /// Waits while another caller reads the reply of the node watch's
+    /// exists; false if nobody was reading.
+    fn wait_for_reader(&self) -> bool {
         let mut watching = lock(&self.watch);
-        while matches!(*watching, Watching::Reading) {
+        let mut waited = false;
+        while matches!(*watching, Watching::Reading(_)) {
+            waited = true;
             watching = wait_on(&self.reply_in, watching, None);
         }
+        waited
     }
 
     /// Blocks until the state is no longer `Held` or `timeout` passes, and
@@ -632,20 +653,8 @@ impl Tracker {
         if let Some(token) = self.token.get() {
             return *token;
         }
-        match self.watch(true) {
-            Some(slot) => {
-                let token = self.read_token(&slot);
-                self.reply_read();
-                if let Some(token) = token {
-                    return token;
-                }
-            }
-            None => {
-                self.wait_for_reader();
-                if let Some(token) = self.token.get() {
-                    return *token;
-                }
-            }
+        if let Some(token) = self.settle_watch().or_else(|| self.token.get().copied()) {
+            return token;
         }
         let what = format_args!("the fencing token of {}", self.node);
         let asked = ask_until_answered(&self.client, &what, || {
