@@ -433,6 +433,31 @@ fn bench_runs_every_mode_and_reports_its_sessions() {
         assert_eq!(field("clients"), clients, "{json}");
         assert_eq!(field("violations"), "0", "{json}");
     }
+    // A node left with other data is read at 100 bytes again.
+    let client = client();
+    client
+        .set_data("/cli/bench-get", b"short", None)
+        .expect("set_data");
+    bench_json("get", &[], "10", "/cli/bench-get");
+    assert_eq!(client.get_data("/cli/bench-get").expect("get").0.len(), 100);
+    // Nor is the root the raw modes' node.
+    let connect = connect_string();
+    let out = Run::spawn(&mut zklock(&[
+        "bench",
+        "--connect",
+        &connect,
+        "--mode",
+        "set",
+        "--path",
+        "/",
+    ]))
+    .finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert!(
+        one_line(&out).contains("cannot be the root"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

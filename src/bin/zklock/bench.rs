@@ -12,7 +12,10 @@
 //! Latency is measured from the `lock()` call to acquisition (or per call).
 //! As in the peers' benches, the clock covers the workload alone: sessions
 //! are connected and the path's parents exist before it starts, and the
-//! sessions are closed after it stops.
+//! sessions are closed after it stops. A dropped guard's release goes out
+//! with the next acquisition (see `release_linger`), which waits for it;
+//! the last releases, which nothing would wait for, are waited for with
+//! `unlock` inside the clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -131,14 +134,18 @@ fn uncontended(options: &Options) -> Result<Measured, Error> {
     let lock = client.mutex(&options.path)?;
     let mut latencies = Vec::with_capacity(options.ops.min(MAX_RESERVED));
     let started = Instant::now();
-    for _ in 0..options.ops {
+    for cycle in 1..=options.ops {
         let start = Instant::now();
         let guard = lock.lock()?;
         latencies.push(micros(start.elapsed()));
-        drop(guard);
+        if cycle == options.ops {
+            guard.unlock()?;
+        } else {
+            drop(guard);
+        }
     }
     let elapsed = started.elapsed();
-    client.close()?;
+    close(client);
     Ok(Measured {
         latencies,
         violations: 0,
@@ -170,7 +177,7 @@ fn contended(options: &Options) -> Result<Measured, Error> {
                 let gate = gate.clone();
                 std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
-                    let mut latencies = Vec::with_capacity(options.ops.min(MAX_RESERVED));
+                    let mut latencies = Vec::with_capacity(per_worker(options));
                     while take_one(remaining) {
                         let start = Instant::now();
                         let guard = if options.without_lock {
@@ -190,7 +197,13 @@ fn contended(options: &Options) -> Result<Measured, Error> {
                             std::thread::sleep(Duration::from_micros(100));
                         }
                         inside.fetch_sub(1, Ordering::SeqCst);
-                        drop(guard);
+                        match guard {
+                            // No acquisition is left to carry it.
+                            Some(guard) if remaining.load(Ordering::SeqCst) == 0 => {
+                                guard.unlock()?
+                            }
+                            guard => drop(guard),
+                        }
                     }
                     Ok(latencies)
                 })
@@ -200,9 +213,7 @@ fn contended(options: &Options) -> Result<Measured, Error> {
     });
     let latencies = results?;
     drop(locks);
-    for client in clients {
-        client.close()?;
-    }
+    clients.into_iter().for_each(close);
     Ok(Measured {
         latencies,
         violations: violations.load(Ordering::SeqCst),
@@ -211,6 +222,11 @@ fn contended(options: &Options) -> Result<Measured, Error> {
 }
 
 fn raw(options: &Options) -> Result<Measured, Error> {
+    if options.path == "/" {
+        return Err(Error::InvalidArgument(
+            "the bench's node cannot be the root: give --path a node of its own".into(),
+        ));
+    }
     let client = client(options)?;
     let data = vec![b'x'; 100];
     create_parents(&client, &options.path)?;
@@ -220,7 +236,11 @@ fn raw(options: &Options) -> Result<Measured, Error> {
         &Acl::open_unsafe(),
         CreateMode::Persistent,
     ) {
-        Ok(_) | Err(Error::NodeExists) => {}
+        Ok(_) => {}
+        // Left by an earlier run: read at 100 bytes too.
+        Err(Error::NodeExists) => {
+            client.set_data(&options.path, &data, None)?;
+        }
         Err(e) => return Err(e),
     }
     let remaining = AtomicUsize::new(options.ops);
@@ -233,7 +253,7 @@ fn raw(options: &Options) -> Result<Measured, Error> {
                 let gate = gate.clone();
                 std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
-                    let mut latencies = Vec::with_capacity(options.ops.min(MAX_RESERVED));
+                    let mut latencies = Vec::with_capacity(per_worker(options));
                     while take_one(remaining) {
                         let start = Instant::now();
                         if set {
@@ -250,7 +270,7 @@ fn raw(options: &Options) -> Result<Measured, Error> {
         timed(go, || merge(handles, options.ops))
     });
     let latencies = results?;
-    client.close()?;
+    close(client);
     Ok(Measured {
         latencies,
         violations: 0,
@@ -272,22 +292,45 @@ fn timed<T>(go: crossbeam_channel::Sender<()>, work: impl FnOnce() -> T) -> (T, 
 type Worker<'scope> =
     std::io::Result<std::thread::ScopedJoinHandle<'scope, Result<Vec<u64>, Error>>>;
 
-/// Joins the workers and merges their latencies; the first error wins, and
-/// a worker that could not start or that panicked is an error too.
+/// Joins every worker and merges their latencies; the first error wins,
+/// and a worker that could not start or that panicked is an error too.
 fn merge(handles: Vec<Worker<'_>>, ops: usize) -> Result<Vec<u64>, Error> {
     let mut latencies = Vec::with_capacity(ops.min(MAX_RESERVED));
+    let mut first_error = None;
     for handle in handles {
-        let handle = handle.map_err(|e| Error::Io {
-            kind: e.kind(),
-            message: format!("cannot start a bench worker thread: {e}"),
-        })?;
-        let worker = handle.join().map_err(|_| Error::Io {
-            kind: std::io::ErrorKind::Other,
-            message: "a bench worker thread panicked".into(),
-        })?;
-        latencies.extend(worker?);
+        let worker = match handle {
+            Ok(handle) => handle.join().unwrap_or_else(|_| {
+                Err(Error::Io {
+                    kind: std::io::ErrorKind::Other,
+                    message: "a bench worker thread panicked".into(),
+                })
+            }),
+            Err(e) => Err(Error::Io {
+                kind: e.kind(),
+                message: format!("cannot start a bench worker thread: {e}"),
+            }),
+        };
+        match worker {
+            Ok(worker) => latencies.extend(worker),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
     }
-    Ok(latencies)
+    first_error.map_or(Ok(latencies), Err)
+}
+
+/// The latencies a worker reserves room for: its share of `--ops`.
+fn per_worker(options: &Options) -> usize {
+    (options.ops / options.clients.max(1) + 1).min(MAX_RESERVED)
+}
+
+/// Closes a bench session once the clock has stopped: a close the servers
+/// do not confirm is said, and the run's figures stand.
+fn close(client: Client) {
+    if let Err(e) = client.close() {
+        say!("zklock: warning: closing a bench session: {e}");
+    }
 }
 
 fn create_parents(client: &Client, path: &str) -> Result<(), Error> {
