@@ -69,7 +69,8 @@ fn config_watch(zk: &Zk, changes: i32) -> Outcome {
         println!("updater: deleting the configuration");
         let _ = updater.delete(&path, None);
         if outcome.is_err() {
-            // Ends the watcher at once instead of after its timeout.
+            // Ends the watcher, which waits for a change for as long as
+            // its session lasts.
             let _ = watcher_client.close();
         }
         let end = watcher
@@ -151,15 +152,19 @@ fn watch(client: &Client, path: &str, reloads: &Sender<Reload>) -> Result<EventT
         let text = String::from_utf8_lossy(&data).into_owned();
         println!("watcher: reload #{count}: version {}: {text}", stat.version);
         let _ = reloads.send((stat.version, text));
+        // A configuration may stay quiet for days: wait as long as it
+        // takes. The session's end ends the wait too (an event of type
+        // None, with the final state).
         let event = events
-            .recv_timeout(WAIT)
-            .map_err(|_| format!("no change within {WAIT:?}"))?;
+            .recv()
+            .map_err(|_| "the watch's channel ended".to_owned())?;
         match event.event_type {
             EventType::NodeDataChanged => println!("watcher: the configuration changed"),
             EventType::NodeDeleted => {
                 println!("watcher: the configuration was deleted; stopping");
                 return Ok(EventType::NodeDeleted);
             }
+            EventType::None => return Err(format!("the session ended ({:?})", event.state)),
             other => return Err(format!("watch ended with {other:?} ({:?})", event.state)),
         }
     }

@@ -189,9 +189,21 @@ fn candidate(id: usize, client: &Client, election: &str, go: &Receiver<()>, tx: 
                         let _ = tx.send(Event::Worked { id });
                     }
                 }
+                // Cut off from the ensemble: the lock may be lost, so the
+                // work pauses until a reconnect confirms it (`Held`) or the
+                // session is gone (`Lost`).
+                LockState::Suspended => {
+                    println!("  candidate-{id}: cut off; pausing the work");
+                    let changes = guard.state_changes();
+                    while guard.state() == LockState::Suspended {
+                        let _ = changes.recv();
+                    }
+                }
                 state => break state,
             }
         };
+        // A long-running service would call `lock()` again here, to stand
+        // again (with a new client if its session expired).
         let _ = tx.send(Event::SteppedDown { id, state });
         Ok(())
     })();

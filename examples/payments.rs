@@ -61,8 +61,10 @@ fn parse(flags: &mut Flags) -> Result<Options, BadFlag> {
     if options.workers < 2 {
         return Err(BadFlag::new("--workers must be at least 2"));
     }
-    if options.payments == 0 {
-        return Err(BadFlag::new("--payments must be at least 1"));
+    // Each worker starts at a payment of its own, so that worker-0, the
+    // one that gets stuck, has one to get stuck on.
+    if options.payments < options.workers {
+        return Err(BadFlag::new("--payments must be at least --workers"));
     }
     Ok(options)
 }
@@ -138,9 +140,10 @@ fn payments(zk: &Zk, options: Options) -> Outcome {
                         offset: n * payments / workers,
                         gets_stuck: n == 0,
                     };
+                    // The worker's own error first, if it has one.
                     let result = worker.run();
-                    client.close()?;
-                    result
+                    let closed = client.close();
+                    result.and_then(|found| closed.map(|()| found))
                 })
             })
             .collect();

@@ -117,8 +117,9 @@ fn stock(zk: &Zk, options: Options) -> Outcome {
                 scope.spawn(move || -> zklock::Result<()> {
                     let client = zk.client()?;
                     let result = worker(&client, stock_path, lock_path, orders, no_lock, tally);
-                    client.close()?;
-                    result
+                    // The worker's own error first, if it has one.
+                    let closed = client.close();
+                    result.and(closed)
                 })
             })
             .collect();
@@ -224,9 +225,10 @@ fn worker(
             let now = (left - 1).to_string();
             match &guard {
                 // Applied only if the lock is still held when the server
-                // applies it, and only to the version read: a retry after
-                // an unknown outcome (ConnectionLoss) could not deduct
-                // twice.
+                // applies it, and only to the version read: a caller that
+                // retries after an unknown outcome (ConnectionLoss) cannot
+                // deduct twice, since a retry of a write that was applied
+                // fails with BadVersion. (This example gives up instead.)
                 Some(guard) => {
                     guard.multi(&[Op::set_data(stock_path, now, Some(stat.version))])?;
                 }

@@ -23,7 +23,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 const BUILD_LIMIT: Duration = Duration::from_secs(600);
 
 /// One server for every test here: each example works under its own
-/// `/zklock-examples/<name>-<pid>`. It is never dropped; its watchdog kills
+/// `/zklock-examples/<name>-<host>-<pid>`. It is never dropped; its watchdog kills
 /// it and removes its directory when this process exits.
 fn server() -> &'static TestServer {
     static SERVER: OnceLock<TestServer> = OnceLock::new();
@@ -87,7 +87,11 @@ fn example(name: &str, args: &[&str]) -> Output {
     );
     // It cleaned up after itself.
     let client = Client::connect(&server().connect_string()).expect("connect");
-    let prefix = format!("/zklock-examples/{name}-{}", out.pid);
+    let prefix = format!(
+        "/zklock-examples/{name}-{}-{}",
+        zklock::recipes::host_name(),
+        out.pid
+    );
     assert_eq!(
         client.exists(&prefix).expect("exists"),
         None,

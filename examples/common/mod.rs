@@ -57,7 +57,13 @@ impl Zk {
         let mut zk = Zk {
             server,
             connect,
-            prefix: format!("{ROOT}/{example}-{}", std::process::id()),
+            // The host too: examples on two machines sharing an ensemble
+            // may have the same pid.
+            prefix: format!(
+                "{ROOT}/{example}-{}-{}",
+                zklock::recipes::host_name(),
+                std::process::id()
+            ),
             created: false,
         };
         let client = zk.client()?;
@@ -191,7 +197,12 @@ pub struct Flags {
 impl Flags {
     fn from_env() -> Flags {
         Flags {
-            args: std::env::args().skip(1).collect(),
+            // One that is not UTF-8 is kept, lossily, to be refused as
+            // an unknown argument or a bad value.
+            args: std::env::args_os()
+                .skip(1)
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect(),
         }
     }
 
