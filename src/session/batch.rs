@@ -205,6 +205,14 @@ impl<T, W: Clone> Session<T, W> {
         self.config.max_frame.saturating_mul(reads.max(1))
     }
 
+    /// The server refused a multiRead (a server before 3.6): reads go one
+    /// by one from now on.
+    pub(super) fn end_read_batching(&mut self) {
+        log::warn!("the server does not know multiRead (before 3.6): reads go one by one");
+        self.batch_refused = true;
+        self.close_batch();
+    }
+
     /// Hands each read of a batch its own outcome. A reply unlike the
     /// request (another count of results, or a result of another kind than
     /// its read) fails the reads it cannot answer and drops the connection.
@@ -218,9 +226,7 @@ impl<T, W: Clone> Session<T, W> {
             }
             Err(Error::Unimplemented) => {
                 // A server before 3.6; it also closes the connection.
-                log::warn!("the server does not know multiRead (before 3.6): reads go one by one");
-                self.batch_refused = true;
-                self.close_batch();
+                self.end_read_batching();
                 return self.fail_reads(reads, Error::ConnectionLoss);
             }
             Err(e) => return self.fail_reads(reads, e),

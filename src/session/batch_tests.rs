@@ -226,6 +226,38 @@ fn a_server_without_multi_read_fails_the_batch_with_connection_loss_and_ends_bat
     );
 }
 
+/// A server before 3.6 refuses a multiRead as it reads it, ahead of the
+/// replies of requests still in its pipeline: the refusal overtakes them,
+/// the connection is dropped for the reply out of order, and reads go one
+/// by one after the reconnect all the same. (Before, batching went on, and
+/// every batch behind another request cost a connection.)
+#[test]
+fn a_multi_read_refusal_overtaking_an_earlier_reply_still_ends_batching() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit(now, OpCode::Exists, &get_data("/app/e"), 1, None)
+        .unwrap();
+    s.submit_read(now, read("/app/a"), 2).unwrap();
+    s.submit_read(now, read("/app/b"), 3).unwrap();
+    let frames = sent(&mut s);
+    let ops: Vec<i32> = frames.iter().map(|f| header(f).op).collect();
+    assert_eq!(ops, [OpCode::Exists.code(), OpCode::MultiRead.code()]);
+    let batch = header(&frames[1]).xid;
+    let unimplemented = ErrorCode::Unimplemented.code();
+    s.handle_bytes(now, &reply(batch, 0, unimplemented, &()));
+    assert!(matches!(
+        s.poll_disconnect(),
+        Some(Error::UnexpectedReply { .. })
+    ));
+    reconnect(&mut s, now);
+    s.submit_read(now, read("/app/a"), 4).unwrap();
+    s.submit_read(now, read("/app/b"), 5).unwrap();
+    assert_eq!(
+        sent_ops(&mut s),
+        [OpCode::GetData.code(), OpCode::GetData.code()]
+    );
+}
+
 #[test]
 fn a_multi_read_reply_with_the_wrong_count_fails_every_read_and_drops_the_connection() {
     let now = Instant::now();

@@ -8,9 +8,9 @@ use super::{
     Session, State, WatchKind, WatchedEvent,
 };
 use crate::proto::{
-    read_notification, read_reply_header, write_request, ConnectResponse, DecodeError, EventType,
-    KeeperState, MultiResponse, OpCode, Record, Response, WatcherType, AUTH_XID, NOTIFICATION_XID,
-    PASSWORD_LEN, PING_XID,
+    read_notification, read_reply_header, write_request, ConnectResponse, DecodeError, ErrorCode,
+    EventType, KeeperState, MultiResponse, OpCode, Record, Response, WatcherType, AUTH_XID,
+    NOTIFICATION_XID, PASSWORD_LEN, PING_XID,
 };
 
 impl<T, W: Clone> Session<T, W> {
@@ -167,6 +167,18 @@ impl<T, W: Clone> Session<T, W> {
                 };
                 if pending.xid != xid {
                     let expected = Some(pending.xid);
+                    // A server before 3.6 refuses a multiRead as it reads
+                    // it, ahead of the replies of requests still in its
+                    // pipeline: the batch's refusal overtakes them.
+                    let unimplemented = header.err == ErrorCode::Unimplemented.code();
+                    if unimplemented
+                        && self
+                            .pending
+                            .iter()
+                            .any(|p| p.xid == xid && p.op == OpCode::MultiRead)
+                    {
+                        self.end_read_batching();
+                    }
                     self.fail(pending.purpose, Error::ConnectionLoss);
                     return Err(Error::UnexpectedReply {
                         expected,
