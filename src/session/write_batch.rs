@@ -12,8 +12,9 @@
 //! the batch could change never joins it: a setData with an expected
 //! version does not join a batch that writes the same path. (A setData
 //! with none fails only for reasons of its own node, which no setData
-//! changes.) Every round of a batch gives at least one call its outcome,
-//! so the sending again ends.
+//! changes.) The calls sent again go among themselves, no newcomer joining
+//! them, and every round gives at least one of them its outcome, so the
+//! sending again ends for each call.
 
 use std::time::Instant;
 
@@ -142,6 +143,7 @@ impl<T, W: Clone> Session<T, W> {
             return self.fail_tokens(tokens, error);
         }
         let now = self.last_recv;
+        let mut resent = false;
         for ((token, op), result) in tokens.into_iter().zip(ops.ops).zip(results) {
             let result = match result {
                 OpResult::SetData(r) if !failed => Ok(Response::SetData(r)),
@@ -154,6 +156,7 @@ impl<T, W: Clone> Session<T, W> {
                         if let Err(e) = self.submit_write(now, write, token) {
                             log::warn!("a batched setData could not be sent again: {e}");
                         }
+                        resent = true;
                         continue;
                     }
                     (_, Err(e)) => Err(e),
@@ -168,6 +171,13 @@ impl<T, W: Clone> Session<T, W> {
                 }
             };
             self.events.push_back(Event::Reply { token, result });
+        }
+        if resent {
+            // Sent again among themselves only: a newcomer joining them
+            // could fail them again, and so on for as long as failing
+            // calls kept coming. Each round now gives at least one of them
+            // its outcome.
+            self.close_batch();
         }
     }
 }

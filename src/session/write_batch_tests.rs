@@ -151,6 +151,29 @@ fn a_failing_write_gets_its_error_and_the_others_go_again_as_one_batch() {
     assert_eq!(s.in_flight(), 0);
 }
 
+/// The writes sent again go among themselves: a call made before they are
+/// written does not join them (it could fail them again, and so on for as
+/// long as failing calls came), and goes as a request of its own.
+#[test]
+fn a_newcomer_does_not_join_the_writes_sent_again() {
+    let now = Instant::now();
+    let mut s = three_writes_sent(now);
+    let results = vec![
+        error_result(ErrorCode::Ok),
+        error_result(ErrorCode::NoNode),
+        error_result(ErrorCode::RuntimeInconsistency),
+    ];
+    s.handle_bytes(now, &reply(1, 30, 0, &MultiResponse { results }));
+    s.submit_write(now, set("/app/d", -1), 4).unwrap();
+    let sent = frames(&mut s);
+    let ops: Vec<i32> = sent.iter().map(|(h, _)| h.op).collect();
+    assert_eq!(ops, [OpCode::Multi.code(), OpCode::SetData.code()]);
+    assert_eq!(
+        sent[0].1,
+        [("/app/a".to_owned(), -1), ("/app/c".to_owned(), -1)]
+    );
+}
+
 #[test]
 fn a_write_sent_again_alone_goes_as_a_plain_set_data() {
     let now = Instant::now();
