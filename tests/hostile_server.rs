@@ -994,6 +994,42 @@ fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_conne
     d.expect_back();
 }
 
+/// The same reply to a `multi` call: no op to blame, so the call fails as
+/// malformed (before, the op after the failure, at index 1, was blamed
+/// with `RuntimeInconsistency`), and the connection stays, as for a
+/// reply with the wrong count (the peer closes it here, and the session
+/// goes on through the real server).
+#[test]
+fn a_failed_multi_without_a_failing_op_is_malformed() {
+    use zklock::proto::{ErrorResponse, MultiResponse, OpResult};
+    let d = detour("multi", |b| b);
+    let h = d.via(|peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::Multi)?;
+        let rolled_back = |err| OpResult::Error(ErrorResponse { err });
+        let results = vec![rolled_back(0), rolled_back(-2)];
+        peer.reply(xid, 0, &MultiResponse { results }.to_bytes())?;
+        Ok(After::Close)
+    });
+    d.expect_states(&[State::Connected]);
+    let (client, node) = (d.client.clone(), d.node.clone());
+    let result = within(BOUND, "a multi", move || {
+        client.multi(&[
+            zklock::Op::check(node.as_str(), None),
+            zklock::Op::set_data(node.as_str(), "x", None),
+        ])
+    });
+    assert_eq!(
+        result,
+        Err(Error::Protocol(DecodeError::Malformed(
+            "failed multi reply without a failing op"
+        )))
+    );
+    assert_eq!(h.next_report(BOUND).script_error, None);
+    d.expect_states(&[State::Disconnected]);
+    d.expect_back();
+}
+
 #[test]
 fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
     const CALLS: usize = 12;

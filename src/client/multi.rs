@@ -3,8 +3,9 @@
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
-    Acl, CheckVersionRequest, CreateMode, DeleteRequest, GetChildrenRequest, GetDataRequest,
-    MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, Response, SetDataRequest, Stat,
+    Acl, CheckVersionRequest, CreateMode, DeleteRequest, ErrorCode, GetChildrenRequest,
+    GetDataRequest, MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, Response,
+    SetDataRequest, Stat,
 };
 
 /// One write in a [`Client::multi`] transaction.
@@ -209,12 +210,22 @@ impl Client {
             });
         }
         let response = self.call_multi(OpCode::Multi, &request, session)?;
-        if let Some(index) = response.results.iter().position(|r| r.err() != 0) {
+        // The ops before the failing one come back as error 0, those after
+        // it as RUNTIMEINCONSISTENCY: neither is to blame.
+        let rolled_back = |err: i32| err == 0 || err == ErrorCode::RuntimeInconsistency.code();
+        if let Some(index) = response.results.iter().position(|r| !rolled_back(r.err())) {
             let code = response.results.get(index).map_or(0, OpResult::err);
             return Err(Error::MultiFailed {
                 index,
                 error: Box::new(Error::from_code(code)),
             });
+        }
+        if response
+            .results
+            .iter()
+            .any(|r| matches!(r, OpResult::Error(_)))
+        {
+            return Err(malformed("failed multi reply without a failing op"));
         }
         response
             .results
