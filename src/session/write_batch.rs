@@ -143,6 +143,11 @@ impl<T, W: Clone> Session<T, W> {
             return self.fail_tokens(tokens, error);
         }
         let now = self.last_recv;
+        if failed {
+            // The calls sent again go among themselves, not into a batch a
+            // newcomer opened meanwhile (see below).
+            self.close_batch();
+        }
         let mut resent = false;
         for ((token, op), result) in tokens.into_iter().zip(ops.ops).zip(results) {
             let result = match result {

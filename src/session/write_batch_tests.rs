@@ -174,6 +174,28 @@ fn a_newcomer_does_not_join_the_writes_sent_again() {
     );
 }
 
+/// Nor do they join a batch newcomers opened before the failed one's reply
+/// came.
+#[test]
+fn the_writes_sent_again_do_not_join_a_newcomers_batch() {
+    let now = Instant::now();
+    let mut s = three_writes_sent(now);
+    s.submit_write(now, set("/app/d", -1), 4).unwrap();
+    s.submit_write(now, set("/app/e", -1), 5).unwrap();
+    let results = vec![
+        error_result(ErrorCode::Ok),
+        error_result(ErrorCode::NoNode),
+        error_result(ErrorCode::RuntimeInconsistency),
+    ];
+    s.handle_bytes(now, &reply(1, 30, 0, &MultiResponse { results }));
+    let sent = frames(&mut s);
+    let paths: Vec<Vec<&str>> = sent
+        .iter()
+        .map(|(_, w)| w.iter().map(|(p, _)| p.as_str()).collect())
+        .collect();
+    assert_eq!(paths, [vec!["/app/d", "/app/e"], vec!["/app/a", "/app/c"]]);
+}
+
 #[test]
 fn a_write_sent_again_alone_goes_as_a_plain_set_data() {
     let now = Instant::now();
