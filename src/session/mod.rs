@@ -100,6 +100,10 @@ pub struct SessionConfig {
 /// can overflow it.
 const MAX_DURATION: Duration = Duration::from_millis(i32::MAX as u64);
 
+/// The longest a connection goes without sending anything (see
+/// [`Session::ping_interval`]).
+const MAX_PING_INTERVAL: Duration = Duration::from_secs(10);
+
 impl SessionConfig {
     fn bounded(self) -> SessionConfig {
         SessionConfig {
@@ -444,9 +448,12 @@ impl<T, W: Clone> Session<T, W> {
         self.negotiated.unwrap_or(self.config.session_timeout) * 2 / 3
     }
 
-    /// A ping goes out after this long without sending anything.
+    /// A ping goes out after this long without sending anything: half the
+    /// read timeout, and at most 10 s, as in the Java client, so that a
+    /// long session's idle connection is not dropped by a NAT or firewall
+    /// that forgets idle connections sooner.
     pub fn ping_interval(&self) -> Duration {
-        self.read_timeout() / 2
+        (self.read_timeout() / 2).min(MAX_PING_INTERVAL)
     }
 
     /// How long one connection attempt, TCP connect and handshake together,

@@ -250,6 +250,26 @@ fn pings_follow_send_idleness_and_silence_drops_the_connection() {
     assert!(matches!(s.poll_disconnect(), Some(Error::Timeout { .. })));
 }
 
+/// A long session's idle connection pings every 10 s, as the Java client's
+/// does, not every third of the session timeout: a NAT or firewall may
+/// forget an idle connection sooner than that.
+#[test]
+fn a_long_sessions_idle_connection_pings_every_ten_seconds() {
+    let start = Instant::now();
+    let mut s: TestSession = Session::new(config(), vec!["127.0.0.1:1".into()], start);
+    s.next_host(start).unwrap();
+    s.handle_connected(start);
+    sent(&mut s);
+    s.handle_bytes(start, &accepted(0x1234, 120_000));
+    events(&mut s);
+    assert_eq!(s.read_timeout(), Duration::from_secs(80));
+    assert_eq!(s.poll_timeout(), Some(start + Duration::from_secs(10)));
+    s.handle_timeout(start + Duration::from_secs(10));
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(header(&frames[0]).xid, PING_XID);
+}
+
 /// A server that trickles a frame it never finishes (a byte a second, well
 /// inside the read timeout) is as silent as one that sends nothing.
 #[test]
