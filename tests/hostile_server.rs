@@ -963,20 +963,26 @@ fn an_unsolicited_auth_failure_is_a_protocol_error() {
     d.expect_back();
 }
 
-#[test]
-fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_connection() {
+/// Answers a `multi` of two ops with both rolled back and none to blame,
+/// then does `after`.
+fn blame_no_op(after: After) -> impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static {
     use zklock::proto::{ErrorResponse, MultiResponse, OpResult};
-    let d = detour("write-batch", |b| b);
-    let h = d.via(|peer| {
+    move |peer| {
         peer.handshake(HOSTILE_TIMEOUT_MS)?;
         let xid = peer.expect_request(OpCode::Multi)?;
-        // Every op rolled back and none to blame: the client cannot tell
-        // which call failed, and sending them all again could go on forever.
         let rolled_back = |err| OpResult::Error(ErrorResponse { err });
         let results = vec![rolled_back(0), rolled_back(-2)];
         peer.reply(xid, 0, &MultiResponse { results }.to_bytes())?;
-        Ok(After::Hold)
-    });
+        Ok(after)
+    }
+}
+
+/// Every op rolled back and none to blame: the client cannot tell which
+/// call failed, and sending them all again could go on forever.
+#[test]
+fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_connection() {
+    let d = detour("write-batch", |b| b);
+    let h = d.via(blame_no_op(After::Hold));
     d.expect_states(&[State::Connected]);
     let (client, node) = (d.client.clone(), d.node.clone());
     let results = within(BOUND, "two setData calls sent together", move || {
@@ -1001,16 +1007,8 @@ fn a_failed_write_batch_without_a_failing_op_fails_its_calls_and_drops_the_conne
 /// goes on through the real server).
 #[test]
 fn a_failed_multi_without_a_failing_op_is_malformed() {
-    use zklock::proto::{ErrorResponse, MultiResponse, OpResult};
     let d = detour("multi", |b| b);
-    let h = d.via(|peer| {
-        peer.handshake(HOSTILE_TIMEOUT_MS)?;
-        let xid = peer.expect_request(OpCode::Multi)?;
-        let rolled_back = |err| OpResult::Error(ErrorResponse { err });
-        let results = vec![rolled_back(0), rolled_back(-2)];
-        peer.reply(xid, 0, &MultiResponse { results }.to_bytes())?;
-        Ok(After::Close)
-    });
+    let h = d.via(blame_no_op(After::Close));
     d.expect_states(&[State::Connected]);
     let (client, node) = (d.client.clone(), d.node.clone());
     let result = within(BOUND, "a multi", move || {

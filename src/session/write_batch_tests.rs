@@ -125,18 +125,23 @@ fn sent_and_answered(s: &mut Session<u32, u32>, xid: i32, code: ErrorCode) {
     s.handle_bytes(Instant::now(), &reply(xid, 9, code.code(), &()));
 }
 
-#[test]
-fn a_failing_write_gets_its_error_and_the_others_go_again_as_one_batch() {
-    let now = Instant::now();
-    let mut s = three_writes_sent(now);
-    // `/app/b` is gone: the server applies nothing; the op before it comes
-    // back as error 0, the one after as RUNTIMEINCONSISTENCY.
+/// The batch of [`three_writes_sent`] fails on `/app/b`, which is gone:
+/// the server applies nothing; the op before it comes back as error 0,
+/// the one after as RUNTIMEINCONSISTENCY.
+fn b_is_gone(s: &mut Session<u32, u32>, now: Instant) {
     let results = vec![
         error_result(ErrorCode::Ok),
         error_result(ErrorCode::NoNode),
         error_result(ErrorCode::RuntimeInconsistency),
     ];
     s.handle_bytes(now, &reply(1, 30, 0, &MultiResponse { results }));
+}
+
+#[test]
+fn a_failing_write_gets_its_error_and_the_others_go_again_as_one_batch() {
+    let now = Instant::now();
+    let mut s = three_writes_sent(now);
+    b_is_gone(&mut s, now);
     assert_eq!(outcomes(&mut s), [(2, Err(Error::NoNode))]);
     let again = frames(&mut s);
     assert_eq!(again.len(), 1);
@@ -158,12 +163,7 @@ fn a_failing_write_gets_its_error_and_the_others_go_again_as_one_batch() {
 fn a_newcomer_does_not_join_the_writes_sent_again() {
     let now = Instant::now();
     let mut s = three_writes_sent(now);
-    let results = vec![
-        error_result(ErrorCode::Ok),
-        error_result(ErrorCode::NoNode),
-        error_result(ErrorCode::RuntimeInconsistency),
-    ];
-    s.handle_bytes(now, &reply(1, 30, 0, &MultiResponse { results }));
+    b_is_gone(&mut s, now);
     s.submit_write(now, set("/app/d", -1), 4).unwrap();
     let sent = frames(&mut s);
     let ops: Vec<i32> = sent.iter().map(|(h, _)| h.op).collect();
@@ -182,12 +182,7 @@ fn the_writes_sent_again_do_not_join_a_newcomers_batch() {
     let mut s = three_writes_sent(now);
     s.submit_write(now, set("/app/d", -1), 4).unwrap();
     s.submit_write(now, set("/app/e", -1), 5).unwrap();
-    let results = vec![
-        error_result(ErrorCode::Ok),
-        error_result(ErrorCode::NoNode),
-        error_result(ErrorCode::RuntimeInconsistency),
-    ];
-    s.handle_bytes(now, &reply(1, 30, 0, &MultiResponse { results }));
+    b_is_gone(&mut s, now);
     let sent = frames(&mut s);
     let paths: Vec<Vec<&str>> = sent
         .iter()
