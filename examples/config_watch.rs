@@ -67,8 +67,8 @@ fn config_watch(zk: &Zk, changes: i32) -> Outcome {
         let mut loaded = Vec::new();
         let outcome = update(&updater, &path, changes, &reloads, &mut loaded);
         println!("updater: deleting the configuration");
-        let _ = updater.delete(&path, None);
-        if outcome.is_err() {
+        let deleted = updater.delete(&path, None);
+        if outcome.is_err() || deleted.is_err() {
             // Ends the watcher, which waits for a change for as long as
             // its session lasts.
             let _ = watcher_client.close();

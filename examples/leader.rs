@@ -196,7 +196,9 @@ fn candidate(id: usize, client: &Client, election: &str, go: &Receiver<()>, tx: 
                     println!("  candidate-{id}: cut off; pausing the work");
                     let changes = guard.state_changes();
                     while guard.state() == LockState::Suspended {
-                        let _ = changes.recv();
+                        if changes.recv().is_err() {
+                            break;
+                        }
                     }
                 }
                 state => break state,

@@ -43,8 +43,9 @@ fn server() -> &'static TestServer {
     })
 }
 
-/// A client with a long session timeout, so that no ping (one per third of
-/// the timeout) lands in a request count.
+/// A client with a long session timeout, so that a ping comes only after
+/// 10 s without sending (see `Session::ping_interval`), outside any request
+/// count here.
 fn client() -> Client {
     client_with(|b| b)
 }

@@ -3,9 +3,8 @@
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
-    Acl, CheckVersionRequest, CreateMode, DeleteRequest, ErrorCode, GetChildrenRequest,
-    GetDataRequest, MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, Response,
-    SetDataRequest, Stat,
+    Acl, CheckVersionRequest, CreateMode, DeleteRequest, GetChildrenRequest, GetDataRequest,
+    MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, Response, SetDataRequest, Stat,
 };
 
 /// One write in a [`Client::multi`] transaction.
@@ -210,22 +209,11 @@ impl Client {
             });
         }
         let response = self.call_multi(OpCode::Multi, &request, session)?;
-        // The ops before the failing one come back as error 0, those after
-        // it as RUNTIMEINCONSISTENCY: neither is to blame.
-        let rolled_back = |err: i32| err == 0 || err == ErrorCode::RuntimeInconsistency.code();
-        if let Some(index) = response.results.iter().position(|r| !rolled_back(r.err())) {
-            let code = response.results.get(index).map_or(0, OpResult::err);
+        if let Some((index, code)) = response.failing_op()? {
             return Err(Error::MultiFailed {
                 index,
                 error: Box::new(Error::from_code(code)),
             });
-        }
-        if response
-            .results
-            .iter()
-            .any(|r| matches!(r, OpResult::Error(_)))
-        {
-            return Err(malformed("failed multi reply without a failing op"));
         }
         response
             .results

@@ -2,7 +2,7 @@
 
 use super::{
     CheckVersionRequest, Create2Response, CreateRequest, CreateResponse, CreateTtlRequest,
-    DecodeError, DeleteRequest, ErrorResponse, GetChildrenRequest, GetChildrenResponse,
+    DecodeError, DeleteRequest, ErrorCode, ErrorResponse, GetChildrenRequest, GetChildrenResponse,
     GetDataRequest, GetDataResponse, OpCode, Reader, Record, SetDataRequest, SetDataResponse,
     Writer,
 };
@@ -192,6 +192,13 @@ impl OpResult {
             _ => 0,
         }
     }
+
+    /// True for the result of an op that a failed transaction rolled back
+    /// without blaming it: error 0 (an op before the failing one) or
+    /// RUNTIMEINCONSISTENCY (one after it).
+    pub fn is_rolled_back(&self) -> bool {
+        matches!(self, OpResult::Error(e) if e.err == 0 || e.err == ErrorCode::RuntimeInconsistency.code())
+    }
 }
 
 /// The body of a `multi` or `multiRead` reply.
@@ -231,6 +238,24 @@ impl Record for MultiResponse {
 }
 
 impl MultiResponse {
+    /// The op a failed transaction blames, with its error code: the first
+    /// error result not [rolled back](OpResult::is_rolled_back). `None` for
+    /// a transaction that did not fail; an error for one that failed and
+    /// blames no op, which a server never sends.
+    pub fn failing_op(&self) -> Result<Option<(usize, i32)>, DecodeError> {
+        if !self.results.iter().any(|r| matches!(r, OpResult::Error(_))) {
+            return Ok(None);
+        }
+        self.results
+            .iter()
+            .enumerate()
+            .find(|(_, r)| matches!(r, OpResult::Error(_)) && !r.is_rolled_back())
+            .map(|(index, r)| Some((index, r.err())))
+            .ok_or(DecodeError::Malformed(
+                "failed multi reply without a failing op",
+            ))
+    }
+
     /// Decodes the reply to a request of `ops` ops, refusing any result past
     /// that count before it is decoded: a result can take over ten times its
     /// wire size in memory, and a batch of reads may have a reply frame many

@@ -169,13 +169,14 @@ impl<T, W: Clone> Session<T, W> {
                     let expected = Some(pending.xid);
                     // A server before 3.6 refuses a multiRead as it reads
                     // it, ahead of the replies of requests still in its
-                    // pipeline: the batch's refusal overtakes them.
+                    // pipeline: a batch's refusal overtakes them. (A user's
+                    // own multi_read ends no batching, here or in order.)
                     let unimplemented = header.err == ErrorCode::Unimplemented.code();
                     if unimplemented
                         && self
                             .pending
                             .iter()
-                            .any(|p| p.xid == xid && p.op == OpCode::MultiRead)
+                            .any(|p| p.xid == xid && matches!(p.purpose, Purpose::Reads { .. }))
                     {
                         self.end_read_batching();
                     }

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use super::{malformed, Conn, Error, Event, Purpose, Result, Session};
 use crate::proto::{
-    write_request, ErrorCode, MultiOp, MultiRequest, OpCode, OpResult, Response, SetDataRequest,
+    write_request, MultiOp, MultiRequest, OpCode, OpResult, Response, SetDataRequest,
 };
 
 /// The most setData calls in one batch.
@@ -126,8 +126,8 @@ impl<T, W: Clone> Session<T, W> {
             }
             return;
         }
-        let results = match result {
-            Ok(Response::Multi(reply)) if reply.results.len() == tokens.len() => reply.results,
+        let reply = match result {
+            Ok(Response::Multi(reply)) if reply.results.len() == tokens.len() => reply,
             Ok(_) => {
                 let error = malformed("multi reply with a result count unlike the request's");
                 self.request_disconnect(error.clone());
@@ -135,13 +135,14 @@ impl<T, W: Clone> Session<T, W> {
             }
             Err(e) => return self.fail_tokens(tokens, e),
         };
-        let rolled_back = |err: i32| err == 0 || err == ErrorCode::RuntimeInconsistency.code();
-        let failed = results.iter().any(|r| matches!(r, OpResult::Error(_)));
-        if failed && results.iter().all(|r| rolled_back(r.err())) {
-            let error = malformed("failed multi reply without a failing op");
-            self.request_disconnect(error.clone());
-            return self.fail_tokens(tokens, error);
-        }
+        let failed = match reply.failing_op() {
+            Ok(failing) => failing.is_some(),
+            Err(e) => {
+                let error = Error::Protocol(e);
+                self.request_disconnect(error.clone());
+                return self.fail_tokens(tokens, error);
+            }
+        };
         let now = self.last_recv;
         if failed {
             // The calls sent again go among themselves, not into a batch a
@@ -149,10 +150,11 @@ impl<T, W: Clone> Session<T, W> {
             self.close_batch();
         }
         let mut resent = false;
-        for ((token, op), result) in tokens.into_iter().zip(ops.ops).zip(results) {
+        for ((token, op), result) in tokens.into_iter().zip(ops.ops).zip(reply.results) {
+            let rolled_back = result.is_rolled_back();
             let result = match result {
                 OpResult::SetData(r) if !failed => Ok(Response::SetData(r)),
-                OpResult::Error(e) if !rolled_back(e.err) => Err(Error::from_code(e.err)),
+                OpResult::Error(e) if !rolled_back => Err(Error::from_code(e.err)),
                 OpResult::Error(_) => match (op, self.check_open()) {
                     (MultiOp::SetData(write), Ok(())) => {
                         // Open, and alone the op is smaller than the batch's

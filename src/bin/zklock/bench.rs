@@ -178,7 +178,8 @@ fn contended(options: &Options) -> Result<Measured, Error> {
                 std::thread::Builder::new().spawn_scoped(scope, move || {
                     let _ = gate.recv();
                     let mut latencies = Vec::with_capacity(per_worker(options));
-                    while take_one(remaining) {
+                    let mut more = take_one(remaining);
+                    while more {
                         let start = Instant::now();
                         let guard = if options.without_lock {
                             None
@@ -197,11 +198,12 @@ fn contended(options: &Options) -> Result<Measured, Error> {
                             std::thread::sleep(Duration::from_micros(100));
                         }
                         inside.fetch_sub(1, Ordering::SeqCst);
+                        // Claimed before the release: the last release of
+                        // this session, which no acquisition of its own
+                        // carries, is waited for.
+                        more = take_one(remaining);
                         match guard {
-                            // No acquisition is left to carry it.
-                            Some(guard) if remaining.load(Ordering::SeqCst) == 0 => {
-                                guard.unlock()?
-                            }
+                            Some(guard) if !more => guard.unlock()?,
                             guard => drop(guard),
                         }
                     }
@@ -322,7 +324,7 @@ fn merge(handles: Vec<Worker<'_>>, ops: usize) -> Result<Vec<u64>, Error> {
 
 /// The latencies a worker reserves room for: its share of `--ops`.
 fn per_worker(options: &Options) -> usize {
-    (options.ops / options.clients.max(1) + 1).min(MAX_RESERVED)
+    (options.ops / options.clients + 1).min(MAX_RESERVED)
 }
 
 /// Closes a bench session once the clock has stopped: a close the servers
