@@ -98,8 +98,9 @@ impl Lookups {
 /// lookup's answer, so that a slow resolver leaves the connect and the
 /// handshake their whole time; during a close, either ends sooner at the
 /// attempt's share of the close's time
-/// ([`close_attempt_end`](crate::session::Session::close_attempt_end)). `None` once the session is over, after
-/// saying in the last connect error where the attempt was; a thread still
+/// ([`close_attempt_end`](crate::session::Session::close_attempt_end)).
+/// `None` once the session is over, after saying in the last connect
+/// error where the attempt was; a thread still
 /// under way is then left to end on its own (a connection it makes is
 /// dropped). A connection comes with the instant its host's name was
 /// resolved, from which its handshake is timed.

@@ -553,9 +553,8 @@ impl Attempt<'_> {
         self.waiters.unregister(&wakeup);
         match (&result, node) {
             (Ok(Some(_)), _) | (_, None) => {}
-            // The node went, or goes, with the session it was created in:
-            // nothing of that session is sent in the one that replaced it.
-            (_, Some(_)) if self.spec.client.check_session(session).is_err() => {}
+            // Not sent if a new session has replaced the node's, which took
+            // the node with it (checked under the session's lock).
             (_, Some(name)) => delete_abandoned(&self.spec.client, session, &self.spec.path, &name),
         }
         result
