@@ -215,8 +215,10 @@ pub enum Error {
         /// What the last attempt reported.
         last_error: String,
     },
-    /// A path that the server would refuse, or a lock path of `/` (a lock
-    /// needs a directory of its own); nothing was sent.
+    /// A path that the server would refuse, a sequential create at `/`
+    /// under a chroot (the server would put the node beside the chroot,
+    /// outside it), or a lock path of `/` (a lock needs a directory of its
+    /// own); nothing was sent.
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath {
         /// The path given.

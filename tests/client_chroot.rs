@@ -199,3 +199,36 @@ fn deleting_the_root_under_a_chroot_leaves_the_chroot_node() {
     );
     assert!(root.exists("/empty-app").expect("exists").is_some());
 }
+
+/// Under a chroot, a sequential create at `/` is refused before sending:
+/// the server would append the number to the chroot's own name, making a
+/// sibling of the chroot outside it (the Java client sends it so).
+#[test]
+fn a_sequential_create_at_the_chroot_itself_is_refused() {
+    let zk = server();
+    let root = connect(&zk.connect_string());
+    mk(&root, "/seq-app", b"");
+    let before = sorted(root.get_children("/").expect("children"));
+    let c = connect(&format!("{}/seq-app", zk.connect_string()));
+    let refused = |r: Result<String, Error>| {
+        assert!(
+            matches!(&r, Err(Error::InvalidPath { path, reason })
+                if path == "/" && reason.contains("outside the chroot")),
+            "{r:?}"
+        );
+    };
+    refused(c.create("/", b"", &open(), CreateMode::PersistentSequential));
+    refused(c.create("/", b"", &open(), CreateMode::EphemeralSequential));
+    let multi = c.multi(&[Op::create(
+        "/",
+        b"".to_vec(),
+        open(),
+        CreateMode::PersistentSequential,
+    )]);
+    assert!(
+        matches!(&multi, Err(Error::InvalidPath { path, .. }) if path == "/"),
+        "{multi:?}"
+    );
+    assert_eq!(sorted(root.get_children("/").expect("children")), before);
+    assert!(c.get_children("/").expect("children").is_empty());
+}

@@ -224,6 +224,19 @@ fn all_seven_create_modes_on_a_default_server() {
         .create("/m/seq/", b"", &open(), CreateMode::PersistentSequential)
         .expect("sequential with an empty name prefix");
     assert_eq!(bare, "/m/seq/0000000003");
+    // Without a chroot, `/` is a sequential prefix too: a number under the
+    // root, as the Java client allows.
+    let at_root = c
+        .create("/", b"", &open(), CreateMode::EphemeralSequential)
+        .expect("sequential create at the root");
+    assert_eq!(at_root.len(), 11, "{at_root}");
+    assert!(
+        at_root[1..].bytes().all(|b| b.is_ascii_digit()),
+        "{at_root}"
+    );
+    assert!(observer.exists(&at_root).expect("exists").is_some());
+    c.delete(&at_root, None)
+        .expect("delete the root's sequential node");
     let mut names = observer.get_children(parent).expect("children");
     names.sort();
     assert_eq!(

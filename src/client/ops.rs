@@ -54,6 +54,15 @@ impl Client {
         validate(path, sequential)?;
         Ok(match self.chroot() {
             None => path.to_owned(),
+            // The server would append the number to the chroot's own name,
+            // making a sibling of the chroot, outside it.
+            Some(_) if path == "/" && sequential => {
+                return Err(Error::InvalidPath {
+                    path: path.to_owned(),
+                    reason:
+                        "under a chroot, a sequential node at '/' would be made outside the chroot",
+                })
+            }
             Some(chroot) if path == "/" => chroot.to_owned(),
             Some(chroot) => [chroot, path].concat(),
         })

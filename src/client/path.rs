@@ -6,7 +6,8 @@ use crate::error::{Error, Result};
 
 /// Checks `path` by the server's rules. A sequential create appends a
 /// number, so its path may end in `/`, `/.` or `/..` (the server checks it
-/// with a digit appended). A sequential `/` alone is refused.
+/// with a digit appended), and may be `/` itself: the node is then named by
+/// its number alone, under the root.
 pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
     let invalid = |reason| {
         Err(Error::InvalidPath {
@@ -21,11 +22,7 @@ pub(crate) fn validate(path: &str, sequential: bool) -> Result<()> {
         return invalid("the path must start with '/'");
     };
     if path.len() == 1 {
-        return if sequential {
-            invalid("a sequential node needs a name prefix or parent")
-        } else {
-            Ok(())
-        };
+        return Ok(());
     }
     if path.ends_with('/') && !sequential {
         return invalid("the path must not end with '/'");
@@ -115,7 +112,7 @@ mod tests {
         assert_eq!(validate("/a/", true), Ok(()));
         assert_eq!(validate("/a/lock-", true), Ok(()));
         // As the server checks a sequential path: with a digit appended.
-        for p in ["/.", "/..", "/a/.", "/a/.."] {
+        for p in ["/", "/.", "/..", "/a/.", "/a/.."] {
             assert_eq!(validate(p, true), Ok(()), "{p}");
         }
     }
@@ -135,9 +132,6 @@ mod tests {
         assert!(reason("/a\u{fff0}").contains("control"));
         assert_eq!(reason("/a\u{10000}"), SUPPLEMENTARY);
         assert_eq!(reason("/lock-\u{1f512}"), SUPPLEMENTARY);
-        // Under a chroot, "/" is the chroot itself: its number would make
-        // a sibling of the chroot, outside it.
-        assert!(validate("/", true).is_err());
         assert!(validate("/a//", true).is_err());
         assert!(validate("/./a", true).is_err());
         assert!(validate("/../", true).is_err());
