@@ -77,12 +77,20 @@ fn next_attempt(shared: &Arc<Shared>) -> Option<(Target, Instant)> {
     next
 }
 
-/// Sleeps until `until`, still serving timers (requests waiting for a
-/// connection have deadlines) and waking for `close`. False if the session
-/// ended meanwhile.
+/// Waits out the pause before the next attempt, which starts at `until`
+/// or sooner if a `close` brings it forward, still serving timers
+/// (requests waiting for a connection have deadlines). False if the
+/// session ended meanwhile.
 fn wait_until(shared: &Arc<Shared>, wake: &Receiver<()>, until: Instant) -> bool {
     let never = crossbeam_channel::never::<()>();
-    match serve_timers(shared, wake, |_| Some(until), &never) {
+    let starts = |session: &ClientSession| {
+        Some(
+            session
+                .attempt_start()
+                .map_or(until, |starts| starts.min(until)),
+        )
+    };
+    match serve_timers(shared, wake, starts, &never) {
         Waited::Over => false,
         Waited::Until | Waited::Got(_) => true,
     }

@@ -55,14 +55,15 @@ impl<T, W: Clone> Session<T, W> {
             self.end_close(Ok(()));
         } else {
             // An attempt under way, or one whose host is chosen already,
-            // was planned without the close: it gets its share from now,
-            // or from its start if it is still waiting out a pause. A
+            // was planned without the close: it gets its share from now.
+            // One still waiting out a pause starts now: the pause spares
+            // servers a reconnect loop, while each moment closeSession
+            // waits keeps the session's locks from the others. A
             // handshake that completes sends closeSession (`prime`).
-            let starts = match self.conn {
-                Conn::None => self.attempt_starts.map_or(now, |starts| starts.max(now)),
-                _ => now,
-            };
-            self.plan_close_attempt(starts);
+            if self.conn == Conn::None {
+                self.attempt_starts = self.attempt_starts.map(|starts| starts.min(now));
+            }
+            self.plan_close_attempt(now);
         }
     }
 

@@ -646,12 +646,11 @@ fn a_connection_attempt_during_a_close_ends_by_its_deadline() {
 }
 
 /// An attempt still waiting out a pause when the close comes (here after
-/// two connections that lived less than a second) gets its share of what
-/// will be left of the close's deadline when it starts, as one planned
-/// during the close does: not a share counted from the close, which the
-/// pause would eat into.
+/// two connections that lived less than a second) starts at the close,
+/// with its share of the whole close: closeSession, which frees the
+/// session's locks, does not wait for the pause.
 #[test]
-fn an_attempt_waiting_out_a_pause_at_the_close_gets_its_share_from_its_start() {
+fn a_close_cuts_short_the_pause_before_the_next_attempt() {
     let now = Instant::now();
     let at = |ms| now + Duration::from_millis(ms);
     let mut s = among_hosts(2, now);
@@ -663,9 +662,15 @@ fn an_attempt_waiting_out_a_pause_at_the_close_gets_its_share_from_its_start() {
     s.handle_disconnected(now);
     let (_, starts) = s.next_host(now).unwrap();
     assert_eq!(starts, at(250), "the pause after two short connections");
+    assert_eq!(s.attempt_start(), Some(at(250)));
     s.close(at(100));
-    // 1 s from the close: 850 ms left at the start, among 2 hosts.
-    assert_eq!(s.close_attempt_end(), Some(at(250 + 425)));
+    assert_eq!(s.attempt_start(), Some(at(100)));
+    // 1 s from the close, among 2 hosts.
+    assert_eq!(s.close_attempt_end(), Some(at(100 + 500)));
+    s.handle_connected(at(100));
+    sent(&mut s);
+    resume_and_close(&mut s, at(110));
+    assert_eq!(s.close_outcome(), Some(Ok(())));
 }
 
 /// A handshake under way when the close comes (a hung server's) gets its

@@ -282,7 +282,7 @@ pub struct Session<T, W> {
     fatal: Option<Error>,
     closing: Option<close::Closing>,
     /// When the last attempt [`next_host`](Session::next_host) planned
-    /// starts: a close before then gives it its share from then.
+    /// starts: a close before then brings it forward.
     attempt_starts: Option<Instant>,
     /// How a `close` ended; see `close_outcome`.
     close_outcome: Option<Result<()>>,
@@ -1090,6 +1090,13 @@ impl<T, W: Clone> Session<T, W> {
             self.plan_close_attempt(starts);
         }
         next
+    }
+
+    /// When the attempt [`next_host`](Self::next_host) planned last
+    /// starts: as it said, or at the [`close`](Self::close) if one came
+    /// while the attempt waited out a pause. `None` before the first.
+    pub fn attempt_start(&self) -> Option<Instant> {
+        self.attempt_starts
     }
 
     /// The number of hosts in the connect string.
