@@ -47,8 +47,10 @@ pub enum Error {
     MarshallingError,
     /// The server does not implement the operation, or it is disabled (-6):
     /// servers before 3.6 lack `addWatch`, `multiRead`, `getEphemerals` and
-    /// `getAllChildrenNumber`, and TTL nodes need
-    /// `-Dzookeeper.extendedTypesEnabled=true` on the server.
+    /// `getAllChildrenNumber`, those before 3.7 lack `whoAmI`, and TTL
+    /// nodes need `-Dzookeeper.extendedTypesEnabled=true` on the server.
+    /// The server closes the connection after it: calls in flight then
+    /// fail with `ConnectionLoss`.
     #[error("operation not implemented or not enabled on the server")]
     Unimplemented,
     /// The server timed out the operation (-7).

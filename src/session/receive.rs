@@ -167,18 +167,19 @@ impl<T, W: Clone> Session<T, W> {
                 };
                 if pending.xid != xid {
                     let expected = Some(pending.xid);
-                    // A server before 3.6 refuses a multiRead as it reads
-                    // it, ahead of the replies of requests still in its
-                    // pipeline: a batch's refusal overtakes them. (A user's
-                    // own multi_read ends no batching, here or in order.)
-                    let unimplemented = header.err == ErrorCode::Unimplemented.code();
-                    if unimplemented
-                        && self
-                            .pending
-                            .iter()
-                            .any(|p| p.xid == xid && matches!(p.purpose, Purpose::Reads { .. }))
-                    {
-                        self.end_read_batching();
+                    // A server refuses an operation it does not know (a
+                    // multiRead before 3.6, whoAmI before 3.7...) as it
+                    // reads it, ahead of the replies of requests still in
+                    // its pipeline, and then closes the connection: the
+                    // refused call is told so (not `ConnectionLoss`, which
+                    // would have it asked again), and a refused batch ends
+                    // read batching (see `complete_reads`).
+                    let refused = (header.err == ErrorCode::Unimplemented.code())
+                        .then(|| self.pending.iter().position(|p| p.xid == xid))
+                        .flatten()
+                        .and_then(|at| self.pending.remove(at));
+                    if let Some(refused) = refused {
+                        self.complete(refused.purpose, Err(Error::Unimplemented));
                     }
                     self.fail(pending.purpose, Error::ConnectionLoss);
                     return Err(Error::UnexpectedReply {

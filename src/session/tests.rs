@@ -1458,3 +1458,35 @@ fn a_read_only_server_does_not_keep_a_quorum_session_alive() {
     assert_eq!(s.state(), State::Expired);
     assert_eq!(s.fatal_error(), Some(&Error::SessionExpired));
 }
+
+/// A refusal of an operation the server does not know (whoAmI before 3.7)
+/// overtakes the reply of a request still in its pipeline: the refused
+/// call is told `Unimplemented`, which no caller asks again, and only the
+/// call it overtook fails with `ConnectionLoss`. (Before, both did.)
+#[test]
+fn an_overtaking_refusal_goes_to_the_refused_call() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    s.submit(now, OpCode::Exists, &get_data("/app/e"), 1, None)
+        .unwrap();
+    s.submit(now, OpCode::WhoAmI, &(), 2, None).unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[1]).op, OpCode::WhoAmI.code());
+    let who_am_i = header(&frames[1]).xid;
+    s.handle_bytes(
+        now,
+        &reply(who_am_i, 0, ErrorCode::Unimplemented.code(), &()),
+    );
+    assert!(matches!(
+        s.poll_disconnect(),
+        Some(Error::UnexpectedReply { .. })
+    ));
+    s.handle_disconnected(now);
+    assert_eq!(
+        replies(&mut s),
+        [
+            (2, Err(Error::Unimplemented)),
+            (1, Err(Error::ConnectionLoss))
+        ]
+    );
+}
