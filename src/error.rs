@@ -243,8 +243,10 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The server sent bytes that break the protocol. A frame or reply that
-    /// cannot be decoded drops the connection: the call whose reply it was
-    /// fails with this, the others in flight with `ConnectionLoss`. A reply
+    /// cannot be decoded, or a reply over
+    /// [`max_frame`](crate::Config::max_frame), drops the connection: the
+    /// call whose reply it was fails with this, the others in flight with
+    /// `ConnectionLoss`. A reply
     /// to [`Client::multi`](crate::Client::multi) or
     /// [`multi_read`](crate::Client::multi_read) that decodes but holds a
     /// result count unlike the request's fails that call alone, and the

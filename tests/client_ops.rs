@@ -5,9 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, mk, open, server, wait_until, WAIT};
+use common::{builder, connect, mk, open, server, wait_until, WAIT};
 use zklock::testing::TestServer;
-use zklock::{CreateMode, Error};
+use zklock::{CreateMode, DecodeError, Error};
 
 #[test]
 fn crud_round_trip_with_stats() {
@@ -435,4 +435,36 @@ fn get_ephemerals_and_get_all_children_number() {
     assert_eq!(c.get_all_children_number("/eph").expect("count"), 4);
     assert_eq!(c.get_all_children_number("/eph/dir").expect("count"), 1);
     assert_eq!(c.get_all_children_number("/eph/a").expect("count"), 0);
+}
+
+/// A reply over `max_frame` (here a listing of a directory with many
+/// children) fails its call with the limit, which asking again would not
+/// change, not with `ConnectionLoss`. Its bytes are not read, so the
+/// connection goes; the session lives on through the next one.
+#[test]
+fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
+    let zk = server();
+    let c = builder()
+        .max_frame(1024)
+        .connect(&zk.connect_string())
+        .expect("connect");
+    let session = c.session_id();
+    mk(&c, "/big", b"");
+    for i in 0..60 {
+        let name = format!("/big/a-child-with-a-long-name-{i:02}");
+        c.create(&name, b"", &open(), CreateMode::Persistent)
+            .expect("create a child");
+    }
+    match c.get_children("/big") {
+        Err(Error::Protocol(DecodeError::FrameTooLarge { len, max: 1024 })) => {
+            assert!(len > 60 * 30, "{len}")
+        }
+        other => panic!("listing over the limit: {other:?}"),
+    }
+    assert!(c.exists("/big").expect("exists after").is_some());
+    assert_eq!(c.session_id(), session);
+    assert_eq!(
+        c.get_children("/big/a-child-with-a-long-name-00"),
+        Ok(vec![])
+    );
 }

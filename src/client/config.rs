@@ -138,7 +138,8 @@ impl Config {
 
     /// The largest frame accepted from a server (default 1,114,111 bytes:
     /// the default `jute.maxbuffer`, 1,048,575, plus 64 KiB for the header
-    /// and Stat around a maximal payload).
+    /// and Stat around a maximal payload). A reply over it fails its call
+    /// with `Protocol(FrameTooLarge)` and drops the connection.
     pub fn max_frame(&self) -> usize {
         self.max_frame
     }

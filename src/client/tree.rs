@@ -107,9 +107,9 @@ impl Client {
     /// `ConnectionLoss`, say), leaving the rest, so it may be called again.
     /// Nodes created meanwhile are deleted too, up to ten listings of one
     /// node, after which the call fails with `NotEmpty`. A node whose
-    /// listing is larger than [`max_frame`](crate::Config::max_frame) drops
-    /// the connection, and the call fails with `ConnectionLoss` each time:
-    /// raise `max_frame` for it.
+    /// listing is larger than [`max_frame`](crate::Config::max_frame) fails
+    /// it with `Protocol(FrameTooLarge)` (and drops the connection): raise
+    /// `max_frame` for it.
     ///
     /// Deleting a lock's directory deletes its holders' and waiters' nodes:
     /// they lose the lock. `/` is refused with `InvalidPath` (the server

@@ -46,9 +46,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{malformed, Error, Result};
 use crate::proto::{
-    split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DeleteRequest,
-    KeeperState, MultiRequest, OpCode, Record, RemoveWatchesRequest, Response, WatcherType,
-    AUTH_XID, PASSWORD_LEN, PING_XID,
+    split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DecodeError,
+    DeleteRequest, KeeperState, MultiRequest, OpCode, Record, RemoveWatchesRequest, Response,
+    WatcherType, AUTH_XID, PASSWORD_LEN, PING_XID,
 };
 use crate::rand::Rng;
 
@@ -615,6 +615,13 @@ impl<T, W: Clone> Session<T, W> {
                     }
                 }
                 Ok(None) => break,
+                Err(e @ DecodeError::FrameTooLarge { .. }) if self.conn == Conn::Established => {
+                    // Whose reply it is, when its xid is in.
+                    let Some(xid) = rest.get(4..8).and_then(|b| b.try_into().ok()) else {
+                        break;
+                    };
+                    self.refuse_oversized_reply(i32::from_be_bytes(xid), e);
+                }
                 Err(e) => self.request_disconnect(Error::Protocol(e)),
             }
         }

@@ -1490,3 +1490,43 @@ fn an_overtaking_refusal_goes_to_the_refused_call() {
         ]
     );
 }
+
+/// A reply over the frame limit fails its call with the limit (once its
+/// xid is in, here in a second read) and drops the connection; the other
+/// call in flight fails with `ConnectionLoss`.
+#[test]
+fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        max_frame: 1024,
+        ..config()
+    };
+    let mut s = connected_with(config, now);
+    s.submit(now, OpCode::GetChildren, &get_data("/app/big"), 1, None)
+        .unwrap();
+    s.submit(now, OpCode::Exists, &get_data("/app/e"), 2, None)
+        .unwrap();
+    let frames = sent(&mut s);
+    let listing = header(&frames[0]).xid;
+    let mut frame = 2000i32.to_be_bytes().to_vec();
+    frame.extend_from_slice(&listing.to_be_bytes());
+    s.handle_bytes(now, &frame[..6]);
+    assert_eq!(s.poll_disconnect(), None, "the xid is not in yet");
+    s.handle_bytes(now, &frame[6..]);
+    let too_large = DecodeError::FrameTooLarge {
+        len: 2000,
+        max: 1024,
+    };
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(too_large.clone()))
+    );
+    s.handle_disconnected(now);
+    assert_eq!(
+        replies(&mut s),
+        [
+            (1, Err(Error::Protocol(too_large))),
+            (2, Err(Error::ConnectionLoss))
+        ]
+    );
+}
