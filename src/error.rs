@@ -249,8 +249,8 @@ pub enum Error {
     /// `ConnectionLoss`. A reply
     /// to [`Client::multi`](crate::Client::multi) or
     /// [`multi_read`](crate::Client::multi_read) that decodes but holds a
-    /// result count unlike the request's fails that call alone, and the
-    /// connection stays.
+    /// result count unlike the request's, or a result unlike its op, fails
+    /// that call alone, and the connection stays.
     #[error("protocol error: {0}")]
     Protocol(#[from] DecodeError),
     /// A reply whose xid is not the oldest outstanding request's: replies

@@ -1028,6 +1028,68 @@ fn a_failed_multi_without_a_failing_op_is_malformed() {
     d.expect_back();
 }
 
+/// Answers the first request of kind `op` with `results`, then closes.
+fn answer_multi(
+    op: OpCode,
+    results: Vec<zklock::proto::OpResult>,
+) -> impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static {
+    move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(op)?;
+        let reply = zklock::proto::MultiResponse {
+            results: results.clone(),
+        };
+        peer.reply(xid, 0, &reply.to_bytes())?;
+        Ok(After::Close)
+    }
+}
+
+/// Results of another kind than their ops (a delete's for a setData, a
+/// listing for a getData, an error that says "no error") fail the call as
+/// malformed. Before, they came back as the outcomes of ops never asked
+/// for (`Deleted` for a setData, `Children` for a getData).
+#[test]
+fn multi_results_unlike_their_ops_are_malformed() {
+    use zklock::proto::{ErrorResponse, GetChildrenResponse, OpResult};
+    use zklock::{Op, ReadOp};
+    let d = detour("multi-kinds", |b| b);
+    let h = d.via(answer_multi(
+        OpCode::Multi,
+        vec![OpResult::Check, OpResult::Delete],
+    ));
+    d.expect_states(&[State::Connected]);
+    let (client, node) = (d.client.clone(), d.node.clone());
+    let result = within(BOUND, "a multi", move || {
+        client.multi(&[
+            Op::check(node.as_str(), None),
+            Op::set_data(node.as_str(), "x", None),
+        ])
+    });
+    let unlike_op = Error::Protocol(DecodeError::Malformed("multi result unlike its op"));
+    assert_eq!(result, Err(unlike_op));
+    assert_eq!(h.next_report(BOUND).script_error, None);
+    d.expect_states(&[State::Disconnected]);
+    d.expect_back();
+
+    let unlike_read = Error::Protocol(DecodeError::Malformed("multiRead result unlike its read"));
+    let listing = OpResult::GetChildren(GetChildrenResponse {
+        children: vec!["x".into()],
+    });
+    let no_error = OpResult::Error(ErrorResponse { err: 0 });
+    for results in [vec![listing], vec![no_error]] {
+        let h = d.via(answer_multi(OpCode::MultiRead, results.clone()));
+        d.expect_states(&[State::Connected]);
+        let (client, node) = (d.client.clone(), d.node.clone());
+        let result = within(BOUND, "a multi_read", move || {
+            client.multi_read(&[ReadOp::GetData(node)])
+        });
+        assert_eq!(result, Err(unlike_read.clone()), "{results:?}");
+        assert_eq!(h.next_report(BOUND).script_error, None);
+        d.expect_states(&[State::Disconnected]);
+        d.expect_back();
+    }
+}
+
 #[test]
 fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
     const CALLS: usize = 12;

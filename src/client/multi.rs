@@ -218,19 +218,24 @@ impl Client {
         response
             .results
             .into_iter()
-            .map(|result| match result {
-                OpResult::Create(r) => Ok(OpOutcome::Created {
-                    path: self.client_path(r.path),
-                    stat: None,
-                }),
-                OpResult::Create2(r) => Ok(OpOutcome::Created {
-                    path: self.client_path(r.path),
-                    stat: Some(r.stat),
-                }),
-                OpResult::Delete => Ok(OpOutcome::Deleted),
-                OpResult::SetData(r) => Ok(OpOutcome::DataSet(r.stat)),
-                OpResult::Check => Ok(OpOutcome::Checked),
-                _ => Err(malformed("multi result of a read op")),
+            .zip(&request.ops)
+            .map(|(result, op)| match (op, result) {
+                (MultiOp::Create(_) | MultiOp::CreateContainer(_), OpResult::Create(r)) => {
+                    Ok(OpOutcome::Created {
+                        path: self.client_path(r.path),
+                        stat: None,
+                    })
+                }
+                (MultiOp::Create(_) | MultiOp::CreateContainer(_), OpResult::Create2(r)) => {
+                    Ok(OpOutcome::Created {
+                        path: self.client_path(r.path),
+                        stat: Some(r.stat),
+                    })
+                }
+                (MultiOp::Delete(_), OpResult::Delete) => Ok(OpOutcome::Deleted),
+                (MultiOp::SetData(_), OpResult::SetData(r)) => Ok(OpOutcome::DataSet(r.stat)),
+                (MultiOp::Check(_), OpResult::Check) => Ok(OpOutcome::Checked),
+                _ => Err(malformed("multi result unlike its op")),
             })
             .collect()
     }
@@ -257,15 +262,20 @@ impl Client {
             });
         }
         let response = self.call_multi(OpCode::MultiRead, &request, None)?;
-        Ok(response
+        response
             .results
             .into_iter()
-            .map(|result| match result {
-                OpResult::GetData(r) => Ok(ReadOutcome::Data(r.data.unwrap_or_default(), r.stat)),
-                OpResult::GetChildren(r) => Ok(ReadOutcome::Children(r.children)),
-                OpResult::Error(e) => Err(Error::from_code(e.err)),
-                _ => Err(malformed("multiRead result of a write op")),
+            .zip(&request.ops)
+            .map(|(result, op)| match (op, result) {
+                (MultiOp::GetData(_), OpResult::GetData(r)) => {
+                    Ok(Ok(ReadOutcome::Data(r.data.unwrap_or_default(), r.stat)))
+                }
+                (MultiOp::GetChildren(_), OpResult::GetChildren(r)) => {
+                    Ok(Ok(ReadOutcome::Children(r.children)))
+                }
+                (_, OpResult::Error(e)) if e.err != 0 => Ok(Err(Error::from_code(e.err))),
+                _ => Err(malformed("multiRead result unlike its read")),
             })
-            .collect())
+            .collect()
     }
 }
