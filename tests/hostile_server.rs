@@ -641,29 +641,35 @@ fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
     const MAX: usize = 100_000;
     let d = detour("frames", |b| b.max_frame(MAX));
 
-    for (what, answer, log) in [
+    let too_large = |len| Error::Protocol(DecodeError::FrameTooLarge { len, max: MAX });
+    for (what, answer, log, error) in [
         (
             "a reply header shorter than its record",
             frame(&[0, 0, 0, 1, 0, 0, 0]),
             "dropping connection: protocol error: truncated input: needed 8 more byte(s) but only 3 remain",
+            Error::ConnectionLoss,
         ),
         (
             "a negative frame length",
             (-2i32).to_be_bytes().to_vec(),
             "dropping connection: protocol error: negative frame length -2",
+            Error::ConnectionLoss,
         ),
         // Refused from the 4-byte prefix alone: nothing more is sent and
         // the connection stays open, so waiting for the bytes would hang
-        // until the read timeout (20 s).
+        // until the read timeout (20 s). The call whose reply was due
+        // fails with the limit.
         (
             "a frame length of 0x7fffffff",
             i32::MAX.to_be_bytes().to_vec(),
             "dropping connection: protocol error: frame of 2147483647 bytes exceeds the 100000-byte limit",
+            too_large(i32::MAX as usize),
         ),
         (
             "a frame length one over max_frame",
             (MAX as i32 + 1).to_be_bytes().to_vec(),
             "dropping connection: protocol error: frame of 100001 bytes exceeds the 100000-byte limit",
+            too_large(MAX + 1),
         ),
     ] {
         let h = d.via(move |peer| {
@@ -673,7 +679,7 @@ fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
             Ok(After::Hold)
         });
         d.expect_states(&[State::Connected]);
-        assert_eq!(d.get(), Err(Error::ConnectionLoss), "{what}");
+        assert_eq!(d.get(), Err(error), "{what}");
         assert_logged(log, BOUND);
         d.expect_states(&[State::Disconnected]);
         prompt_drop(&h);
@@ -725,7 +731,7 @@ fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
         d.get().expect("a reply of max_frame bytes").len(),
         MAX - overhead
     );
-    assert_eq!(d.get(), Err(Error::ConnectionLoss));
+    assert_eq!(d.get(), Err(too_large(MAX + 1)));
     // Logged once already, by the bare length prefix above.
     assert_logged_times(ONE_OVER, one_over_before + 1, BOUND);
     d.expect_states(&[State::Disconnected]);

@@ -616,11 +616,7 @@ impl<T, W: Clone> Session<T, W> {
                 }
                 Ok(None) => break,
                 Err(e @ DecodeError::FrameTooLarge { .. }) if self.conn == Conn::Established => {
-                    // Whose reply it is, when its xid is in.
-                    let Some(xid) = rest.get(4..8).and_then(|b| b.try_into().ok()) else {
-                        break;
-                    };
-                    self.refuse_oversized_reply(i32::from_be_bytes(xid), e);
+                    self.refuse_oversized_reply(e);
                 }
                 Err(e) => self.request_disconnect(Error::Protocol(e)),
             }

@@ -204,15 +204,16 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
-    /// A reply over the frame limit (a listing of a huge directory, say)
-    /// fails its call with the limit's error, which asking again would not
-    /// change, rather than with the `ConnectionLoss` of the others in
-    /// flight: its bytes are not read, so the connection goes.
-    pub(super) fn refuse_oversized_reply(&mut self, xid: i32, error: DecodeError) {
-        if self.pending.front().is_some_and(|p| p.xid == xid) {
-            if let Some(pending) = self.pending.pop_front() {
-                self.complete(pending.purpose, Err(Error::Protocol(error.clone())));
-            }
+    /// A frame over the limit fails the call whose reply is due with the
+    /// limit's error, which asking again would not change (a listing of a
+    /// huge directory, say), rather than with the `ConnectionLoss` of the
+    /// others in flight. It is refused from its length alone, not waited
+    /// for: only a reply can be that large (a server's notifications, ping
+    /// and auth replies are small), and replies come in order. Its bytes
+    /// are not read, so the connection goes.
+    pub(super) fn refuse_oversized_reply(&mut self, error: DecodeError) {
+        if let Some(pending) = self.pending.pop_front() {
+            self.complete(pending.purpose, Err(Error::Protocol(error.clone())));
         }
         self.request_disconnect(Error::Protocol(error));
     }
