@@ -967,8 +967,9 @@ fn a_timed_successor_on_a_silent_connection_keeps_its_deadline() {
 
 /// Attempts made while the connection is down and no reconnect succeeds:
 /// their create waits for a connection, unsent. `try_lock_for` takes it
-/// back at its deadline (`Ok(None)`) and `cancel` at once (`Cancelled`),
-/// long before the outage ends, and no create ever reaches the server.
+/// back at its deadline (`Ok(None)`), even a deadline that passes before
+/// its create is made, and `cancel` at once (`Cancelled`), long before the
+/// outage ends, and no create ever reaches the server.
 /// `try_lock`, which does not wait for other holders, still waits for the
 /// server's answer: once the outage ends, it gets the free lock.
 #[test]
@@ -994,6 +995,15 @@ fn attempts_made_while_disconnected_take_back_their_unsent_create() {
     let started = std::time::Instant::now();
     assert!(matches!(mutex.try_lock_for(DEADLINE), Ok(None)));
     let timed_out_after = started.elapsed();
+    // A timeout so short that it passes before the attempt's first
+    // request is still a timeout, not a try that waits for the server's
+    // answer (before, it waited out the outage).
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        mutex.try_lock_for(Duration::from_nanos(1)),
+        Ok(None)
+    ));
+    let tiny_timed_out_after = started.elapsed();
 
     let started = std::time::Instant::now();
     let over = std::sync::atomic::AtomicBool::new(false);
@@ -1010,6 +1020,7 @@ fn attempts_made_while_disconnected_take_back_their_unsent_create() {
     assert!(matches!(cancelled, Err(Error::Cancelled)), "{cancelled:?}");
     for (what, took) in [
         ("try_lock_for", timed_out_after),
+        ("try_lock_for 1 ns", tiny_timed_out_after),
         ("cancel", cancelled_after),
     ] {
         assert!(took < OUTAGE / 2, "{what} returned after {took:?}");

@@ -531,10 +531,57 @@ pub(crate) struct Attempt<'a> {
     pub waiters: &'a Waiters,
 }
 
+/// How long an acquisition may wait, fixed when its call starts: a
+/// deadline that had passed by then makes one try, which still waits for
+/// the server's answers ("not acquired" must mean that another holds the
+/// lock); one that passes later is given up at, whatever the connection
+/// does, even by a call that reached its first request only after it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Patience {
+    /// When waiting for other holders ends (`None`: never).
+    deadline: Option<Instant>,
+    /// When waiting for the server's answers ends (`None`: never).
+    give_up_at: Option<Instant>,
+}
+
+impl Patience {
+    /// Waits for as long as it takes.
+    pub(crate) const FOREVER: Patience = Patience {
+        deadline: None,
+        give_up_at: None,
+    };
+
+    /// One try: see [`Patience`].
+    pub(crate) fn one_try() -> Patience {
+        Patience::until(Instant::now())
+    }
+
+    /// Waits up to `timeout` from now; a zero one is one try, and one too
+    /// long to make a deadline of waits forever.
+    pub(crate) fn within(timeout: Duration) -> Patience {
+        let now = Instant::now();
+        match now.checked_add(timeout) {
+            None => Patience::FOREVER,
+            Some(deadline) => Patience {
+                deadline: Some(deadline),
+                give_up_at: (!timeout.is_zero()).then_some(deadline),
+            },
+        }
+    }
+
+    /// Waits until `deadline`; one already passed is one try.
+    pub(crate) fn until(deadline: Instant) -> Patience {
+        Patience {
+            deadline: Some(deadline),
+            give_up_at: (Instant::now() < deadline).then_some(deadline),
+        }
+    }
+}
+
 impl Attempt<'_> {
-    /// Acquires, waiting until `deadline` (`None`: forever; a past instant:
-    /// one try). `Ok(None)` when the deadline passed. Whenever the attempt
-    /// does not end holding the lock, its node is deleted.
+    /// Acquires, waiting as `patience` says. `Ok(None)` when its deadline
+    /// passed. Whenever the attempt does not end holding the lock, its node
+    /// is deleted.
     ///
     /// The attempt belongs to the session it began in (see
     /// [`Session::generation`](crate::session::Session::generation)): once
@@ -545,11 +592,11 @@ impl Attempt<'_> {
     /// for a node whose create's reply was lost, made there, would find
     /// nothing and create a second node, or a listing would grant a lock
     /// whose node went with the old session.
-    pub(crate) fn run(&self, deadline: Option<Instant>) -> Result<Option<HeldLock>> {
+    pub(crate) fn run(&self, patience: Patience) -> Result<Option<HeldLock>> {
         let wakeup = self.waiters.register();
         let mut node = None;
         let session = self.spec.client.session_generation();
-        let result = self.acquire(deadline, &wakeup, &mut node, session);
+        let result = self.acquire(patience, &wakeup, &mut node, session);
         self.waiters.unregister(&wakeup);
         match (&result, node) {
             (Ok(Some(_)), _) | (_, None) => {}
@@ -562,17 +609,16 @@ impl Attempt<'_> {
 
     fn acquire(
         &self,
-        deadline: Option<Instant>,
+        patience: Patience,
         wakeup: &Arc<Wakeup>,
         node: &mut Option<String>,
         session: u64,
     ) -> Result<Option<HeldLock>> {
         let client = &self.spec.client;
-        // When the attempt gives up on an answer it waits for: at the
-        // deadline of one that may wait. A try without waiting (`try_lock`)
-        // still waits for the server's answers: "not acquired" must mean
-        // that another holds the lock.
-        let give_up_at = deadline.filter(|d| Instant::now() < *d);
+        let Patience {
+            deadline,
+            give_up_at,
+        } = patience;
         // The connection the last listing (here, the one behind the
         // create) went out on; see `own_watched` below.
         let mut listed_on = client.shared().connection_count();

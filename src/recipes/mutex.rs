@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use super::acquire::{Attempt, LockSpec, Rule, Waiters};
+use super::acquire::{Attempt, LockSpec, Patience, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState, Tracker};
 use super::monitor::LockMonitor;
 use super::naming::MUTEX_MARKER;
@@ -84,7 +84,7 @@ impl Mutex {
     /// times, the wait's other requests until two session
     /// timeouts pass without progress, and then their last error ends it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
-        self.acquire(None)?
+        self.acquire(Patience::FOREVER)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -93,7 +93,7 @@ impl Mutex {
     /// through a reconnect if need be, and fails as [`Mutex::lock`] does
     /// (`WouldDeadlock` included).
     pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Some(Instant::now()))
+        self.acquire(Patience::one_try())
     }
 
     /// Waits up to `timeout`: `Ok(None)` if the lock was not acquired in time,
@@ -101,7 +101,7 @@ impl Mutex {
     /// which waits for the server's answers; one too long to make a
     /// deadline of waits without one. Fails as [`Mutex::lock`] does.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Instant::now().checked_add(timeout))
+        self.acquire(Patience::within(timeout))
     }
 
     /// Waits until `deadline`: `Ok(None)` if the lock was not acquired in
@@ -109,7 +109,7 @@ impl Mutex {
     /// [`Mutex::try_lock`], which waits for the server's answers. Fails as
     /// [`Mutex::lock`] does.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MutexGuard<'_>>> {
-        self.acquire(Some(deadline))
+        self.acquire(Patience::until(deadline))
     }
 
     /// Wakes every attempt under way on this mutex (`lock`, `try_lock_for`,
@@ -129,29 +129,25 @@ impl Mutex {
         self.holders.current_thread_holds()
     }
 
-    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<MutexGuard<'_>>> {
+    fn acquire(&self, patience: Patience) -> Result<Option<MutexGuard<'_>>> {
         if self.is_held_by_current_thread() {
             return Err(Error::WouldDeadlock);
         }
-        let held = attempt(&self.spec, &self.waiters, deadline)?;
+        let held = attempt(&self.spec, &self.waiters, patience)?;
         Ok(held.map(|held| MutexGuard {
             hold: Hold::new(held, &self.holders, true),
         }))
     }
 }
 
-fn attempt(
-    spec: &LockSpec,
-    waiters: &Waiters,
-    deadline: Option<Instant>,
-) -> Result<Option<HeldLock>> {
+fn attempt(spec: &LockSpec, waiters: &Waiters, patience: Patience) -> Result<Option<HeldLock>> {
     Attempt {
         spec,
         marker: MUTEX_MARKER,
         rule: Rule::Exclusive,
         waiters,
     }
-    .run(deadline)
+    .run(patience)
 }
 
 /// Proof that a [`Mutex`] is held. Dropping it releases the lock without
@@ -365,7 +361,7 @@ impl ReentrantMutex {
     /// `LockLost` if it is gone, or `ConnectionLoss` if the server cannot
     /// confirm it just then. The other attempts below fail the same way.
     pub fn lock(&self) -> Result<ReentrantMutexGuard<'_>> {
-        self.acquire(None)?
+        self.acquire(Patience::FOREVER)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -373,17 +369,17 @@ impl ReentrantMutex {
     /// another thread or contender holds it. It still waits for the
     /// server's answers, through a reconnect if need be.
     pub fn try_lock(&self) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Some(Instant::now()))
+        self.acquire(Patience::one_try())
     }
 
     /// Waits up to `timeout` (without a deadline if too long to make one).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Instant::now().checked_add(timeout))
+        self.acquire(Patience::within(timeout))
     }
 
     /// Waits until `deadline`.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<ReentrantMutexGuard<'_>>> {
-        self.acquire(Some(deadline))
+        self.acquire(Patience::until(deadline))
     }
 
     /// Wakes every attempt under way with `Cancelled` (see
@@ -401,7 +397,7 @@ impl ReentrantMutex {
             .map_or(0, |r| r.count)
     }
 
-    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<ReentrantMutexGuard<'_>>> {
+    fn acquire(&self, patience: Patience) -> Result<Option<ReentrantMutexGuard<'_>>> {
         let me = std::thread::current().id();
         if let Some(reentry) = lock(&self.holder).as_mut().filter(|r| r.thread == me) {
             // Curator hands out a lost hold again; a caller that checks only
@@ -418,7 +414,7 @@ impl ReentrantMutex {
                 _not_send: PhantomData,
             }));
         }
-        let Some(held) = attempt(&self.spec, &self.waiters, deadline)? else {
+        let Some(held) = attempt(&self.spec, &self.waiters, patience)? else {
             return Ok(None);
         };
         let (hold, tracker) = (held.id(), held.tracker());

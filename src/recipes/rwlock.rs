@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::acquire::{Attempt, Blocker, Decision, LockSpec, Rule, Waiters};
+use super::acquire::{Attempt, Blocker, Decision, LockSpec, Patience, Rule, Waiters};
 use super::held::{HeldLock, Hold, Holders, LockState};
 use super::mutex::guard_accessors;
 use super::naming::{is_exclusive, Contender, READ_MARKER, WRITE_MARKER};
@@ -71,7 +71,7 @@ impl RwLock {
     /// and another writer is queued, or holds a read lock that a queued
     /// writer waits for.
     pub fn read(&self) -> Result<RwLockReadGuard<'_>> {
-        self.acquire_read(None)?
+        self.acquire_read(Patience::FOREVER)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -80,26 +80,26 @@ impl RwLock {
     /// answers, through a reconnect if need be, and fails as
     /// [`RwLock::read`] does (`WouldDeadlock` included).
     pub fn try_read(&self) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Some(Instant::now()))
+        self.acquire_read(Patience::one_try())
     }
 
     /// Waits up to `timeout` for a read lock (without a deadline if too long
     /// to make one). Fails as [`RwLock::read`] does.
     pub fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Instant::now().checked_add(timeout))
+        self.acquire_read(Patience::within(timeout))
     }
 
     /// Waits until `deadline` for a read lock. Fails as [`RwLock::read`]
     /// does.
     pub fn try_read_until(&self, deadline: Instant) -> Result<Option<RwLockReadGuard<'_>>> {
-        self.acquire_read(Some(deadline))
+        self.acquire_read(Patience::until(deadline))
     }
 
     /// Blocks until the write lock is held. Fails as
     /// [`Mutex::lock`](crate::Mutex::lock) does, and with `WouldDeadlock` if
     /// this thread already holds the write lock or a read lock.
     pub fn write(&self) -> Result<RwLockWriteGuard<'_>> {
-        self.acquire_write(None)?
+        self.acquire_write(Patience::FOREVER)?
             .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
     }
 
@@ -108,19 +108,19 @@ impl RwLock {
     /// server's answers, through a reconnect if need be, and fails as
     /// [`RwLock::write`] does (`WouldDeadlock` included).
     pub fn try_write(&self) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Some(Instant::now()))
+        self.acquire_write(Patience::one_try())
     }
 
     /// Waits up to `timeout` for the write lock (without a deadline if too
     /// long to make one). Fails as [`RwLock::write`] does.
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Instant::now().checked_add(timeout))
+        self.acquire_write(Patience::within(timeout))
     }
 
     /// Waits until `deadline` for the write lock. Fails as
     /// [`RwLock::write`] does.
     pub fn try_write_until(&self, deadline: Instant) -> Result<Option<RwLockWriteGuard<'_>>> {
-        self.acquire_write(Some(deadline))
+        self.acquire_write(Patience::until(deadline))
     }
 
     /// Wakes every `read` and `write` attempt under way, timed ones
@@ -130,7 +130,7 @@ impl RwLock {
         self.waiters.cancel();
     }
 
-    fn acquire_read(&self, deadline: Option<Instant>) -> Result<Option<RwLockReadGuard<'_>>> {
+    fn acquire_read(&self, patience: Patience) -> Result<Option<RwLockReadGuard<'_>>> {
         let rule = match self.writer.current_thread_node() {
             Some(write) => Rule::ReadUnderWrite(write, self.readers.current_thread_nodes().into()),
             None => {
@@ -148,13 +148,13 @@ impl RwLock {
             rule,
             waiters: &self.waiters,
         }
-        .run(deadline)?;
+        .run(patience)?;
         Ok(held.map(|held| RwLockReadGuard {
             hold: Hold::new(held, &self.readers, false),
         }))
     }
 
-    fn acquire_write(&self, deadline: Option<Instant>) -> Result<Option<RwLockWriteGuard<'_>>> {
+    fn acquire_write(&self, patience: Patience) -> Result<Option<RwLockWriteGuard<'_>>> {
         if self.writer.current_thread_holds() || self.readers.current_thread_holds() {
             return Err(Error::WouldDeadlock);
         }
@@ -164,7 +164,7 @@ impl RwLock {
             rule: Rule::Exclusive,
             waiters: &self.waiters,
         }
-        .run(deadline)?;
+        .run(patience)?;
         Ok(held.map(|held| RwLockWriteGuard {
             hold: Hold::new(held, &self.writer, true),
         }))
