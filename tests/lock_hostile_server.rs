@@ -148,6 +148,63 @@ fn a_node_watch_with_an_undecodable_reply_is_set_again() {
     assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
 }
 
+/// A followed hold, back from `Suspended` on a reconnect, asks the server
+/// whether its node is there. A server that answers that exists with a
+/// timeout of its own (-7) on a connection that stays up has it asked
+/// again after a back-off, and the hold turns `Held` on the answer. Before,
+/// the hold stayed `Suspended` until some later reconnect.
+#[test]
+fn a_confirmation_answered_with_a_timeout_is_asked_again() {
+    const DIR: &str = "/hostile/confirm";
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, Duration::ZERO);
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+    // Asked about: the hold follows its node, and checks it on reconnects.
+    assert_eq!(guard.state(), LockState::Held);
+    let stat = stat_from_real_server(&client, guard.node()).to_bytes();
+    let exists_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = exists_seen.clone();
+    let hostile = Hostile::start(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        // The node watch set again, then the exists, twice; bounded.
+        for _ in 0..8 {
+            let (header, _) = peer.next_request()?;
+            if header.op == OpCode::Exists.code() {
+                let first = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+                if first {
+                    peer.reply(header.xid, OPERATION_TIMEOUT, &[])?;
+                } else {
+                    peer.reply(header.xid, 0, &stat)?;
+                    return Ok(After::Hold);
+                }
+            } else {
+                peer.reply(header.xid, 0, &[])?;
+            }
+        }
+        Ok(After::Close)
+    });
+    let changes = guard.state_changes();
+    detour(&gate, &states, &hostile);
+    assert_eq!(
+        recv_lock_states(&changes),
+        [LockState::Suspended, LockState::Held],
+        "the hold's states after a confirmation answered with a timeout"
+    );
+    assert_eq!(
+        exists_seen.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "the exists asked again"
+    );
+    assert_eq!(hostile.connections(), 1, "no reconnect");
+    gate.set_upstream(real.addr());
+    gate.cut();
+    stat_from_real_server(&client, guard.node());
+    guard.unlock().unwrap();
+}
+
 /// Sends the client back to `real` through `gate`, and waits there for
 /// `node`, a release the detour left unconfirmed, to be deleted: another
 /// session then gets the lock at `dir` at once.

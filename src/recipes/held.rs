@@ -360,8 +360,8 @@ pub(crate) struct Tracker {
     /// Notified as a caller has read the watch's reply (`Watching::Reading`
     /// ends).
     reply_in: Condvar,
-    /// Set once the watch was wanted (its state, changes or token asked
-    /// for, or set by the wait): from then on it is set again on every
+    /// Set once the watch was wanted (its state or changes asked for, its
+    /// token read from the server, or set by the wait): from then on it is set again on every
     /// reconnect that finds it unset, by the state callback, since nobody
     /// may ask again (a watchdog blocked on its changes, say).
     asked: AtomicBool,
@@ -490,8 +490,9 @@ impl Tracker {
 
     /// Back from `Suspended` on a reconnect: `Held` again only once the
     /// server shows the node, with an exists sent behind the handshake's
-    /// re-registration of the node watch (after `throttled` throttled
-    /// ones). Another client may have deleted the node meanwhile, which
+    /// re-registration of the node watch (after `throttled` ones that the
+    /// server throttled or timed out, each asked again after a back-off).
+    /// Another client may have deleted the node meanwhile, which
     /// that watch tells only a round trip after the handshake: until then
     /// the guard would say `Held`, its node gone. An exists that fails with
     /// its connection (or session) leaves the guard `Suspended`: the state
@@ -511,7 +512,11 @@ impl Tracker {
                 match reply {
                     Ok(_) => tracker.follow(tracker.client.state()),
                     Err(Error::NoNode) => tracker.shared.set(LockState::Lost),
-                    Err(Error::ThrottledOp) => tracker.confirm_node(throttled.saturating_add(1)),
+                    // Refused or timed out by the server on a connection
+                    // that stays up: no reconnect will ask again.
+                    Err(Error::ThrottledOp | Error::OperationTimeout | Error::RequestTimeout) => {
+                        tracker.confirm_node(throttled.saturating_add(1))
+                    }
                     Err(e) if e.is_retryable() || e.is_session_lost() => {}
                     Err(Error::Protocol(_)) => {}
                     // Answered otherwise on a connection that stays up:

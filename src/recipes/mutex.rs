@@ -218,10 +218,11 @@ macro_rules! guard_accessors {
         /// or `Lost` (final).
         ///
         /// A lock granted without waiting starts watching its node when its
-        /// state (or token) is first asked for, so a lock/unlock loop that
-        /// never asks sends nothing for it. The first call waits for that
-        /// watch's reply (one read round trip), so a node deleted before it
-        /// already shows as `Lost`; later calls answer at once.
+        /// state is first asked for (or its token, unless the create told
+        /// it), so a lock/unlock loop that never asks sends nothing for it.
+        /// The first call waits for that watch's reply (one read round
+        /// trip), so a node deleted before it already shows as `Lost`;
+        /// later calls answer at once.
         pub fn state(&self) -> LockState {
             self.held().state()
         }
