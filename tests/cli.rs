@@ -1190,6 +1190,56 @@ fn a_lost_lock_terminates_the_commands_descendants_too() {
     wait_until("the worker to be gone", WAIT, || !is_running(worker));
 }
 
+/// The command's exit and the lock's loss reaching zklock together: zklock
+/// is stopped (SIGSTOP) while the lock node is deleted and the command
+/// exits, leaving a background worker in its group, then continued. Told
+/// of the loss (76), zklock must have ended the worker, whichever it
+/// handled first: before, when it took the exit first with the loss
+/// already in, it exited 76 and left the worker running beside the next
+/// holder. Taking the exit before the loss arrived, it exits with the
+/// command's status, which the loss came too late to change. Raced, so
+/// several rounds.
+#[test]
+fn a_loss_told_with_the_commands_exit_ends_what_the_command_left_running() {
+    const ROUNDS: usize = 6;
+    let mut outcomes = Vec::new();
+    for round in 0..ROUNDS {
+        let path = format!("/cli/exit-and-loss-{round}");
+        let dir = TempDir::new("exit-and-loss");
+        let (worker_file, go) = (dir.join("worker"), dir.join("go"));
+        let script = format!(
+            "sleep 300 >/dev/null 2>&1 & echo $! > '{w}.new' && mv '{w}.new' '{w}'; \
+             echo \"$$ $ZKLOCK_LOCK_NODE\" > '{s}.new' && mv '{s}.new' '{s}'; \
+             i=0; while [ ! -e '{go}' ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done",
+            w = worker_file.display(),
+            s = dir.join("started").display(),
+            go = go.display(),
+        );
+        let run = Run::spawn(&mut exec(&[], &path, &script));
+        let (command, node) = started(&dir);
+        let worker: u32 = wait_for_file(&worker_file).trim().parse().expect("a pid");
+        let _worker = KillOnDrop(worker);
+        run.signal("STOP");
+        wait_until("zklock to stop", WAIT, || {
+            process_state(run.pid()) == Some('T')
+        });
+        client().delete(&node, None).expect("delete the lock node");
+        std::fs::write(&go, "").expect("write the go file");
+        wait_until("the command to exit", WAIT, || {
+            process_state(command.0) == Some('Z')
+        });
+        run.signal("CONT");
+        let out = run.finish(WAIT);
+        match code(&out) {
+            Some(LOST) => wait_until("the worker to be ended", WAIT, || !is_running(worker)),
+            Some(0) => {}
+            other => panic!("exit {other:?}: {}", out.stderr),
+        }
+        outcomes.push(code(&out));
+    }
+    eprintln!("exit statuses: {outcomes:?}");
+}
+
 /// Ctrl-Z (SIGTSTP) stops the command's process group with zklock, and
 /// SIGCONT continues both: the command, in a group of its own, must not run
 /// on while zklock is stopped and its session expires. So do SIGTTOU and

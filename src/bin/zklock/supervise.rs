@@ -215,13 +215,13 @@ pub fn run<'a>(
     // later reading of when the client last heard could come after a
     // reconnect that found the session expired.
     let mut grace_ends: Option<Instant> = None;
-    let lost_lock = |child: &mut Child, grace_ends: Option<Instant>| {
+    let lost_lock = |child: &mut Child, grace_ends: Option<Instant>, leader_exited: bool| {
         let now = Instant::now();
         let kill_at = match grace_ends {
             Some(end) => schedule.kill_at_after_grace(now, end),
             None => schedule.kill_at(now, client.last_heard()),
         };
-        terminate(child, &group, &exited, kill_at).into()
+        terminate(child, &group, &exited, kill_at, leader_exited).into()
     };
     loop {
         let deadline = grace_ends.map(|end| after(end.saturating_duration_since(Instant::now())));
@@ -230,6 +230,11 @@ pub fn run<'a>(
                 let lost = states.try_iter().any(|s| s == LockState::Lost);
                 // Looked at before the reaping, while its name is there.
                 let exec_failed = tied.exec_failed(child.id());
+                if lost && !exec_failed {
+                    // The leader's exit and the loss came together: what
+                    // it left running in its group goes as on any loss.
+                    return lost_lock(&mut child, grace_ends, true);
+                }
                 group.reaping();
                 let status = child.wait();
                 if exec_failed {
@@ -248,14 +253,14 @@ pub fn run<'a>(
             recv(states) -> state => match state {
                 Ok(LockState::Held) => grace_ends = None,
                 Ok(LockState::Suspended) if grace.is_zero() => {
-                    return lost_lock(&mut child, grace_ends);
+                    return lost_lock(&mut child, grace_ends, false);
                 }
                 Ok(LockState::Suspended) => {
                     let noticed = Instant::now();
                     grace_ends =
                         grace_ends.or(Some(schedule.grace_ends(noticed, client.last_heard())));
                 }
-                Ok(LockState::Lost) | Err(_) => return lost_lock(&mut child, grace_ends),
+                Ok(LockState::Lost) | Err(_) => return lost_lock(&mut child, grace_ends, false),
             },
             recv(signals) -> signal => match signal {
                 Ok(signal) => group.signal_or_say(signal),
@@ -273,7 +278,7 @@ pub fn run<'a>(
             },
             recv(confirming.as_ref().map_or_else(never, |(c, _)| c.clone())) -> held => {
                 if held != Ok(true) {
-                    return lost_lock(&mut child, grace_ends);
+                    return lost_lock(&mut child, grace_ends, false);
                 }
                 // Not continued if zklock was stopped again since it was
                 // asked: that stop's continuation asks again. A SIGSTOP of
@@ -287,7 +292,7 @@ pub fn run<'a>(
                 }
             },
             recv(deadline.unwrap_or_else(never)) -> _ => {
-                return lost_lock(&mut child, grace_ends);
+                return lost_lock(&mut child, grace_ends, false);
             }
         }
     }
@@ -436,12 +441,22 @@ fn confirm_held(monitor: &LockMonitor) -> Receiver<bool> {
 /// `kill_at`; returns once it is gone (or, should even SIGKILL not end it,
 /// after `KILLED_WAIT`). A group stopped with zklock gets SIGKILL at once:
 /// it could act on SIGTERM only once continued, by when another contender
-/// may hold the lock. So does one whose `kill_at` has passed.
-fn terminate(child: &mut Child, group: &Group, exited: &Receiver<()>, kill_at: Instant) -> Outcome {
+/// may hold the lock. So does one whose `kill_at` has passed. With
+/// `leader_exited`, the leader is gone already (a zombie, not reaped):
+/// only what it left in its group is waited for, and a group with nothing
+/// left gets no signal.
+fn terminate(
+    child: &mut Child,
+    group: &Group,
+    exited: &Receiver<()>,
+    kill_at: Instant,
+    mut leader_exited: bool,
+) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
-    let mut leader_exited = false;
     let left = kill_at.saturating_duration_since(Instant::now());
-    let gone = if group.is_stopped() {
+    let gone = if leader_exited && has_live_members(id) == Some(false) {
+        true
+    } else if group.is_stopped() {
         say!("zklock: lock no longer held; killing the stopped command (process group {id})");
         false
     } else if left.is_zero() {
