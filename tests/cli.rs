@@ -16,7 +16,7 @@ mod cli_common;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,9 @@ use cli_common::child;
 use cli_common::*;
 use zklock::recipes::lock_queue;
 use zklock::testing::{FaultProxy, ProxyMode};
+
+/// SIGINT's number.
+const SIGINT: i32 = 2;
 
 #[test]
 fn two_execs_serialise_their_commands() {
@@ -536,6 +539,10 @@ fn a_signal_ignored_at_start_stays_ignored_by_zklock_and_the_command() {
     assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
 }
 
+/// SIGTERM, SIGINT, SIGHUP or SIGQUIT while waiting: no node is left and
+/// the command never runs. zklock exits 75, but for SIGINT (Ctrl-C), of
+/// which it then dies itself, as GNU `timeout` does, so that a shell
+/// running it stops too.
 #[test]
 fn an_ending_signal_while_waiting_exits_75_and_leaves_no_node() {
     const PATH: &str = "/cli/sigterm";
@@ -550,12 +557,12 @@ fn an_ending_signal_while_waiting_exits_75_and_leaves_no_node() {
         wait_until("zklock exec to queue", WAIT, || queued(&holder, PATH) == 2);
         waiter.signal(signal);
         let out = waiter.finish(WAIT);
-        assert_eq!(
-            code(&out),
-            Some(NOT_ACQUIRED),
-            "SIG{signal}: {}",
-            out.stderr
-        );
+        let (status, died_of) = (code(&out), out.status.signal());
+        if signal == "INT" {
+            assert_eq!((status, died_of), (None, Some(SIGINT)), "{}", out.stderr);
+        } else {
+            assert_eq!(status, Some(NOT_ACQUIRED), "SIG{signal}: {}", out.stderr);
+        }
         assert!(
             out.stderr.lines().any(|l| l
                 == "zklock: interrupted while waiting for /cli/sigterm; not running the command"),
@@ -881,8 +888,14 @@ fn a_signal_while_the_command_starts_exits_75() {
 fn interrupted_before_start(run: Run, mark: &std::path::Path, path: &str) {
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    interrupted_before_start_without_running(&out, mark, path);
+}
+
+/// The rest of [`interrupted_before_start`], for a run that ends otherwise
+/// (killed by SIGINT).
+fn interrupted_before_start_without_running(out: &Output, mark: &std::path::Path, path: &str) {
     assert_eq!(
-        one_line(&out),
+        one_line(out),
         "zklock: interrupted before the command could start; not running the command"
     );
     assert!(!mark.exists(), "the command ran");
@@ -935,7 +948,9 @@ impl HeldCheck {
 /// while zklock checks that setpriv can set a parent-death signal, once
 /// the lock is held: the check, in a group of its own, does not die of it
 /// (and pass for an old setpriv); zklock ends the check itself, at once,
-/// and exits 75 with the command never started. Before, the check died
+/// and dies of the SIGINT itself (see
+/// `an_ending_signal_while_waiting_exits_75_and_leaves_no_node`) with the
+/// command never started. Before, the check died
 /// with zklock's group, a false warning followed, and the command started
 /// without setpriv, the signal then passed on to it; later, zklock waited
 /// for the check to end before it acted on the signal.
@@ -961,7 +976,9 @@ fn a_ctrl_c_while_setpriv_is_checked_keeps_the_command_from_starting() {
     assert!(status.success(), "kill -INT the group of {}", run.pid());
     // Not ended: the signal ends the check, which would otherwise hold
     // zklock up past WAIT.
-    interrupted_before_start(run, &mark, PATH);
+    let out = run.finish(WAIT);
+    assert_eq!(out.status.signal(), Some(SIGINT), "{}", out.stderr);
+    interrupted_before_start_without_running(&out, &mark, PATH);
 }
 
 /// A setpriv whose check of itself does not end is given up after 10 s,
@@ -1188,6 +1205,49 @@ fn a_lost_lock_terminates_the_commands_descendants_too() {
         next.stderr
     );
     wait_until("the worker to be gone", WAIT, || !is_running(worker));
+}
+
+/// A Ctrl-C (SIGINT to the terminal's foreground group: a bash script and
+/// the zklock it runs) while the command runs: zklock passes it on, the
+/// command dies of it, and zklock, once the lock is released, dies of
+/// SIGINT too, so the script stops, as it would with the command run
+/// alone: its `echo after` never runs. Before, zklock exited 130, and bash,
+/// taking it that zklock had handled the signal, went on.
+#[test]
+fn a_ctrl_c_while_the_command_runs_stops_the_script_that_ran_zklock() {
+    const PATH: &str = "/cli/ctrl-c-script";
+    let dir = TempDir::new("ctrl-c-script");
+    let started = dir.join("started");
+    let command = format!(
+        "touch '{0}.new' && mv '{0}.new' '{0}'; sleep 30",
+        started.display()
+    );
+    let quoted: Vec<String> = std::iter::once(ZKLOCK.to_owned())
+        .chain(exec_args(&[], PATH, &command))
+        .map(|arg| format!("'{}'", arg.replace('\'', "'\\''")))
+        .collect();
+    let script = dir.join("script.sh");
+    std::fs::write(&script, format!("{}\necho after\n", quoted.join(" ")))
+        .expect("write the script");
+    let run = Run::spawn(
+        Command::new("env")
+            .args(["--default-signal=INT", "bash"])
+            .arg(&script)
+            .process_group(0),
+    );
+    wait_for_file(&started);
+    let status = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", run.pid())])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT the group of {}", run.pid());
+    let out = run.finish(WAIT);
+    assert_eq!(out.status.signal(), Some(SIGINT), "{}", out.stderr);
+    assert!(!out.stdout.contains("after"), "the script went on");
+    assert!(
+        children(&client(), PATH).is_empty(),
+        "the lock was released"
+    );
 }
 
 /// The command's exit and the lock's loss reaching zklock together: zklock

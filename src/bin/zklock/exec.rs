@@ -194,7 +194,7 @@ pub fn run(mut args: Args) -> Outcome {
     };
     let client = match connect(&options.common, &signals) {
         Ok(Some(c)) => c,
-        Ok(None) => return not_acquired(&options, "interrupted while connecting"),
+        Ok(None) => return not_acquired_on_signal(&options, "interrupted while connecting"),
         Err(outcome) => return outcome,
     };
     let _session = EndSession(client.clone());
@@ -230,7 +230,7 @@ pub fn run(mut args: Args) -> Outcome {
             return not_acquired(&options, &format!("{why} before the command could start"))
         }
         Ready::Interrupted => {
-            return not_acquired(&options, "interrupted before the command could start")
+            return not_acquired_on_signal(&options, "interrupted before the command could start")
         }
     };
     let node = guard.node().to_owned();
@@ -252,7 +252,7 @@ pub fn run(mut args: Args) -> Outcome {
     match supervise::run(&command, resolved, envs, watch, timeout, options.grace) {
         Ran::Exit(outcome) => outcome,
         Ran::InterruptedBeforeStart => {
-            not_acquired(&options, "interrupted before the command could start")
+            not_acquired_on_signal(&options, "interrupted before the command could start")
         }
         Ran::NotHeldBeforeStart(why) => {
             not_acquired(&options, &format!("{why} before the command could start"))
@@ -303,9 +303,9 @@ fn acquire<'a>(
         Ok(Some(guard)) if interrupted => {
             // The signal came as the lock was acquired: release it unused.
             drop(guard);
-            Err(not_acquired(options, &interrupted_why))
+            Err(not_acquired_on_signal(options, &interrupted_why))
         }
-        Err(zklock::Error::Cancelled) => Err(not_acquired(options, &interrupted_why)),
+        Err(zklock::Error::Cancelled) => Err(not_acquired_on_signal(options, &interrupted_why)),
         Ok(Some(guard)) => Ok(guard),
         Ok(None) => Err(not_acquired(
             options,
@@ -393,6 +393,16 @@ impl Drop for EndSession {
 }
 
 /// Exit status 75, saying why unless `--quiet`.
+/// [`not_acquired`] for a signal's cancel: after a SIGINT, zklock dies of
+/// it instead of exiting 75 (see `Outcome::Signal`).
+fn not_acquired_on_signal(options: &Options, why: &str) -> Outcome {
+    let not_acquired = not_acquired(options, why);
+    match signals::first_ending() {
+        Some(Signal::SIGINT) => Outcome::Signal(Signal::SIGINT),
+        _ => not_acquired,
+    }
+}
+
 fn not_acquired(options: &Options, why: &str) -> Outcome {
     if !options.quiet {
         say!("zklock: {why}; not running the command");

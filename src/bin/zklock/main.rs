@@ -6,10 +6,11 @@
 //! | Status | Meaning |
 //! |---|---|
 //! | COMMAND's | `exec`: COMMAND ran under the lock and exited with it (128+N if signal N killed it) |
+//! | killed by SIGINT | `exec`: a Ctrl-C killed COMMAND, or cancelled the wait (no node left); zklock dies of SIGINT itself, so that a shell script running it stops too |
 //! | 0 | `holders`, `bench`: done |
 //! | 1 | an error, one line on stderr: unreachable ensemble, invalid path, COMMAND not runnable... |
 //! | 2 | bad usage, one line on stderr |
-//! | 75 | `exec`: COMMAND did not run: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGINT/SIGTERM/SIGHUP/SIGQUIT while connecting, waiting or starting COMMAND), or it was no longer held when COMMAND was to start |
+//! | 75 | `exec`: COMMAND did not run: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGTERM/SIGHUP/SIGQUIT while connecting, waiting or starting COMMAND), or it was no longer held when COMMAND was to start |
 //! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL if any of it was left, before the session could expire |
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
@@ -88,13 +89,16 @@ and fencing tokens. bench prints one JSON line (--without-lock skips the lock
 in contended mode, to show that its overlap check works).
 
 exit status:
-  COMMAND's  exec: COMMAND's status (128+N if signal N killed it)
+  COMMAND's  exec: COMMAND's status (128+N if signal N killed it; killed
+             by SIGINT, zklock dies of SIGINT too, as after a Ctrl-C that
+             cancels the wait, so that a shell script running it stops)
   0          holders, bench: done
   1          an error (unreachable ensemble, invalid path...), one line on stderr
   2          bad usage, one line on stderr
   75         exec: COMMAND did not run: the lock was not acquired (--no-wait,
-             --wait ran out, or a signal while connecting, waiting or starting
-             COMMAND), or it was no longer held when COMMAND was to start
+             --wait ran out, or SIGTERM, SIGHUP or SIGQUIT while connecting,
+             waiting or starting COMMAND), or it was no longer held when
+             COMMAND was to start
   76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
 
 /// The environment variable with the digest credentials (`USER:PASSWORD`).
@@ -193,6 +197,13 @@ fn digest_from_env() -> Result<Option<(String, String)>, Usage> {
 /// Why the process ends: a status, or an error line.
 pub enum Outcome {
     Exit(u8),
+    /// Dies of this signal, once everything else is done. After a Ctrl-C
+    /// (a SIGINT that cancelled the wait, or killed the command), as GNU
+    /// `timeout` does: a shell that ran zklock then stops too (bash, for
+    /// one, goes on with a script whose child exited normally, taking it
+    /// that the child handled the signal). The status a shell shows is the
+    /// same 128+N.
+    Signal(nix::sys::signal::Signal),
     Usage(String),
     Error(String),
 }
@@ -227,6 +238,12 @@ fn main() -> ExitCode {
     };
     let code = match outcome {
         Outcome::Exit(code) => ExitCode::from(code),
+        Outcome::Signal(signal) => {
+            stderr::flush(STDERR_FLUSH);
+            let _ = signal_hook::low_level::emulate_default_handler(signal as i32);
+            // Still here: the signal did not end the process.
+            ExitCode::from(u8::try_from(128 + signal as i32).unwrap_or(EXIT_ERROR))
+        }
         Outcome::Usage(message) => {
             say!("zklock: {message} (zklock --help shows the usage)");
             ExitCode::from(EXIT_USAGE)

@@ -1,8 +1,9 @@
 //! The signals `exec` handles.
 //!
 //! SIGINT, SIGTERM, SIGHUP and SIGQUIT end it: while connecting or waiting
-//! they cancel (status 75, no node left behind); once the command runs,
-//! they are passed on to its process group. Left to their default action,
+//! they cancel (status 75, no node left behind; after a SIGINT, zklock
+//! then dies of SIGINT itself, see `Outcome::Signal`); once the command
+//! runs, they are passed on to its process group. Left to their default action,
 //! they would kill zklock and leave its lock node until the session
 //! expired, the command killed without warning by its parent-death signal.
 //!
@@ -16,6 +17,7 @@
 //! session, so the command stays stopped until the lock is confirmed held
 //! (see `supervise`).
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, unbounded, Receiver};
@@ -34,6 +36,15 @@ const ENDING: [Signal; 4] = [
 /// The signals that stop zklock, as a terminal's job control sends them:
 /// the command's group is stopped with it.
 const STOPPING: [Signal; 3] = [Signal::SIGTSTP, Signal::SIGTTOU, Signal::SIGTTIN];
+
+/// The first ending signal received (0: none yet).
+static FIRST_ENDING: AtomicI32 = AtomicI32::new(0);
+
+/// The first ending signal zklock received, if any: the one that
+/// interrupted it, when a signal did.
+pub fn first_ending() -> Option<Signal> {
+    Signal::try_from(FIRST_ENDING.load(Ordering::SeqCst)).ok()
+}
 
 /// What the signal thread reports.
 pub struct Received {
@@ -68,6 +79,8 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
                     let _ = resumed_tx.try_send(());
                 }
                 Ok(signal) => {
+                    let _ =
+                        FIRST_ENDING.compare_exchange(0, raw, Ordering::SeqCst, Ordering::SeqCst);
                     if tx.send(signal).is_err() {
                         return;
                     }

@@ -247,8 +247,15 @@ pub fn run<'a>(
                         _ => {}
                     }
                 }
-                let code = if lost { EXIT_LOST } else { status.map_or(1, exit_code) };
-                return Outcome::Exit(code).into();
+                return match status {
+                    _ if lost => Outcome::Exit(EXIT_LOST),
+                    // Ctrl-C, passed on: see `Outcome::Signal`.
+                    Ok(s) if s.signal() == Some(Signal::SIGINT as i32) => {
+                        Outcome::Signal(Signal::SIGINT)
+                    }
+                    status => Outcome::Exit(status.map_or(1, exit_code)),
+                }
+                .into();
             }
             recv(states) -> state => match state {
                 Ok(LockState::Held) => grace_ends = None,
