@@ -18,10 +18,7 @@ use zklock::testing::FaultProxy;
 
 #[test]
 fn an_unreachable_ensemble_is_one_line_naming_the_host() {
-    // A port nobody listens on, and no test server is given.
-    let listener = zklock::testing::loopback_listener().expect("a free port");
-    let port = listener.local_addr().expect("its address").port();
-    drop(listener);
+    let port = zklock::testing::dead_port().expect("a free port");
     let host = format!("127.0.0.1:{port}");
     let out = holders(&host, "/cli/x", false);
     assert_eq!(code(&out), Some(1), "{}", out.stderr);

@@ -77,7 +77,7 @@ pub use names::FakeName;
 pub use pause::{Pause, PausePoint, ReleasedOnDrop};
 pub use proxy::{FaultProxy, ProxyMode, MAX_ERROR_REPLIES};
 pub use server::{TestServer, TestServerBuilder};
-pub use util::{four_letter_word, loopback_listener, ServerMode};
+pub use util::{dead_port, four_letter_word, loopback_listener, ServerMode};
 
 /// Reads the data of each of `paths` through `client`, with every read
 /// submitted before any is written, as the reads of many threads at once

@@ -165,6 +165,19 @@ pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
     Ok(ports)
 }
 
+/// A loopback port nothing listens on, for a host that refuses
+/// connections: taken as a server's is (see `free_ports`), so no test
+/// server gets it, and below the ephemeral range, so a client connecting
+/// to it again and again is never given it as its own source port (Linux
+/// would then connect the socket to itself, and the client would read its
+/// own ConnectRequest as the answer).
+pub fn dead_port() -> Result<u16, Error> {
+    free_ports(1)?
+        .first()
+        .copied()
+        .ok_or_else(|| Error::InvalidConfig("no free loopback port".into()))
+}
+
 /// How many ports below the ephemeral range servers are given theirs from.
 const SERVER_PORT_SPAN: u16 = 10_000;
 

@@ -251,11 +251,9 @@ pub fn fails_fast<T: std::fmt::Debug>(
     );
 }
 
-/// A loopback port nothing listens on (bound, then released, and never
-/// given to a test server).
+/// A loopback port nothing listens on (see [`zklock::testing::dead_port`]).
 pub fn dead_port() -> u16 {
-    let listener = zklock::testing::loopback_listener().expect("bind a free port");
-    listener.local_addr().expect("local address").port()
+    zklock::testing::dead_port().expect("a free loopback port")
 }
 
 /// Which of `proxies` carries a client connection, once exactly one does.
