@@ -112,9 +112,21 @@ impl<W: Clone> WatchRegistry<W> {
         // the creations and deletions themselves instead.
         if event_type != EventType::NodeChildrenChanged {
             let recursive = &self.tables[WatchKind::PersistentRecursive.index()];
-            for ancestor in ancestors_and_self(path) {
-                if let Some(ws) = recursive.get(ancestor) {
-                    out.extend(ws.iter().cloned());
+            // Each ancestor looked up costs a hash of its path: for a deep
+            // path (up to a megabyte, from a hostile server) and few
+            // recursive watches, each watch's path is compared instead.
+            let depth = path.bytes().filter(|b| *b == b'/').count();
+            if recursive.len() < depth {
+                for (watched, ws) in recursive {
+                    if is_ancestor_or_self(watched, path) {
+                        out.extend(ws.iter().cloned());
+                    }
+                }
+            } else {
+                for ancestor in ancestors_and_self(path) {
+                    if let Some(ws) = recursive.get(ancestor) {
+                        out.extend(ws.iter().cloned());
+                    }
                 }
             }
         }
@@ -211,6 +223,14 @@ impl<W: Clone> WatchRegistry<W> {
 }
 
 /// `/a/b` yields `/a/b`, `/a`, `/`.
+/// True if `ancestor` is `path` or a node above it.
+fn is_ancestor_or_self(ancestor: &str, path: &str) -> bool {
+    ancestor == "/"
+        || path
+            .strip_prefix(ancestor)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 fn ancestors_and_self(path: &str) -> impl Iterator<Item = &str> {
     let mut next = Some(path);
     std::iter::from_fn(move || {
@@ -236,6 +256,31 @@ mod tests {
             ["/a/b", "/a", "/"]
         );
         assert_eq!(ancestors_and_self("/").collect::<Vec<_>>(), ["/"]);
+    }
+
+    /// Recursive watches are found by comparing their paths when they are
+    /// fewer than the event path's segments, by looking its ancestors up
+    /// otherwise: the same watchers either way.
+    #[test]
+    fn recursive_watches_reach_the_same_events_however_they_are_found() {
+        let mut reg = WatchRegistry::new();
+        for (path, watcher) in [("/", 1), ("/a", 2), ("/a/b", 3), ("/ab", 4), ("/a/bc", 5)] {
+            reg.add(WatchKind::PersistentRecursive, path.into(), watcher);
+        }
+        let mut reached = |path: &str| {
+            let mut watchers = reg.fire(EventType::NodeDataChanged, path);
+            watchers.sort();
+            watchers
+        };
+        // Deeper than five watches: compared.
+        assert_eq!(reached("/a/b/c/d/e/f"), [1, 2, 3]);
+        assert_eq!(reached("/ab/c/d/e/f/g"), [1, 4]);
+        // Shallower: looked up.
+        assert_eq!(reached("/a/b"), [1, 2, 3]);
+        assert_eq!(reached("/a/bc"), [1, 2, 5]);
+        assert_eq!(reached("/x"), [1]);
+        assert!(is_ancestor_or_self("/a", "/a"));
+        assert!(!is_ancestor_or_self("/a", "/ab"));
     }
 
     #[test]
