@@ -141,6 +141,32 @@ fn no_wait_on_a_held_lock_exits_75_without_running_the_command() {
     );
 }
 
+/// A read refused because a writer waits ahead of it, while only readers
+/// hold the lock, says so: not "held by another process", which would
+/// suggest a holder it conflicts with.
+#[test]
+fn a_read_refused_for_a_waiting_writer_says_so() {
+    const PATH: &str = "/cli/read-behind-writer";
+    let holder = client();
+    let lock = holder.rw_lock(PATH).expect("rw_lock");
+    let read = lock.read().expect("read");
+    let writer = client();
+    let writer_lock = writer.rw_lock(PATH).expect("rw_lock");
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| writer_lock.try_write_for(WAIT).map(|g| g.is_some()));
+        wait_until("the writer to queue", WAIT, || queued(&holder, PATH) == 2);
+        let out = Run::spawn(&mut exec(&["--read", "--no-wait"], PATH, "true")).finish(WAIT);
+        assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+        assert_eq!(
+            one_line(&out),
+            "zklock: /cli/read-behind-writer is held or waited for by a writer; \
+             not running the command"
+        );
+        drop(read);
+        assert_eq!(waiting.join().expect("the writer"), Ok(true));
+    });
+}
+
 #[test]
 fn wait_on_a_held_lock_exits_75_after_that_long() {
     let holder = client();
@@ -1409,10 +1435,22 @@ fn a_stop_before_the_command_starts_that_outlasts_the_session_keeps_it_from_star
     run.signal("CONT");
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(NOT_ACQUIRED), "{}", out.stderr);
+    // Continued, the client may find its connection silent too long (its
+    // read timeout passed while it was stopped) before the confirmation
+    // fails, and say so first.
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    let (last, before) = lines.split_last().expect("a line on stderr");
     assert_eq!(
-        one_line(&out),
+        *last,
         "zklock: the lock could not be confirmed after zklock was stopped, before the command \
          could start; not running the command"
+    );
+    assert!(
+        before.iter().all(|line| *line
+            == "zklock: the connection to the ensemble was lost; waiting to confirm the lock \
+                before starting the command"),
+        "{}",
+        out.stderr
     );
     assert!(!mark.exists(), "the command ran");
     assert_eq!(guard.state(), zklock::LockState::Held);

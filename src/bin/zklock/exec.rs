@@ -307,6 +307,12 @@ fn acquire<'a>(
         }
         Err(zklock::Error::Cancelled) => Err(not_acquired_on_signal(options, &interrupted_why)),
         Ok(Some(guard)) => Ok(guard),
+        // A read waits only for writers: the readers holding it may be
+        // behind a writer that is waiting.
+        Ok(None) if options.side == Side::Read => Err(not_acquired(
+            options,
+            &format!("{path} is held or waited for by a writer"),
+        )),
         Ok(None) => Err(not_acquired(
             options,
             &format!("{path} is held by another process"),

@@ -71,7 +71,12 @@ ZKLOCK_LOCK_NODE in its environment, in a process group of its own. It waits
 for the lock forever, up to --wait SECS, or not at all with --no-wait.
 SIGINT, SIGTERM, SIGHUP or SIGQUIT cancels the wait; once COMMAND runs, they
 are passed on to its process group (those ignored when zklock starts, as
-under nohup, stay ignored), and SIGTSTP stops the group with zklock.
+under nohup, stay ignored), and SIGTSTP stops the group with zklock. The
+group is in the terminal's background: a COMMAND that reads from the
+terminal or changes its settings (an editor, a pager, a password prompt)
+is stopped there, so give it its input by redirection. When COMMAND exits,
+the lock is released; what it left running in the background runs on
+without it.
 If the lock can no longer be relied on (the connection was lost for longer
 than --grace MS, default 0, at most 1/6 of the session timeout; the session
 expired; the lock node was deleted), the group gets SIGTERM, then SIGKILL,
