@@ -7,13 +7,14 @@
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 /// A running child; killed (and reaped) if dropped unfinished.
 pub struct Run {
     child: Child,
-    readers: Vec<JoinHandle<String>>,
+    /// Each pipe's text, sent when the pipe closes.
+    readers: Vec<Receiver<String>>,
     exited: Option<(ExitStatus, Instant)>,
 }
 
@@ -30,6 +31,9 @@ pub struct Output {
 
 /// How often a child's status is polled.
 pub const POLL: Duration = Duration::from_millis(5);
+
+/// How long a child's pipes may stay open after it exits, at least.
+const PIPES_AFTER_KILL: Duration = Duration::from_secs(5);
 
 impl Run {
     /// Starts `command` with stdin closed and stdout and stderr collected.
@@ -55,11 +59,13 @@ impl Run {
             .into_iter()
             .flatten()
             .map(|mut pipe| {
+                let (tx, rx) = channel();
                 std::thread::spawn(move || {
                     let mut text = String::new();
                     let _ = pipe.read_to_string(&mut text);
-                    text
-                })
+                    let _ = tx.send(text);
+                });
+                rx
             })
             .collect();
         Run {
@@ -106,12 +112,12 @@ impl Run {
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                let (stdout, stderr) = self.collect();
+                let (stdout, stderr) = self.collect(Instant::now() + PIPES_AFTER_KILL);
                 panic!("still running after {limit:?}; stdout:\n{stdout}\nstderr:\n{stderr}");
             }
             std::thread::sleep(POLL);
         };
-        let (stdout, stderr) = self.collect();
+        let (stdout, stderr) = self.collect(deadline.max(exited_at + PIPES_AFTER_KILL));
         Output {
             status,
             exited_at,
@@ -121,8 +127,16 @@ impl Run {
         }
     }
 
-    fn collect(&mut self) -> (String, String) {
-        let mut texts = self.readers.drain(..).map(|r| r.join().unwrap_or_default());
+    /// The output, once the pipes close, by `deadline`: a pipe still open
+    /// then is held by a process the child left behind.
+    fn collect(&mut self, deadline: Instant) -> (String, String) {
+        let pid = self.child.id();
+        let mut texts = self.readers.drain(..).map(|pipe| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            pipe.recv_timeout(left).unwrap_or_else(|_| {
+                format!("<pid {pid}'s pipe still open: a process it left behind holds it>")
+            })
+        });
         let stdout = texts.next().unwrap_or_default();
         let stderr = texts.next().unwrap_or_default();
         (stdout, stderr)
