@@ -361,9 +361,10 @@ pub(crate) struct Tracker {
     /// ends).
     reply_in: Condvar,
     /// Set once the watch was wanted (its state or changes asked for, its
-    /// token read from the server, or set by the wait): from then on it is set again on every
-    /// reconnect that finds it unset, by the state callback, since nobody
-    /// may ask again (a watchdog blocked on its changes, say).
+    /// token read from the server, or set by the wait): from then on it is
+    /// set again on every reconnect that finds it unset, by the state
+    /// callback, since nobody may ask again (a watchdog blocked on its
+    /// changes, say).
     asked: AtomicBool,
     /// The node's czxid, once known.
     token: OnceLock<i64>,

@@ -398,7 +398,6 @@ impl Drop for EndSession {
     }
 }
 
-/// Exit status 75, saying why unless `--quiet`.
 /// [`not_acquired`] for a signal's cancel: after a SIGINT, zklock dies of
 /// it instead of exiting 75 (see `Outcome::Signal`).
 fn not_acquired_on_signal(options: &Options, why: &str) -> Outcome {
@@ -409,6 +408,7 @@ fn not_acquired_on_signal(options: &Options, why: &str) -> Outcome {
     }
 }
 
+/// Exit status 75, saying why unless `--quiet`.
 fn not_acquired(options: &Options, why: &str) -> Outcome {
     if !options.quiet {
         say!("zklock: {why}; not running the command");

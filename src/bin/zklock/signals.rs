@@ -3,9 +3,10 @@
 //! SIGINT, SIGTERM, SIGHUP and SIGQUIT end it: while connecting or waiting
 //! they cancel (status 75, no node left behind; after a SIGINT, zklock
 //! then dies of SIGINT itself, see `Outcome::Signal`); once the command
-//! runs, they are passed on to its process group. Left to their default action,
-//! they would kill zklock and leave its lock node until the session
-//! expired, the command killed without warning by its parent-death signal.
+//! runs, they are passed on to its process group. Left to their default
+//! action, they would kill zklock and leave its lock node until the
+//! session expired, the command killed without warning by its
+//! parent-death signal.
 //!
 //! SIGTSTP (Ctrl-Z) is handled here, on the signal thread: the command, in
 //! a process group of its own, no longer stops with zklock's group, and
