@@ -247,6 +247,10 @@ fn bad_usage_is_one_line_with_status_2() {
             "zklock: --mode must be uncontended, contended, get or set, not \"fast\"",
         ),
         (
+            &["bench", "--mode", "set", "--without-lock"][..],
+            "zklock: --without-lock is for --mode contended only",
+        ),
+        (
             &["frobnicate"][..],
             "zklock: unknown command \"frobnicate\"",
         ),
@@ -359,6 +363,12 @@ fn bench_takes_any_number_of_ops() {
 /// Runs `zklock bench` for `ops` acquisitions and returns its `violations`.
 fn bench_violations(extra: &[&str], ops: &str, path: &str) -> u64 {
     let json = bench_json("contended", extra, ops, path);
+    let clients = json_values(&json, "clients");
+    assert_eq!(
+        clients.iter().map(|v| v.trim()).collect::<Vec<_>>(),
+        ["4"],
+        "{json}"
+    );
     json_values(&json, "violations")
         .first()
         .and_then(|v| v.trim().parse().ok())

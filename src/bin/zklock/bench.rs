@@ -10,9 +10,10 @@
 //! - `get` / `set`: C threads share one client; N calls in all on a 100-byte node.
 //!
 //! Latency is measured from the `lock()` call to acquisition (or per call).
-//! As in the peers' benches, the clock covers the workload alone: sessions
-//! are connected and the path's parents exist before it starts, and the
-//! sessions are closed after it stops. A dropped guard's release goes out
+//! As in the Curator and zookeeper-client benches, the clock covers the
+//! workload alone: sessions are connected and the path's parents exist
+//! before it starts, and the sessions are closed after it stops (kazoo's
+//! closes its sessions inside its clock). A dropped guard's release goes out
 //! with the next acquisition (see `release_linger`), which waits for it;
 //! the last releases, which nothing would wait for, are waited for with
 //! `unlock` inside the clock.
@@ -72,6 +73,9 @@ fn parse(args: &mut Args) -> Result<Options, Usage> {
     }
     if o.clients == 0 || o.ops == 0 {
         return Err(Usage("--clients and --ops must be positive".into()));
+    }
+    if o.without_lock && o.mode != "contended" {
+        return Err(Usage("--without-lock is for --mode contended only".into()));
     }
     Ok(o)
 }
