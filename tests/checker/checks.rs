@@ -14,9 +14,9 @@
 //! 3. Bounded: every lock attempt and connect returns within its bound
 //!    (wait + 3 session timeouts + the fault time it overlaps), every
 //!    contender exits by itself when told to stop, none panics or exits
-//!    badly, every error is one of the expected kinds, the lock never
-//!    stalls outside a fault's recovery time, and it grants again once
-//!    every fault is healed. (Faults come so close together that their
+//!    badly, every error is one of the expected kinds, every contender
+//!    acquires at least once, the lock never stalls outside a fault's
+//!    recovery time, and it grants again once every fault is healed. (Faults come so close together that their
 //!    recovery times cover a whole run: only that last check shows that a
 //!    lock that stopped granting did not pass for one recovering.)
 //! 4. No lock node is left once every contender has exited, and none is

@@ -2,7 +2,7 @@
 //! exits, no stall) with a clear error, and no lock node is orphaned, at
 //! the end or while its owner's session lives.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::checks::{ms, ns, Checker, Section};
@@ -106,6 +106,20 @@ impl Checker<'_> {
         }
         self.stalls(sections);
         self.grants_after_the_heal(sections);
+        self.grants_to_every_contender(sections);
+    }
+
+    /// Reports a contender (a process and the replacements of it that were
+    /// killed, `c2.0`, `c2.1`...) that never acquired: a run in which one
+    /// contender, or none, held the lock would pass the mutual-exclusion
+    /// check without having tested it.
+    fn grants_to_every_contender(&mut self, sections: &[Section<'_>]) {
+        let contender = |name: &str| name.split('.').next().unwrap_or(name).to_owned();
+        let granted: BTreeSet<String> = sections.iter().map(|s| contender(s.proc)).collect();
+        let all: BTreeSet<String> = self.run.procs.iter().map(|p| contender(&p.name)).collect();
+        for never in all.difference(&granted) {
+            self.violate(3, format!("{never} never acquired in the whole run"));
+        }
     }
 
     /// Reports a run whose lock did not grant again once every fault was

@@ -189,6 +189,10 @@ pub fn run() -> Result<(), String> {
     cases.push(("b acquires while a holds", r, vec![1]));
 
     let mut r = clean();
+    r.procs.push(Log::new("c").done(4100));
+    cases.push(("c never acquires", r, vec![3]));
+
+    let mut r = clean();
     r.procs[1] = Log::new("b")
         .section(500, 600, 5, 4, Outcome::Ok)
         .section(1500, 1600, 13, 12, Outcome::Ok)
