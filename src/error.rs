@@ -267,8 +267,10 @@ pub enum Error {
         received: i32,
     },
     /// An I/O error outside any connection: `connect` fails with it when
-    /// the client's I/O thread, or its state handler's, cannot be started. A connection's socket errors
-    /// fail its calls with `ConnectionLoss` (and name the host in
+    /// the client's I/O thread, or its state handler's, cannot be started,
+    /// and every call (and `close`) once that I/O thread has panicked (a
+    /// bug), which ends the session. A connection's socket errors fail its
+    /// calls with `ConnectionLoss` (and name the host in
     /// [`ConnectFailed`](Error::ConnectFailed)'s `last_error`).
     #[error("I/O error ({kind:?}): {message}")]
     Io {

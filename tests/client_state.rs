@@ -309,3 +309,41 @@ fn dropped_state_change_receivers_are_unregistered() {
     drop(kept);
     assert_eq!(c.state_listener_count(), before);
 }
+
+/// A bug that panics the client's I/O thread (injected: an internal
+/// callback that panics) ends the session: calls fail with an `Io` error
+/// that says so, rather than wait for ever for replies nobody reads any
+/// more, and `close` reports it, since the servers were not told and keep
+/// the session's nodes until it times out.
+#[test]
+fn a_panic_on_the_io_thread_fails_calls_instead_of_hanging_them() {
+    let zk = server();
+    let c = connect(&zk.connect_string());
+    let other = connect(&zk.connect_string());
+    zklock::testing::panic_io_thread_on_creation(&c, "/boom").expect("the hook");
+    c.sync("/").expect("the hook's watch is set");
+    other
+        .create("/boom", b"", &open(), CreateMode::Persistent)
+        .expect("create");
+    let panicked = Error::Io {
+        kind: std::io::ErrorKind::Other,
+        message: "the client's I/O thread panicked".into(),
+    };
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let calls = c.clone();
+    std::thread::spawn(move || {
+        for _ in 0..500 {
+            if let Err(e) = calls.exists("/") {
+                let _ = tx.send(e);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let failed = rx
+        .recv_timeout(WAIT)
+        .expect("a call failed within the wait, none hung");
+    assert_eq!(failed, panicked);
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.close(), Err(panicked));
+}

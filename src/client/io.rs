@@ -21,6 +21,7 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 /// when a new session follows an expiry (which the session does within the
 /// call that reports it), until that one is.
 pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
+    let _ends = EndsSessionOnPanic(shared.clone());
     let mut read_buf = vec![0u8; 64 * 1024];
     let mut lookups = Lookups::default();
     loop {
@@ -61,6 +62,31 @@ pub(crate) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
                 shared.core().session.handle_connect_failed(Instant::now());
             }
         }
+    }
+}
+
+/// Ends the session if the I/O thread panics (a bug), with every call
+/// waiting for a reply failed: nobody would read the socket again, and
+/// those calls would wait for ever.
+struct EndsSessionOnPanic(Arc<Shared>);
+
+impl Drop for EndsSessionOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut events = Vec::new();
+        {
+            let mut core = self.0.core();
+            core.session.abort(crate::Error::Io {
+                kind: io::ErrorKind::Other,
+                message: "the client's I/O thread panicked".into(),
+            });
+            drain_events(&mut core.session, &mut events);
+        }
+        // A callback panicking again here would abort the process.
+        let dispatch = std::panic::AssertUnwindSafe(|| self.0.dispatch(&mut events));
+        let _ = std::panic::catch_unwind(dispatch);
     }
 }
 

@@ -70,8 +70,9 @@ impl<T, W: Clone> Session<T, W> {
     /// How a [`close`](Self::close) ended: `Ok` once a server confirmed the
     /// session over, the error that ended it otherwise (a `Timeout` when no
     /// read-write server confirmed it in time, when its ephemeral nodes stay
-    /// until the session times out). `None` while closing, and for a session
-    /// that was not closed with `close` (expired before, say).
+    /// until the session times out), or the [`abort`](Self::abort) that
+    /// ended it. `None` while closing, and for a session that was not
+    /// closed with `close` (expired before, say).
     pub fn close_outcome(&self) -> Option<Result<()>> {
         self.close_outcome.clone()
     }

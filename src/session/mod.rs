@@ -1095,6 +1095,18 @@ impl<T, W: Clone> Session<T, W> {
         next
     }
 
+    /// Ends the session with `error`, which every call waiting, and every
+    /// later one, fails with: for a driver that can no longer drive it.
+    /// Nothing tells the servers, which keep the session's ephemeral nodes
+    /// until it times out: [`close_outcome`](Self::close_outcome) says so
+    /// with `error`.
+    pub fn abort(&mut self, error: Error) {
+        if self.fatal.is_none() {
+            self.close_outcome = Some(Err(error.clone()));
+        }
+        self.terminate(State::Closed, error);
+    }
+
     /// When the attempt [`next_host`](Self::next_host) planned last
     /// starts: as it said, or at the [`close`](Self::close) if one came
     /// while the attempt waited out a pause. `None` before the first.

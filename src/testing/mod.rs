@@ -101,6 +101,16 @@ pub fn set_data_together(
     client.set_data_together(writes)
 }
 
+/// Makes `client`'s I/O thread panic when `path` is created, as a bug in
+/// one of its callbacks would: for tests of what the client does then.
+pub fn panic_io_thread_on_creation(client: &crate::Client, path: &str) -> crate::Result<()> {
+    let on_event: crate::client::core::NotifyFn =
+        std::sync::Arc::new(|_| panic!("a panic injected on the I/O thread"));
+    client.start_watch_creation(client.session_generation(), path, on_event)?;
+    client.shared().flush();
+    Ok(())
+}
+
 /// The default `tickTime`, in ms.
 pub const DEFAULT_TICK_TIME_MS: u32 = 200;
 /// The default `minSessionTimeout`, in ms (two ticks).
