@@ -643,7 +643,14 @@ fn enter_exclusive(client: &Client, name: &str, node: &str) {
     log_entry(client, name, node);
 }
 
+/// Leaves, checking again that no reader came in: an overlap in which the
+/// reader entered after the check on the way in would otherwise go unseen.
 fn exit_exclusive(client: &Client) {
+    let readers = client.get_children(READERS).expect("list readers");
+    assert!(
+        readers.is_empty(),
+        "VIOLATION readers {readers:?} entered while an exclusive holder was inside"
+    );
     client
         .delete(INSIDE, None)
         .expect("leave the critical section");
@@ -668,7 +675,12 @@ fn enter_reader(client: &Client, name: &str, node: &str) -> String {
     mark
 }
 
+/// Leaves, checking again that no exclusive holder came in (see
+/// [`exit_exclusive`]).
 fn exit_reader(client: &Client, mark: &str) {
+    if let Some(stat) = client.exists(INSIDE).expect("check inside") {
+        panic!("VIOLATION an exclusive holder entered while reader {mark} was inside ({stat:?})");
+    }
     client.delete(mark, None).expect("leave the read section");
 }
 
@@ -1305,6 +1317,123 @@ fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
     });
     reader.finish();
     assert_eq!(logged_names(&admin), ["kazoo-r", "zklock-m"]);
+    assert_clean(&admin);
+}
+
+/// A kazoo `WriteLock` holder keeps every zklock kind out (its
+/// `__lock__` node is exclusive to zklock), and a zklock reader queued
+/// behind it gets in once it releases.
+#[test]
+fn kazoo_writer_excludes_zklock_mutex_readers_and_writers() {
+    kazoo_python();
+    let (server, admin) = server_with_state();
+    let mut writer = Peer::kazoo_as(&server, "write", 1, Behaviour::Hold, "kazoo-w");
+    let writer_node = writer.expect("ACQ")[2].clone();
+    assert!(writer_node.contains("__lock__"), "{writer_node}");
+
+    let client = connect(&server);
+    let mutex = Mutex::new(&client, LOCK).expect("mutex");
+    let rwlock = RwLock::new(&client, LOCK).expect("rwlock");
+    assert!(
+        mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
+        "zklock locked a mutex while a kazoo writer writes"
+    );
+    assert!(
+        rwlock.try_write_for(QUIET).expect("try_write").is_none(),
+        "zklock wrote the lock while a kazoo writer writes"
+    );
+    assert!(
+        rwlock.try_read_for(QUIET).expect("try_read").is_none(),
+        "zklock read the lock while a kazoo writer writes"
+    );
+    wait_behind_peer(&admin, &client, &mut writer, "zklock-r", |inside| {
+        let guard = rwlock
+            .try_read_for(WAIT)
+            .expect("read")
+            .expect("read lock after the writer left");
+        let mark = enter_reader(&client, "zklock-r", guard.node());
+        inside();
+        exit_reader(&client, &mark);
+        guard.unlock().expect("unlock");
+    });
+    writer.finish();
+    assert_eq!(logged_names(&admin), ["kazoo-w", "zklock-r"]);
+    assert_clean(&admin);
+}
+
+/// kazoo's `ReadLock` and `WriteLock` queue behind zklock holders, seeing
+/// their nodes through the patterns the README gives: a kazoo reader waits
+/// for a zklock mutex (`-lock-`) and a zklock writer (`__WRIT__`), and a
+/// kazoo writer for a zklock reader (`__READ__`); each gets in once the
+/// zklock holder releases.
+#[test]
+fn kazoo_readers_and_writers_queue_behind_zklock_holders() {
+    kazoo_python();
+    let (server, admin) = server_with_state();
+    let client = connect(&server);
+    let mutex = Mutex::new(&client, LOCK).expect("mutex");
+    let rwlock = RwLock::new(&client, LOCK).expect("rwlock");
+    // (zklock holder, its kind, the kazoo side queued behind it)
+    for (holder, kind, peer_mode) in [
+        ("zklock-m", "mutex", "read"),
+        ("zklock-w", "write", "read"),
+        ("zklock-r", "read", "write"),
+    ] {
+        let peer_name = format!("kazoo-{peer_mode}-behind-{kind}");
+        let (node, release): (String, Box<dyn FnOnce() + '_>) = match kind {
+            "mutex" => {
+                let guard = lock_within(&mutex, holder);
+                (
+                    guard.node().to_owned(),
+                    Box::new(move || guard.unlock().expect("unlock")),
+                )
+            }
+            "write" => {
+                let guard = rwlock.try_write_for(WAIT).expect("write").expect(holder);
+                (
+                    guard.node().to_owned(),
+                    Box::new(move || guard.unlock().expect("unlock")),
+                )
+            }
+            _ => {
+                let guard = rwlock.try_read_for(WAIT).expect("read").expect(holder);
+                (
+                    guard.node().to_owned(),
+                    Box::new(move || guard.unlock().expect("unlock")),
+                )
+            }
+        };
+        let mark = if kind == "read" {
+            Some(enter_reader(&client, holder, &node))
+        } else {
+            enter_exclusive(&client, holder, leaf(&node));
+            None
+        };
+        let mut seen = lock_children(&admin);
+        let mut peer = Peer::kazoo_as(&server, peer_mode, 1, Behaviour::Hold, &peer_name);
+        peer.expect("READY");
+        next_node(&admin, &mut seen, &peer_name);
+        peer.assert_quiet(&format!("a zklock {kind} holder is inside"));
+        match &mark {
+            Some(mark) => exit_reader(&client, mark),
+            None => exit_exclusive(&client),
+        }
+        release();
+        peer.expect("ACQ");
+        peer.go();
+        peer.finish();
+    }
+    assert_eq!(
+        logged_names(&admin),
+        [
+            "zklock-m",
+            "kazoo-read-behind-mutex",
+            "zklock-w",
+            "kazoo-read-behind-write",
+            "zklock-r",
+            "kazoo-write-behind-read"
+        ]
+    );
     assert_clean(&admin);
 }
 

@@ -209,11 +209,22 @@ public class CuratorContender {
                 .forPath(base + "/log/entry-", (name + " " + node).getBytes(StandardCharsets.UTF_8));
     }
 
-    /** Leaves the critical section (before the lock is released). */
+    /**
+     * Leaves the critical section (before the lock is released), checking on
+     * the way out too: an overlap in which the other side entered after this
+     * one's check would otherwise go unseen.
+     */
     private void exit(int iteration) throws Exception {
         if (reader) {
+            if (client.checkExists().forPath(base + "/inside") != null) {
+                violation("an exclusive holder entered while reader " + name + " was inside");
+            }
             client.delete().forPath(base + "/readers/" + name + "-" + iteration);
         } else {
+            int readers = childCount(base + "/readers");
+            if (readers > 0) {
+                violation(readers + " readers entered while " + name + " was inside");
+            }
             client.delete().forPath(base + "/inside");
         }
     }

@@ -135,7 +135,20 @@ def main(argv):
             wait_for_line()
         elif hold_ms:
             time.sleep(hold_ms / 1000.0)
-        zk.delete(mark if reader else base + "/inside")
+        # Checked on the way out too: an overlap in which the other side
+        # entered after this one's check would otherwise go unseen.
+        if reader:
+            if zk.exists(base + "/inside") is not None:
+                violation("an exclusive holder entered while reader %s was inside" % name)
+            zk.delete(mark)
+        else:
+            try:
+                readers = len(zk.get_children(base + "/readers"))
+            except NoNodeError:
+                readers = 0
+            if readers:
+                violation("%d readers entered while %s was inside" % (readers, name))
+            zk.delete(base + "/inside")
         lock.release()
         say("REL %s %d" % (name, time.monotonic_ns()))
     say("DONE %s %d" % (name, iterations))
