@@ -22,8 +22,8 @@
 //! 4. No lock node is left once every contender has exited, and none is
 //!    orphaned while its session lives: right after an attempt that ended
 //!    without the lock, the contender's session owns no lock node, and the
-//!    lowest node, polled between faults, is never one its owner's session
-//!    has since given up (see `liveness.rs`).
+//!    lowest node, polled between faults (at least once a run), is never
+//!    one its owner's session has since given up (see `liveness.rs`).
 //! 5. The counter equals the acknowledged writes, give or take the writes
 //!    whose reply was lost: `done <= counter <= done + maybe`.
 

@@ -233,6 +233,13 @@ impl Checker<'_> {
     /// before it is then still waiting for one too.
     pub(crate) fn live_orphans(&mut self) {
         let run = self.run;
+        // Polled every 200 ms between faults: none at all means this part
+        // of the check looked at nothing.
+        if run.lowest.is_empty() {
+            let text = "the lowest lock node was never read in the whole run: orphans while \
+                        their sessions lived went unchecked";
+            self.violate(4, text.to_owned());
+        }
         let mut spans: BTreeMap<&str, (u64, u64, i64)> = BTreeMap::new();
         for (t, node, owner) in &run.lowest {
             if let Some(owner) = owner {

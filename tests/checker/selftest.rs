@@ -141,7 +141,8 @@ fn data(procs: Vec<ProcData>, counter: u64) -> RunData {
         procs,
         faults: Vec::new(),
         counter: Ok(counter),
-        lowest: Vec::new(),
+        // One reading, of a lock with nobody queued.
+        lowest: vec![(at(4050), String::new(), None)],
         leftovers: Ok(Vec::new()),
     }
 }
@@ -191,6 +192,10 @@ pub fn run() -> Result<(), String> {
     let mut r = clean();
     r.procs.push(Log::new("c").done(4100));
     cases.push(("c never acquires", r, vec![3]));
+
+    let mut r = clean();
+    r.lowest.clear();
+    cases.push(("the lowest node never read", r, vec![4]));
 
     let mut r = clean();
     r.procs[1] = Log::new("b")
