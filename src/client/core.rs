@@ -621,20 +621,26 @@ impl Shared {
     }
 
     /// Delivers session outputs (outside the session lock), emptying
-    /// `events`.
+    /// `events`. An internal callback that panics (a bug) does not keep the
+    /// events after it from their callers, whose replies would otherwise be
+    /// lost with the unwinding: the panic goes on once every event is out.
     pub(crate) fn dispatch(self: &Arc<Self>, events: &mut Vec<ClientEvent>) {
         let (mut abandoned, mut watched) = (false, false);
+        let mut panicked = None;
         for event in events.drain(..) {
-            match event {
+            let deliver = std::panic::AssertUnwindSafe(|| match event {
                 Event::Reply { token, result } => token.complete(result),
                 Event::Watch { watchers, event } => {
+                    abandoned |= watchers.iter().any(Watcher::is_abandoned_persistent);
+                    watched = true;
                     for w in &watchers {
                         w.deliver(&event);
                     }
-                    abandoned |= watchers.iter().any(Watcher::is_abandoned_persistent);
-                    watched = true;
                 }
                 Event::State(state) => self.publish_state(state),
+            });
+            if let Err(panic) = std::panic::catch_unwind(deliver) {
+                panicked.get_or_insert(panic);
             }
         }
         if abandoned {
@@ -644,6 +650,9 @@ impl Shared {
             // the lock: an owed path is added, under the lock, before the
             // event that fires its watch is taken in, under it too.
             super::watch_receiver::settle_owed(self);
+        }
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
         }
     }
 
@@ -802,4 +811,55 @@ fn write_until(
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{EventType, KeeperState};
+    use crate::session::SessionConfig;
+
+    /// An internal watch callback that panics (a bug) does not take the
+    /// reply behind it in the same batch of events with it: the reply is
+    /// delivered, and the panic goes on after, for the I/O thread's guard
+    /// to end the session. Before, the unwinding dropped the reply, and
+    /// its caller waited for ever.
+    #[test]
+    fn a_panicking_callback_does_not_lose_the_replies_after_it() {
+        let config = SessionConfig {
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(1),
+            can_be_read_only: false,
+            max_frame: crate::proto::DEFAULT_MAX_FRAME,
+            max_request: crate::proto::JUTE_MAX_BUFFER,
+            chroot: None,
+            request_timeout: None,
+            batch_reads: true,
+            batch_writes: true,
+            new_session_on_expiry: false,
+        };
+        let session = Session::new(config, vec!["127.0.0.1:1".into()], Instant::now());
+        let shared = Arc::new(Shared::new(session, None, false));
+        let panicking: NotifyFn = Arc::new(|_| panic!("a callback's bug"));
+        let slot = Arc::new(ReplySlot::default());
+        let mut events = vec![
+            Event::Watch {
+                watchers: vec![Watcher::Notify(panicking)],
+                event: WatchedEvent {
+                    event_type: EventType::NodeCreated,
+                    state: KeeperState::SyncConnected,
+                    path: "/boom".into(),
+                },
+            },
+            Event::Reply {
+                token: slot.clone(),
+                result: Ok(Response::Empty),
+            },
+        ];
+        let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shared.dispatch(&mut events)
+        }));
+        assert!(dispatched.is_err(), "the panic goes on");
+        assert_eq!(slot.take_ready(), Some(Ok(Response::Empty)));
+    }
 }
