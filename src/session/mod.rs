@@ -616,7 +616,8 @@ impl<T, W: Clone> Session<T, W> {
                 }
                 Ok(None) => break,
                 Err(e @ DecodeError::FrameTooLarge { .. }) if self.conn == Conn::Established => {
-                    self.refuse_oversized_reply(e);
+                    let xid = rest.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok());
+                    self.refuse_oversized_reply(xid.map(i32::from_be_bytes), e);
                 }
                 Err(e) => self.request_disconnect(Error::Protocol(e)),
             }

@@ -1526,3 +1526,47 @@ fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
         ]
     );
 }
+
+/// A frame over the limit is not blamed on a request it cannot be the
+/// reply of: a batch of reads (any of them may be the large one, the
+/// others small), a release, or a call whose xid the frame does not carry
+/// (a notification for a long path, over a lowered limit). Those go on as
+/// after any lost connection: the reads fail with `ConnectionLoss`, to be
+/// asked again.
+#[test]
+fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        max_frame: 1024,
+        ..config()
+    };
+    // Two reads batched: the batch may be 2 × max_frame; this is over.
+    let mut s = connected_with(config.clone(), now);
+    s.submit_read(now, BatchRead::Data(get_data("/app/a")), 1)
+        .unwrap();
+    s.submit_read(now, BatchRead::Data(get_data("/app/b")), 2)
+        .unwrap();
+    let frames = sent(&mut s);
+    assert_eq!(header(&frames[0]).op, OpCode::MultiRead.code());
+    s.handle_bytes(now, &3000i32.to_be_bytes());
+    assert!(s.poll_disconnect().is_some());
+    s.handle_disconnected(now);
+    assert_eq!(
+        replies(&mut s),
+        [
+            (1, Err(Error::ConnectionLoss)),
+            (2, Err(Error::ConnectionLoss))
+        ]
+    );
+    // A frame whose xid is a notification's, ahead of a user's call.
+    let mut s = connected_with(config, now);
+    s.submit(now, OpCode::Exists, &get_data("/app/e"), 3, None)
+        .unwrap();
+    sent(&mut s);
+    let mut notification = 2000i32.to_be_bytes().to_vec();
+    notification.extend_from_slice(&(-1i32).to_be_bytes());
+    s.handle_bytes(now, &notification);
+    assert!(s.poll_disconnect().is_some());
+    s.handle_disconnected(now);
+    assert_eq!(replies(&mut s), [(3, Err(Error::ConnectionLoss))]);
+}
