@@ -117,6 +117,10 @@ fn exec_exits_with_the_status_of_its_command() {
     // Killed by a signal: 128 + the signal, as a shell reports it.
     let out = Run::spawn(&mut exec(&[], "/cli/status", "kill -9 $$")).finish(WAIT);
     assert_eq!(code(&out), Some(128 + 9), "{}", out.stderr);
+    // A SIGINT to the command alone, no Ctrl-C: zklock exits 130, and does
+    // not die of a SIGINT it never got (see the Ctrl-C tests).
+    let out = Run::spawn(&mut exec(&[], "/cli/status", "kill -INT $$")).finish(WAIT);
+    assert_eq!(code(&out), Some(128 + 2), "{}", out.stderr);
 }
 
 #[test]

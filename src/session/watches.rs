@@ -222,7 +222,6 @@ impl<W: Clone> WatchRegistry<W> {
     }
 }
 
-/// `/a/b` yields `/a/b`, `/a`, `/`.
 /// True if `ancestor` is `path` or a node above it.
 fn is_ancestor_or_self(ancestor: &str, path: &str) -> bool {
     ancestor == "/"
@@ -231,6 +230,7 @@ fn is_ancestor_or_self(ancestor: &str, path: &str) -> bool {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
+/// `/a/b` yields `/a/b`, `/a`, `/`.
 fn ancestors_and_self(path: &str) -> impl Iterator<Item = &str> {
     let mut next = Some(path);
     std::iter::from_fn(move || {

@@ -305,8 +305,11 @@ fn acquire<'a>(
             drop(guard);
             Err(not_acquired_on_signal(options, &interrupted_why))
         }
-        Err(zklock::Error::Cancelled) => Err(not_acquired_on_signal(options, &interrupted_why)),
         Ok(Some(guard)) => Ok(guard),
+        // Whatever ended the wait as the signal came (a `--wait` running
+        // out, say), the signal is what zklock answers.
+        _ if interrupted => Err(not_acquired_on_signal(options, &interrupted_why)),
+        Err(zklock::Error::Cancelled) => Err(not_acquired_on_signal(options, &interrupted_why)),
         // A read waits only for writers: the readers holding it may be
         // behind a writer that is waiting.
         Ok(None) if options.side == Side::Read => Err(not_acquired(

@@ -32,7 +32,7 @@ use zklock::{Client, LockMonitor, LockState, StateChanges};
 use crate::group::{has_live_members, Group};
 use crate::tied::{watch_exit, Launcher, Stopped, Tied};
 use crate::watchdog::Watchdog;
-use crate::{Outcome, EXIT_ERROR};
+use crate::{signals, Outcome, EXIT_ERROR};
 
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
 const EXIT_LOST: u8 = 76;
@@ -227,7 +227,11 @@ pub fn run<'a>(
         let deadline = grace_ends.map(|end| after(end.saturating_duration_since(Instant::now())));
         select! {
             recv(exited) -> _ => {
-                let lost = states.try_iter().any(|s| s == LockState::Lost);
+                // A loss that came with the exit, as the states arm below
+                // would have taken it had it been picked first.
+                let lost = states.try_iter().any(|s| {
+                    s == LockState::Lost || (s == LockState::Suspended && grace.is_zero())
+                }) || grace_ends.is_some_and(|end| Instant::now() >= end);
                 // Looked at before the reaping, while its name is there.
                 let exec_failed = tied.exec_failed(child.id());
                 if lost && !exec_failed {
@@ -249,8 +253,12 @@ pub fn run<'a>(
                 }
                 return match status {
                     _ if lost => Outcome::Exit(EXIT_LOST),
-                    // Ctrl-C, passed on: see `Outcome::Signal`.
-                    Ok(s) if s.signal() == Some(Signal::SIGINT as i32) => {
+                    // Ctrl-C, passed on: see `Outcome::Signal`. (Not a
+                    // SIGINT sent to the command alone.)
+                    Ok(s)
+                        if s.signal() == Some(Signal::SIGINT as i32)
+                            && signals::first_ending() == Some(Signal::SIGINT) =>
+                    {
                         Outcome::Signal(Signal::SIGINT)
                     }
                     status => Outcome::Exit(status.map_or(1, exit_code)),
