@@ -826,6 +826,56 @@ fn logged_names(client: &Client) -> Vec<String> {
     read_log(client).into_iter().map(|(name, _)| name).collect()
 }
 
+/// While `writer`, a peer's write lock (its node named with `marker`),
+/// holds: zklock's write and read attempts stay out, and so does a zklock
+/// mutex's with `mutex` (kazoo; Curator's write lock and a zklock mutex do
+/// not see each other); a zklock reader queued behind it gets in once it
+/// releases.
+fn peer_writer_keeps_zklock_out(
+    server: &TestServer,
+    admin: &Client,
+    mut writer: Peer,
+    marker: &str,
+    mutex: bool,
+) {
+    let writer_node = writer.expect("ACQ")[2].clone();
+    assert!(writer_node.contains(marker), "{writer_node}");
+    let client = connect(server);
+    if mutex {
+        let mutex = Mutex::new(&client, LOCK).expect("mutex");
+        assert!(
+            mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
+            "zklock locked a mutex while {} writes",
+            writer.name
+        );
+    }
+    let lock = RwLock::new(&client, LOCK).expect("rwlock");
+    assert!(
+        lock.try_write_for(QUIET).expect("try_write").is_none(),
+        "zklock wrote the lock while {} writes",
+        writer.name
+    );
+    assert!(
+        lock.try_read_for(QUIET).expect("try_read").is_none(),
+        "zklock read the lock while {} writes",
+        writer.name
+    );
+    wait_behind_peer(admin, &client, &mut writer, "zklock-r", |inside| {
+        let guard = lock
+            .try_read_for(WAIT)
+            .expect("read")
+            .expect("read lock after the writer left");
+        let mark = enter_reader(&client, "zklock-r", guard.node());
+        inside();
+        exit_reader(&client, &mark);
+        guard.unlock().expect("unlock");
+    });
+    let name = writer.name.clone();
+    writer.finish();
+    assert_eq!(logged_names(admin), [name.as_str(), "zklock-r"]);
+    assert_clean(admin);
+}
+
 /// Blocks until a zklock `Mutex` is held by this thread, within [`WAIT`].
 fn lock_within<'a>(mutex: &'a Mutex, what: &str) -> zklock::MutexGuard<'a> {
     mutex
@@ -983,34 +1033,8 @@ fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl 
 fn curator_writer_excludes_zklock_readers_and_writers() {
     curator_classpath();
     let (server, admin) = server_with_state();
-    let mut writer = Peer::curator(&server, "write", 1, Behaviour::Hold, "curator-w");
-    let acq = writer.expect("ACQ");
-    let writer_node = acq[2].clone();
-    assert!(writer_node.contains("__WRIT__"), "{writer_node}");
-
-    let client = connect(&server);
-    let lock = RwLock::new(&client, LOCK).expect("rwlock");
-    assert!(
-        lock.try_read_for(QUIET).expect("try_read").is_none(),
-        "zklock read the lock while Curator writes"
-    );
-    assert!(
-        lock.try_write_for(QUIET).expect("try_write").is_none(),
-        "zklock wrote the lock while Curator writes"
-    );
-    wait_behind_peer(&admin, &client, &mut writer, "zklock-r", |inside| {
-        let guard = lock
-            .try_read_for(WAIT)
-            .expect("read")
-            .expect("read lock after the writer left");
-        let mark = enter_reader(&client, "zklock-r", guard.node());
-        inside();
-        exit_reader(&client, &mark);
-        guard.unlock().expect("unlock");
-    });
-    writer.finish();
-    assert_eq!(logged_names(&admin), ["curator-w", "zklock-r"]);
-    assert_clean(&admin);
+    let writer = Peer::curator(&server, "write", 1, Behaviour::Hold, "curator-w");
+    peer_writer_keeps_zklock_out(&server, &admin, writer, "__WRIT__", false);
 }
 
 /// A zklock writer keeps a Curator reader out; the Curator reader, once in,
@@ -1327,38 +1351,8 @@ fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
 fn kazoo_writer_excludes_zklock_mutex_readers_and_writers() {
     kazoo_python();
     let (server, admin) = server_with_state();
-    let mut writer = Peer::kazoo_as(&server, "write", 1, Behaviour::Hold, "kazoo-w");
-    let writer_node = writer.expect("ACQ")[2].clone();
-    assert!(writer_node.contains("__lock__"), "{writer_node}");
-
-    let client = connect(&server);
-    let mutex = Mutex::new(&client, LOCK).expect("mutex");
-    let rwlock = RwLock::new(&client, LOCK).expect("rwlock");
-    assert!(
-        mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
-        "zklock locked a mutex while a kazoo writer writes"
-    );
-    assert!(
-        rwlock.try_write_for(QUIET).expect("try_write").is_none(),
-        "zklock wrote the lock while a kazoo writer writes"
-    );
-    assert!(
-        rwlock.try_read_for(QUIET).expect("try_read").is_none(),
-        "zklock read the lock while a kazoo writer writes"
-    );
-    wait_behind_peer(&admin, &client, &mut writer, "zklock-r", |inside| {
-        let guard = rwlock
-            .try_read_for(WAIT)
-            .expect("read")
-            .expect("read lock after the writer left");
-        let mark = enter_reader(&client, "zklock-r", guard.node());
-        inside();
-        exit_reader(&client, &mark);
-        guard.unlock().expect("unlock");
-    });
-    writer.finish();
-    assert_eq!(logged_names(&admin), ["kazoo-w", "zklock-r"]);
-    assert_clean(&admin);
+    let writer = Peer::kazoo_as(&server, "write", 1, Behaviour::Hold, "kazoo-w");
+    peer_writer_keeps_zklock_out(&server, &admin, writer, "__lock__", true);
 }
 
 /// kazoo's `ReadLock` and `WriteLock` queue behind zklock holders, seeing
