@@ -409,12 +409,11 @@ impl Client {
     /// `SessionMoved`, which send it on through another connection), or
     /// the client's I/O thread panicked (an `Io` error: a bug, after which
     /// the servers were not told, and keep the nodes until the session
-    /// times out). Waits
-    /// for the client's threads to finish, the state handler's call with
-    /// the final state included (so a handler must not block on
-    /// anything the closing thread holds), unless called on one of the
-    /// client's own threads (from the state handler),
-    /// which cannot wait for themselves and so return `Ok` at once.
+    /// times out). Waits for the client's threads to finish, the state
+    /// handler's call with the final state included (so a handler must not
+    /// block on anything the closing thread holds), unless called on one
+    /// of the client's own threads (from the state handler), which cannot
+    /// wait for themselves and so return `Ok` at once.
     /// Later calls on any clone fail with `Closed`, or with the error that
     /// ended the session before (`SessionExpired`, say). With
     /// [`new_session_on_expiry`](ClientBuilder::new_session_on_expiry), it
