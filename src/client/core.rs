@@ -859,7 +859,8 @@ mod tests {
         let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             shared.dispatch(&mut events)
         }));
-        assert!(dispatched.is_err(), "the panic goes on");
+        let panic = dispatched.expect_err("the panic goes on");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"a callback's bug"));
         assert_eq!(slot.take_ready(), Some(Ok(Response::Empty)));
     }
 }

@@ -1530,9 +1530,10 @@ fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
 /// A frame over the limit is not blamed on a request it cannot be the
 /// reply of: a batch of reads (any of them may be the large one, the
 /// others small), a release, or a call whose xid the frame does not carry
-/// (a notification for a long path, over a lowered limit). Those go on as
-/// after any lost connection: the reads fail with `ConnectionLoss`, to be
-/// asked again.
+/// (a notification for a long path, over a lowered limit, its xid in the
+/// same read as its length). Those go on as after any lost connection:
+/// the reads fail with `ConnectionLoss`, to be asked again, and the
+/// release goes out on the next connection.
 #[test]
 fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     let now = Instant::now();
@@ -1540,6 +1541,7 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
         max_frame: 1024,
         ..config()
     };
+    let too_large = |len, max| Error::Protocol(DecodeError::FrameTooLarge { len, max });
     // Two reads batched: the batch may be 2 × max_frame; this is over.
     let mut s = connected_with(config.clone(), now);
     s.submit_read(now, BatchRead::Data(get_data("/app/a")), 1)
@@ -1549,7 +1551,7 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     let frames = sent(&mut s);
     assert_eq!(header(&frames[0]).op, OpCode::MultiRead.code());
     s.handle_bytes(now, &3000i32.to_be_bytes());
-    assert!(s.poll_disconnect().is_some());
+    assert_eq!(s.poll_disconnect(), Some(too_large(3000, 2048)));
     s.handle_disconnected(now);
     assert_eq!(
         replies(&mut s),
@@ -1558,6 +1560,17 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
             (2, Err(Error::ConnectionLoss))
         ]
     );
+    // A release: kept for the next connection.
+    let mut s = connected_with(config.clone(), now);
+    s.submit_background_delete(now, "/app/lock/n1".into(), -1)
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &2000i32.to_be_bytes());
+    assert_eq!(s.poll_disconnect(), Some(too_large(2000, 1024)));
+    s.handle_disconnected(now);
+    let frames = reconnect(&mut s, now);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
     // A frame whose xid is a notification's, ahead of a user's call.
     let mut s = connected_with(config, now);
     s.submit(now, OpCode::Exists, &get_data("/app/e"), 3, None)
@@ -1566,7 +1579,7 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     let mut notification = 2000i32.to_be_bytes().to_vec();
     notification.extend_from_slice(&(-1i32).to_be_bytes());
     s.handle_bytes(now, &notification);
-    assert!(s.poll_disconnect().is_some());
+    assert_eq!(s.poll_disconnect(), Some(too_large(2000, 1024)));
     s.handle_disconnected(now);
     assert_eq!(replies(&mut s), [(3, Err(Error::ConnectionLoss))]);
 }

@@ -236,8 +236,8 @@ impl Checker<'_> {
         // Polled every 200 ms between faults: none at all means this part
         // of the check looked at nothing.
         if run.lowest.is_empty() {
-            let text = "the lowest lock node was never read in the whole run: orphans while \
-                        their sessions lived went unchecked";
+            let text = "no lowest lock node was found in the whole run: orphans while their \
+                        sessions lived went unchecked";
             self.violate(4, text.to_owned());
         }
         let mut spans: BTreeMap<&str, (u64, u64, i64)> = BTreeMap::new();

@@ -141,8 +141,8 @@ fn data(procs: Vec<ProcData>, counter: u64) -> RunData {
         procs,
         faults: Vec::new(),
         counter: Ok(counter),
-        // One reading, of a lock with nobody queued.
-        lowest: vec![(at(4050), String::new(), None)],
+        // One reading, after every section, of b's last node.
+        lowest: vec![(at(4050), "/l/b-0000000099".into(), Some(2))],
         leftovers: Ok(Vec::new()),
     }
 }
