@@ -245,8 +245,8 @@ pub enum Error {
     /// The server sent bytes that break the protocol. A frame or reply that
     /// cannot be decoded, or a reply over
     /// [`max_frame`](crate::Config::max_frame), drops the connection: the
-    /// call whose reply it was fails with this, the others in flight with
-    /// `ConnectionLoss`. A reply
+    /// call whose reply it was fails with this (unless it went in a batch
+    /// of reads), the others in flight with `ConnectionLoss`. A reply
     /// to [`Client::multi`](crate::Client::multi) or
     /// [`multi_read`](crate::Client::multi_read) that decodes but holds a
     /// result count unlike the request's, or a result unlike its op, fails

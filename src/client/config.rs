@@ -138,8 +138,10 @@ impl Config {
 
     /// The largest frame accepted from a server (default 1,114,111 bytes:
     /// the default `jute.maxbuffer`, 1,048,575, plus 64 KiB for the header
-    /// and Stat around a maximal payload). A reply over it fails its call
-    /// with `Protocol(FrameTooLarge)` and drops the connection.
+    /// and Stat around a maximal payload). A reply over it drops the
+    /// connection and fails its call with `Protocol(FrameTooLarge)` (a
+    /// batch of reads, whose limit is this for each read, fails with
+    /// `ConnectionLoss` instead, each read then asked again).
     pub fn max_frame(&self) -> usize {
         self.max_frame
     }

@@ -76,7 +76,7 @@ group is in the terminal's background: a COMMAND that reads from the
 terminal or changes its settings (an editor, a pager, a password prompt)
 is stopped there, so give it its input by redirection. When COMMAND exits,
 the lock is released; what it left running in the background runs on
-without it.
+without it, unless the lock is lost as it exits (then as below).
 If the lock can no longer be relied on (the connection was lost for longer
 than --grace MS, default 0, at most 1/6 of the session timeout; the session
 expired; the lock node was deleted), the group gets SIGTERM, then SIGKILL,
@@ -95,8 +95,9 @@ in contended mode, to show that its overlap check works).
 
 exit status:
   COMMAND's  exec: COMMAND's status (128+N if signal N killed it; killed
-             by SIGINT, zklock dies of SIGINT too, as after a Ctrl-C that
-             cancels the wait, so that a shell script running it stops)
+             by a SIGINT zklock passed on, a Ctrl-C, zklock dies of SIGINT
+             too, as after a Ctrl-C that cancels the wait, so that a shell
+             script running it stops)
   0          holders, bench: done
   1          an error (unreachable ensemble, invalid path...), one line on stderr
   2          bad usage, one line on stderr
