@@ -617,3 +617,33 @@ fn a_lock_at_the_root_of_a_chroot_lives_in_the_chroot_node() {
         children(&root, CHROOT).is_empty()
     });
 }
+
+/// A timeout shorter than a round trip is kept like any other: the attempt
+/// gives up before the server's answer, even on a free lock, and the node
+/// its create made is deleted behind it (when the create's reply comes).
+/// A zero timeout is one try, which waits for the answer and gets the
+/// free lock.
+#[test]
+fn a_timeout_shorter_than_a_round_trip_acquires_nothing_and_leaves_no_node() {
+    const DIR: &str = "/lifecycle/tiny-timeout";
+    let server = server();
+    let client = connect(&server.connect_string());
+    let observer = connect(&server.connect_string());
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    mutex.lock().unwrap().unlock().unwrap();
+    assert!(mutex
+        .try_lock_for(Duration::from_nanos(1))
+        .unwrap()
+        .is_none());
+    // Listed in the client's own session, after its create: another
+    // session's listing could come before the node was even made.
+    wait_until("the abandoned node to go", WAIT, || {
+        children(&client, DIR).is_empty()
+    });
+    let guard = mutex
+        .try_lock_for(Duration::ZERO)
+        .unwrap()
+        .expect("one try gets the free lock");
+    assert_eq!(children(&observer, DIR), [leaf(guard.node()).to_owned()]);
+    guard.unlock().unwrap();
+}

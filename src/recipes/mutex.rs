@@ -97,9 +97,11 @@ impl Mutex {
     }
 
     /// Waits up to `timeout`: `Ok(None)` if the lock was not acquired in time,
-    /// whatever the connection does. A zero timeout is [`Mutex::try_lock`],
-    /// which waits for the server's answers; one too long to make a
-    /// deadline of waits without one. Fails as [`Mutex::lock`] does.
+    /// whatever the connection does (so a timeout shorter than a round trip
+    /// acquires nothing, even a free lock). A zero timeout is
+    /// [`Mutex::try_lock`], which waits for the server's answers; one too
+    /// long to make a deadline of waits without one. Fails as
+    /// [`Mutex::lock`] does.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<'_>>> {
         self.acquire(Patience::within(timeout))
     }
