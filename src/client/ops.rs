@@ -552,8 +552,8 @@ impl Client {
             .shared()
             .call(OpCode::AddWatch, &request, Some(watch))?
         {
-            Response::AddWatch(r) if r.err == 0 => Ok(rx),
-            Response::AddWatch(r) => Err(Error::from_code(r.err)),
+            // An error in the reply's body fails the call in the session.
+            Response::AddWatch(_) => Ok(rx),
             _ => Err(malformed("addWatch reply")),
         }
     }

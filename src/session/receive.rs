@@ -191,7 +191,9 @@ impl<T, W: Clone> Session<T, W> {
                     self.last_zxid = self.last_zxid.max(header.zxid);
                 }
                 let result = match header.err {
-                    0 => decode_reply(&pending, body).map_err(Error::Protocol),
+                    0 => decode_reply(&pending, body)
+                        .map_err(Error::Protocol)
+                        .and_then(error_in_body),
                     code => Err(Error::from_code(code)),
                 };
                 let protocol_error = match &result {
@@ -411,6 +413,16 @@ fn decode_reply<T, W>(pending: &Pending<T, W>, body: &[u8]) -> Result<Response, 
             MultiResponse::from_bytes_for(body, tokens.len()).map(Response::Multi)
         }
         _ => Response::decode(pending.op, body),
+    }
+}
+
+/// An addWatch reply carries an error code in its body too (servers send
+/// 0 there, and a failure in the header): one there is the call's error,
+/// so that its watcher is not registered while the call fails.
+fn error_in_body(response: Response) -> Result<Response> {
+    match response {
+        Response::AddWatch(body) if body.err != 0 => Err(Error::from_code(body.err)),
+        response => Ok(response),
     }
 }
 

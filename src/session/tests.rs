@@ -1583,3 +1583,32 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     s.handle_disconnected(now);
     assert_eq!(replies(&mut s), [(3, Err(Error::ConnectionLoss))]);
 }
+
+/// An addWatch reply whose body carries an error (a server sends 0 there,
+/// and a failure in the header) fails the call, and its watcher is not
+/// registered: before, the watcher was kept, set again on every reconnect,
+/// while the caller was told the call had failed.
+#[test]
+fn an_add_watch_refused_in_its_reply_body_registers_no_watcher() {
+    let now = Instant::now();
+    let mut s = connected(now);
+    let request = crate::proto::AddWatchRequest {
+        path: "/app/w".into(),
+        mode: crate::proto::AddWatchMode::Persistent,
+    };
+    let watch = WatchRequest {
+        kind: WatchKind::Persistent,
+        path: "/app/w".into(),
+        watcher: 7,
+    };
+    s.submit(now, OpCode::AddWatch, &request, 1, Some(watch))
+        .unwrap();
+    let frames = sent(&mut s);
+    let refused = ErrorResponse {
+        err: ErrorCode::NoAuth.code(),
+    };
+    s.handle_bytes(now, &reply(header(&frames[0]).xid, 5, 0, &refused));
+    assert_eq!(replies(&mut s), [(1, Err(Error::NoAuth))]);
+    assert_eq!(s.watcher_count(), 0);
+    assert_eq!(s.poll_disconnect(), None);
+}
