@@ -306,10 +306,10 @@ fn acquire<'a>(
             Err(not_acquired_on_signal(options, &interrupted_why))
         }
         Ok(Some(guard)) => Ok(guard),
-        // Whatever ended the wait as the signal came (a `--wait` running
-        // out, say), the signal is what zklock answers.
+        // Whatever ended the wait as the signal came (its `cancel`, or a
+        // `--wait` running out), the signal is what zklock answers. Only
+        // the signal watcher cancels, so `Cancelled` always lands here.
         _ if interrupted => Err(not_acquired_on_signal(options, &interrupted_why)),
-        Err(zklock::Error::Cancelled) => Err(not_acquired_on_signal(options, &interrupted_why)),
         // A read waits only for writers: the readers holding it may be
         // behind a writer that is waiting.
         Ok(None) if options.side == Side::Read => Err(not_acquired(
