@@ -179,13 +179,13 @@ fn handshake_cases() -> Vec<HandshakeCase> {
         ),
         case(
             "password length 100000, none sent",
-            "protocol error: length 100000 exceeds the 0 byte(s) left in the frame",
+            "protocol error: ConnectResponse.passwd: length 100000 exceeds the 0 byte(s) left in the frame",
             true,
             raw_answer(frame(&declared_only), After::Hold),
         ),
         case(
             "a response shorter than the record",
-            "protocol error: truncated input: needed 8 more byte(s) but only 2 remain",
+            "protocol error: ConnectResponse.session_id: truncated input: needed 8 more byte(s) but only 2 remain",
             true,
             raw_answer(frame(&healthy(FAKE_SESSION)[..10]), After::Hold),
         ),
@@ -494,27 +494,43 @@ fn a_malformed_reply_fails_its_call_with_the_decode_error() {
     let stat = get_data_body(b"")[4..].to_vec();
     let mut with_trailing = get_data_body(b"hostile");
     with_trailing.push(0xab);
+    let in_stat =
+        |field, error: DecodeError| error.in_field(field).in_field("GetDataResponse.stat");
+    let in_data = |error: DecodeError| error.in_field("GetDataResponse.data");
+    let eof = DecodeError::UnexpectedEof {
+        needed: 8,
+        remaining: 0,
+    };
+    assert_eq!(
+        Error::Protocol(in_stat("Stat.czxid", eof)).to_string(),
+        "protocol error: Stat.czxid (in GetDataResponse.stat): \
+         truncated input: needed 8 more byte(s) but only 0 remain",
+        "the message says where the reply broke"
+    );
     for (body, expected) in [
         // An empty data buffer and no Stat.
         (
             vec![0, 0, 0, 0],
-            DecodeError::UnexpectedEof {
-                needed: 8,
-                remaining: 0,
-            },
+            in_stat(
+                "Stat.czxid",
+                DecodeError::UnexpectedEof {
+                    needed: 8,
+                    remaining: 0,
+                },
+            ),
         ),
         // A data length of -7.
         (
             [&(-7i32).to_be_bytes()[..], &stat].concat(),
-            DecodeError::NegativeLength(-7),
+            in_data(DecodeError::NegativeLength(-7)),
         ),
         // A data length beyond the frame.
         (
             [&1000i32.to_be_bytes()[..], &[1, 2, 3]].concat(),
-            DecodeError::LengthExceedsFrame {
+            in_data(DecodeError::LengthExceedsFrame {
                 len: 1000,
                 remaining: 3,
-            },
+            }),
         ),
         // The wrong record: a children list where data and a Stat belong.
         (
@@ -522,10 +538,13 @@ fn a_malformed_reply_fails_its_call_with_the_decode_error() {
                 children: vec!["a".into(), "b".into()],
             }
             .to_bytes(),
-            DecodeError::UnexpectedEof {
-                needed: 8,
-                remaining: 0,
-            },
+            in_stat(
+                "Stat.mzxid",
+                DecodeError::UnexpectedEof {
+                    needed: 8,
+                    remaining: 0,
+                },
+            ),
         ),
         (with_trailing, DecodeError::TrailingBytes(1)),
     ] {
@@ -646,7 +665,7 @@ fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
         (
             "a reply header shorter than its record",
             frame(&[0, 0, 0, 1, 0, 0, 0]),
-            "dropping connection: protocol error: truncated input: needed 8 more byte(s) but only 3 remain",
+            "dropping connection: protocol error: ReplyHeader.zxid: truncated input: needed 8 more byte(s) but only 3 remain",
             Error::ConnectionLoss,
         ),
         (
@@ -790,15 +809,20 @@ fn a_notification_that_cannot_be_decoded_drops_the_connection() {
     for (notification, line) in [
         (
             event(99, 3),
-            "dropping connection: protocol error: unknown event type value 99",
+            "dropping connection: protocol error: WatcherEvent.event_type: unknown event type value 99",
         ),
         (
             event(3, 77),
-            "dropping connection: protocol error: unknown keeper state value 77",
+            "dropping connection: protocol error: WatcherEvent.state: unknown keeper state value 77",
+        ),
+        (
+            event(-1, 3),
+            "dropping connection: protocol error: WatcherEvent.event_type: \
+             malformed notification of an event type only a client makes",
         ),
         (
             frame(&[header.clone(), 4i32.to_be_bytes().to_vec()].concat()),
-            "dropping connection: protocol error: truncated input: needed 4 more byte(s) but only 0 remain",
+            "dropping connection: protocol error: WatcherEvent.state: truncated input: needed 4 more byte(s) but only 0 remain",
         ),
     ] {
         let good = good.clone();

@@ -21,6 +21,11 @@ use std::path::PathBuf;
 use zklock::proto::*;
 use DecodeError::{UnexpectedNull, UnknownValue};
 
+/// `error`, as decoding reports it in `field` (`Record.field`).
+fn in_field(field: &'static str, error: DecodeError) -> DecodeError {
+    error.in_field(field)
+}
+
 // ---- Harness ----
 
 fn fixture_dir() -> PathBuf {
@@ -371,7 +376,7 @@ golden! {
     });
     connect_request_without_read_only => legacy(connect_request(5, 10_000, 0, vec![0; 16], false));
     connect_request_null_passwd =>
-        refused(ConnectRequest::from_bytes, UnexpectedNull("ConnectRequest.passwd"));
+        refused(ConnectRequest::from_bytes, in_field("ConnectRequest.passwd", UnexpectedNull));
     connect_response_new_session =>
         exact(connect_response(30_000, SESSION_ID, counting(16), false));
     connect_response_read_only => exact(connect_response(4_000, SESSION_ID, counting(16), true));
@@ -386,7 +391,7 @@ golden! {
     connect_response_without_read_only =>
         legacy(connect_response(30_000, SESSION_ID, counting(16), false));
     connect_response_null_passwd =>
-        refused(ConnectResponse::from_bytes, UnexpectedNull("ConnectResponse.passwd"));
+        refused(ConnectResponse::from_bytes, in_field("ConnectResponse.passwd", UnexpectedNull));
 
     // Headers, including the header-only ping, closeSession and whoAmI frames.
     request_header => exact(RequestHeader { xid: 1, op: OpCode::GetData.code() });
@@ -417,8 +422,8 @@ golden! {
     id_world_anyone => exact(Id::new("world", "anyone"));
     id_empty => exact(Id::new("", ""));
     id_non_ascii => exact(Id::new("digest", "ünï:路径κλειδί"));
-    id_null_scheme => refused(Id::from_bytes, UnexpectedNull("Id.scheme"));
-    id_null_id => refused(Id::from_bytes, UnexpectedNull("Id.id"));
+    id_null_scheme => refused(Id::from_bytes, in_field("Id.scheme", UnexpectedNull));
+    id_null_id => refused(Id::from_bytes, in_field("Id.id", UnexpectedNull));
     acl_open => exact(acl(perms::ALL, "world", "anyone"));
     acl_digest => exact(acl(3, "digest", "alice:tSkHf9vbvtxHKu8fJ3W1AGBpSL0="));
     acl_extreme_perms => exact(acl(i32::MIN, "ip", "127.0.0.1"));
@@ -427,7 +432,7 @@ golden! {
     client_info => exact(client_info("digest", "alice"));
     client_info_empty => exact(client_info("", ""));
     client_info_non_ascii => exact(client_info("sasl", "ünï@路径"));
-    client_info_null_user => refused(ClientInfo::from_bytes, UnexpectedNull("ClientInfo.user"));
+    client_info_null_user => refused(ClientInfo::from_bytes, in_field("ClientInfo.user", UnexpectedNull));
 
     // create, create2, createContainer (CreateRequest) and createTTL.
     create_request_persistent =>
@@ -448,11 +453,11 @@ golden! {
     create_request_unicode => exact(create(
         UNICODE_PATH, some("значение".as_bytes()), mixed_acl(), CreateMode::Persistent));
     create_request_null_path =>
-        refused(CreateRequest::from_bytes, UnexpectedNull("CreateRequest.path"));
+        refused(CreateRequest::from_bytes, in_field("CreateRequest.path", UnexpectedNull));
     create_request_null_acl =>
-        refused(CreateRequest::from_bytes, UnexpectedNull("CreateRequest.acl"));
+        refused(CreateRequest::from_bytes, in_field("CreateRequest.acl", UnexpectedNull));
     create_request_unknown_flags => refused(
-        CreateRequest::from_bytes, UnknownValue { kind: "create mode", value: 7 });
+        CreateRequest::from_bytes, in_field("CreateRequest.mode", UnknownValue { kind: "create mode", value: 7 }));
     create_ttl_request => exact(create_ttl(
         "/app/ttl", some(b"t"), open_acl(), CreateMode::PersistentWithTtl, 60_000));
     create_ttl_request_sequential_max_ttl => exact(create_ttl(
@@ -463,7 +468,7 @@ golden! {
     create_response_unicode => exact(CreateResponse { path: s(UNICODE_PATH) });
     create_response_empty_path => exact(CreateResponse { path: s("") });
     create_response_null_path =>
-        refused(CreateResponse::from_bytes, UnexpectedNull("CreateResponse.path"));
+        refused(CreateResponse::from_bytes, in_field("CreateResponse.path", UnexpectedNull));
     create2_response => exact(create2_response(LOCK_PATH, ephemeral_stat()));
     create2_response_container => exact(create2_response("/app/locks", extreme_stat()));
     create2_response_ttl => exact(create2_response("/app/ttl", ttl_stat()));
@@ -489,11 +494,11 @@ golden! {
     get_acl_response => exact(GetAclResponse { acl: mixed_acl(), stat: stat() });
     get_acl_response_empty => exact(GetAclResponse { acl: vec![], stat: stat() });
     get_acl_response_null_acl =>
-        refused(GetAclResponse::from_bytes, UnexpectedNull("GetAclResponse.acl"));
+        refused(GetAclResponse::from_bytes, in_field("GetAclResponse.acl", UnexpectedNull));
     set_acl_request =>
         exact(SetAclRequest { path: s(UNICODE_PATH), acl: mixed_acl(), version: 1 });
     set_acl_request_null_acl =>
-        refused(SetAclRequest::from_bytes, UnexpectedNull("SetAclRequest.acl"));
+        refused(SetAclRequest::from_bytes, in_field("SetAclRequest.acl", UnexpectedNull));
     set_acl_response => exact(SetAclResponse { stat: stat() });
     get_children_request => exact(get_children("/app/locks", true));
     // Java's GetChildren2Request has the same layout as GetChildrenRequest.
@@ -501,9 +506,9 @@ golden! {
     get_children_response => exact(children(&["lock-0000000001", "κλειδί", "路径", ""]));
     get_children_response_empty => exact(children(&[]));
     get_children_response_null =>
-        refused(GetChildrenResponse::from_bytes, UnexpectedNull("GetChildrenResponse.children"));
+        refused(GetChildrenResponse::from_bytes, in_field("GetChildrenResponse.children", UnexpectedNull));
     get_children_response_null_element =>
-        refused(GetChildrenResponse::from_bytes, UnexpectedNull("GetChildrenResponse.children"));
+        refused(GetChildrenResponse::from_bytes, in_field("GetChildrenResponse.children", UnexpectedNull));
     get_children2_response => exact(GetChildren2Response {
         children: strings(&["lock-0000000001", "lock-0000000002"]),
         stat: stat(),
@@ -511,7 +516,7 @@ golden! {
     get_children2_response_empty =>
         exact(GetChildren2Response { children: vec![], stat: extreme_stat() });
     get_children2_response_null =>
-        refused(GetChildren2Response::from_bytes, UnexpectedNull("GetChildren2Response.children"));
+        refused(GetChildren2Response::from_bytes, in_field("GetChildren2Response.children", UnexpectedNull));
     sync_request => exact(path("/app"));
     sync_response => exact(path(UNICODE_PATH));
     check_version_request => exact(CheckVersionRequest { path: s("/app/config"), version: 3 });
@@ -531,15 +536,15 @@ golden! {
     auth_packet =>
         exact(AuthPacket { auth_type: 0, scheme: s("digest"), auth: b"alice:secret".to_vec() });
     auth_packet_empty => exact(AuthPacket { auth_type: -1, scheme: s(""), auth: vec![] });
-    auth_packet_null_auth => refused(AuthPacket::from_bytes, UnexpectedNull("AuthPacket.auth"));
+    auth_packet_null_auth => refused(AuthPacket::from_bytes, in_field("AuthPacket.auth", UnexpectedNull));
     auth_packet_null_scheme =>
-        refused(AuthPacket::from_bytes, UnexpectedNull("AuthPacket.scheme"));
+        refused(AuthPacket::from_bytes, in_field("AuthPacket.scheme", UnexpectedNull));
     who_am_i_response => exact(WhoAmIResponse {
         client_info: vec![client_info("ip", "127.0.0.1"), client_info("digest", "alice")],
     });
     who_am_i_response_empty => exact(WhoAmIResponse { client_info: vec![] });
     who_am_i_response_null =>
-        refused(WhoAmIResponse::from_bytes, UnexpectedNull("WhoAmIResponse.client_info"));
+        refused(WhoAmIResponse::from_bytes, in_field("WhoAmIResponse.client_info", UnexpectedNull));
     set_watches => exact(SetWatches {
         relative_zxid: 0x1_0000_0009,
         data_watches: strings(&["/app/config", UNICODE_PATH]),
@@ -553,7 +558,7 @@ golden! {
         child_watches: vec![],
     });
     set_watches_null_list =>
-        refused(SetWatches::from_bytes, UnexpectedNull("SetWatches.exist_watches"));
+        refused(SetWatches::from_bytes, in_field("SetWatches.exist_watches", UnexpectedNull));
     set_watches2 => exact(SetWatches2 {
         relative_zxid: 0x1_0000_0009,
         data_watches: strings(&["/d"]),
@@ -571,13 +576,13 @@ golden! {
         persistent_recursive_watches: vec![],
     });
     set_watches2_null_list => refused(
-        SetWatches2::from_bytes, UnexpectedNull("SetWatches2.persistent_recursive_watches"));
+        SetWatches2::from_bytes, in_field("SetWatches2.persistent_recursive_watches", UnexpectedNull));
     add_watch_request_persistent =>
         exact(AddWatchRequest { path: s("/app/config"), mode: AddWatchMode::Persistent });
     add_watch_request_persistent_recursive =>
         exact(AddWatchRequest { path: s(UNICODE_PATH), mode: AddWatchMode::PersistentRecursive });
     add_watch_request_unknown_mode => refused(
-        AddWatchRequest::from_bytes, UnknownValue { kind: "add-watch mode", value: 2 });
+        AddWatchRequest::from_bytes, in_field("AddWatchRequest.mode", UnknownValue { kind: "add-watch mode", value: 2 }));
     remove_watches_request_children => exact(remove_watches("/app/config", WatcherType::Children));
     remove_watches_request_data => exact(remove_watches("/app/config", WatcherType::Data));
     remove_watches_request_any => exact(remove_watches("/app/config", WatcherType::Any));
@@ -606,9 +611,9 @@ golden! {
     watcher_event_persistent_watch_removed_closed =>
         exact(event(EventType::PersistentWatchRemoved, KeeperState::Closed, "/p"));
     watcher_event_null_path =>
-        refused(WatcherEvent::from_bytes, UnexpectedNull("WatcherEvent.path"));
+        refused(WatcherEvent::from_bytes, in_field("WatcherEvent.path", UnexpectedNull));
     watcher_event_unknown_state => refused(
-        WatcherEvent::from_bytes, UnknownValue { kind: "keeper state", value: 2 });
+        WatcherEvent::from_bytes, in_field("WatcherEvent.state", UnknownValue { kind: "keeper state", value: 2 }));
 
     // Multi: headers, requests built with Java's Op API, responses from OpResult.
     multi_header => exact(MultiHeader { op_type: 1, done: false, err: -1 });

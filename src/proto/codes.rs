@@ -50,7 +50,7 @@ macro_rules! int_enum {
             fn write_field(&self, w: &mut Writer<'_>) {
                 w.write_i32(self.code());
             }
-            fn read_field(r: &mut Reader<'_>, _: &'static str) -> Result<Self, DecodeError> {
+            fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
                 $name::try_from(r.read_i32()?)
             }
         }

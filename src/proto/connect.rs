@@ -38,12 +38,12 @@ impl Record for ConnectRequest {
     /// A missing trailing readOnly byte (pre-3.4 clients) reads as false.
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(ConnectRequest {
-            protocol_version: r.read_i32()?,
-            last_zxid_seen: r.read_i64()?,
-            timeout_ms: r.read_i32()?,
-            session_id: r.read_i64()?,
-            passwd: r.read_buffer("ConnectRequest.passwd")?.to_vec(),
-            read_only: read_trailing_bool(r)?,
+            protocol_version: named("ConnectRequest.protocol_version", r.read_i32())?,
+            last_zxid_seen: named("ConnectRequest.last_zxid_seen", r.read_i64())?,
+            timeout_ms: named("ConnectRequest.timeout_ms", r.read_i32())?,
+            session_id: named("ConnectRequest.session_id", r.read_i64())?,
+            passwd: named("ConnectRequest.passwd", r.read_buffer())?.to_vec(),
+            read_only: named("ConnectRequest.read_only", read_trailing_bool(r))?,
         })
     }
 }
@@ -79,11 +79,11 @@ impl Record for ConnectResponse {
     /// reads as false.
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(ConnectResponse {
-            protocol_version: r.read_i32()?,
-            timeout_ms: r.read_i32()?,
-            session_id: r.read_i64()?,
-            passwd: r.read_buffer("ConnectResponse.passwd")?.to_vec(),
-            read_only: read_trailing_bool(r)?,
+            protocol_version: named("ConnectResponse.protocol_version", r.read_i32())?,
+            timeout_ms: named("ConnectResponse.timeout_ms", r.read_i32())?,
+            session_id: named("ConnectResponse.session_id", r.read_i64())?,
+            passwd: named("ConnectResponse.passwd", r.read_buffer())?.to_vec(),
+            read_only: named("ConnectResponse.read_only", read_trailing_bool(r))?,
         })
     }
 }
@@ -105,6 +105,11 @@ impl ConnectResponse {
         let header = ReplyHeader::read(&mut Reader::new(payload)).ok()?;
         (header.err != 0).then_some(header.err)
     }
+}
+
+/// `result`, its error named as one in `field`, as records name theirs.
+fn named<T>(field: &'static str, result: Result<T, DecodeError>) -> Result<T, DecodeError> {
+    result.map_err(|e| e.in_field(field))
 }
 
 fn read_trailing_bool(r: &mut Reader<'_>) -> Result<bool, DecodeError> {

@@ -26,8 +26,8 @@ pub enum DecodeError {
         remaining: usize,
     },
     /// A null (-1) string, buffer or vector where the protocol never sends one.
-    #[error("unexpected null {0}")]
-    UnexpectedNull(&'static str),
+    #[error("null where the protocol requires a value")]
+    UnexpectedNull,
     /// A string that is neither UTF-8 nor the CESU-8 the Java client writes.
     #[error("string is not valid UTF-8")]
     InvalidUtf8,
@@ -56,4 +56,100 @@ pub enum DecodeError {
     /// A structurally valid record whose content breaks a protocol rule.
     #[error("malformed {0}")]
     Malformed(&'static str),
+    /// The field a decoding failure happened in, so that a broken reply
+    /// says where it broke: `field` is the innermost record field
+    /// (`Stat.mzxid`), `within` the outermost one holding it
+    /// (`GetDataResponse.stat`), if it is nested.
+    #[error("{field}{}: {error}", Within(*.within))]
+    InField {
+        /// The field, as `Record.field`.
+        field: &'static str,
+        /// The outermost field containing `field`, if not `field` itself.
+        within: Option<&'static str>,
+        /// What was wrong with it: never itself `InField`.
+        error: Box<DecodeError>,
+    },
+}
+
+impl DecodeError {
+    /// This error, as one in `field`: the innermost field named stays the
+    /// one reported, and `field` becomes the one it is within.
+    pub fn in_field(self, field: &'static str) -> DecodeError {
+        match self {
+            DecodeError::InField {
+                field: inner,
+                error,
+                ..
+            } => DecodeError::InField {
+                field: inner,
+                within: Some(field),
+                error,
+            },
+            error => DecodeError::InField {
+                field,
+                within: None,
+                error: Box::new(error),
+            },
+        }
+    }
+
+    /// What was wrong, without the field it was in.
+    pub fn reason(&self) -> &DecodeError {
+        match self {
+            DecodeError::InField { error, .. } => error,
+            error => error,
+        }
+    }
+
+    /// The innermost record field the failure happened in, as
+    /// `Record.field`, if it happened in one.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            DecodeError::InField { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+/// Displays the ` (in Record.field)` of a nested field, or nothing.
+struct Within(Option<&'static str>);
+
+impl std::fmt::Display for Within {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(within) => write!(f, " (in {within})"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nested_failure_names_its_field_and_the_field_it_is_within() {
+        let eof = DecodeError::UnexpectedEof {
+            needed: 8,
+            remaining: 3,
+        };
+        let error = eof
+            .clone()
+            .in_field("Stat.mzxid")
+            .in_field("GetDataResponse.stat");
+        assert_eq!(
+            error.to_string(),
+            "Stat.mzxid (in GetDataResponse.stat): truncated input: \
+             needed 8 more byte(s) but only 3 remain"
+        );
+        assert_eq!(error.field(), Some("Stat.mzxid"));
+        assert_eq!(error.reason(), &eof);
+        let top = DecodeError::UnexpectedNull.in_field("GetChildrenResponse.children");
+        assert_eq!(
+            top.to_string(),
+            "GetChildrenResponse.children: null where the protocol requires a value"
+        );
+        assert_eq!(eof.field(), None);
+        assert_eq!(eof.reason(), &eof);
+    }
 }

@@ -142,7 +142,8 @@ impl Record for MultiRequest {
             if header.done {
                 return Ok(MultiRequest { ops });
             }
-            let op = OpCode::try_from(header.op_type)?;
+            let op =
+                OpCode::try_from(header.op_type).map_err(|e| e.in_field("MultiHeader.op_type"))?;
             ops.push(MultiOp::read_body(op, r)?);
         }
     }
@@ -281,7 +282,9 @@ impl MultiResponse {
                     "multi reply with more results than ops",
                 ));
             }
-            let result = match OpCode::try_from(header.op_type)? {
+            let op =
+                OpCode::try_from(header.op_type).map_err(|e| e.in_field("MultiHeader.op_type"))?;
+            let result = match op {
                 OpCode::Create => OpResult::Create(Record::read(r)?),
                 OpCode::Create2 => OpResult::Create2(Record::read(r)?),
                 OpCode::Delete => OpResult::Delete,

@@ -102,9 +102,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A jute `buffer` that must not be null.
-    pub fn read_buffer(&mut self, what: &'static str) -> Result<&'a [u8], DecodeError> {
-        self.read_opt_buffer()?
-            .ok_or(DecodeError::UnexpectedNull(what))
+    pub fn read_buffer(&mut self) -> Result<&'a [u8], DecodeError> {
+        self.read_opt_buffer()?.ok_or(DecodeError::UnexpectedNull)
     }
 
     /// A jute `ustring`: `None` when the peer sent null (-1).
@@ -113,9 +112,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A jute `ustring` that must not be null.
-    pub fn read_string(&mut self, what: &'static str) -> Result<String, DecodeError> {
-        self.read_opt_string()?
-            .ok_or(DecodeError::UnexpectedNull(what))
+    pub fn read_string(&mut self) -> Result<String, DecodeError> {
+        self.read_opt_string()?.ok_or(DecodeError::UnexpectedNull)
     }
 
     /// A vector element count: `None` for null. Each element occupies at least
@@ -131,13 +129,12 @@ impl<'a> Reader<'a> {
     /// A jute `vector` of elements read by `element`; null is refused.
     pub fn read_vec<T>(
         &mut self,
-        what: &'static str,
         min_element_size: usize,
         mut element: impl FnMut(&mut Self) -> Result<T, DecodeError>,
     ) -> Result<Vec<T>, DecodeError> {
         let len = self
             .read_opt_vec_len(min_element_size)?
-            .ok_or(DecodeError::UnexpectedNull(what))?;
+            .ok_or(DecodeError::UnexpectedNull)?;
         let mut out = Vec::with_capacity(len);
         for _ in 0..len {
             out.push(element(self)?);
@@ -146,8 +143,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A non-null vector of non-null strings.
-    pub fn read_string_vec(&mut self, what: &'static str) -> Result<Vec<String>, DecodeError> {
-        self.read_vec(what, 4, |r| r.read_string(what))
+    pub fn read_string_vec(&mut self) -> Result<Vec<String>, DecodeError> {
+        self.read_vec(4, Reader::read_string)
     }
 }
 
@@ -214,7 +211,7 @@ mod tests {
         );
         let mut r = Reader::new(&[0, 0, 0, 2, 0, 0, 0, 0]);
         assert_eq!(
-            r.read_string_vec("children"),
+            r.read_string_vec(),
             Err(DecodeError::LengthExceedsFrame {
                 len: 2,
                 remaining: 4

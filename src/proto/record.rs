@@ -30,15 +30,15 @@ pub trait Record: Sized {
     }
 }
 
-/// One field of a record: how a Rust type maps to a jute type. `what` names
-/// the field in errors.
+/// One field of a record: how a Rust type maps to a jute type. The record
+/// names the field in its errors (see [`DecodeError::InField`]).
 pub trait Field: Sized {
     /// The fewest bytes the field can take.
     const MIN_SIZE: usize;
     /// Appends the field.
     fn write_field(&self, w: &mut Writer<'_>);
     /// Reads the field.
-    fn read_field(r: &mut Reader<'_>, what: &'static str) -> Result<Self, DecodeError>;
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 }
 
 impl Field for i32 {
@@ -46,7 +46,7 @@ impl Field for i32 {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_i32(*self);
     }
-    fn read_field(r: &mut Reader<'_>, _: &'static str) -> Result<Self, DecodeError> {
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_i32()
     }
 }
@@ -56,7 +56,7 @@ impl Field for i64 {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_i64(*self);
     }
-    fn read_field(r: &mut Reader<'_>, _: &'static str) -> Result<Self, DecodeError> {
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_i64()
     }
 }
@@ -66,7 +66,7 @@ impl Field for bool {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_bool(*self);
     }
-    fn read_field(r: &mut Reader<'_>, _: &'static str) -> Result<Self, DecodeError> {
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_bool()
     }
 }
@@ -77,8 +77,8 @@ impl Field for String {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_str(self);
     }
-    fn read_field(r: &mut Reader<'_>, what: &'static str) -> Result<Self, DecodeError> {
-        r.read_string(what)
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_string()
     }
 }
 
@@ -88,8 +88,8 @@ impl Field for Vec<u8> {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_buffer(self);
     }
-    fn read_field(r: &mut Reader<'_>, what: &'static str) -> Result<Self, DecodeError> {
-        r.read_buffer(what).map(<[u8]>::to_vec)
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_buffer().map(<[u8]>::to_vec)
     }
 }
 
@@ -100,7 +100,7 @@ impl Field for Option<Vec<u8>> {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_opt_buffer(self.as_deref());
     }
-    fn read_field(r: &mut Reader<'_>, _: &'static str) -> Result<Self, DecodeError> {
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(r.read_opt_buffer()?.map(<[u8]>::to_vec))
     }
 }
@@ -111,8 +111,8 @@ impl Field for Vec<String> {
     fn write_field(&self, w: &mut Writer<'_>) {
         w.write_string_vec(self);
     }
-    fn read_field(r: &mut Reader<'_>, what: &'static str) -> Result<Self, DecodeError> {
-        r.read_string_vec(what)
+    fn read_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_string_vec()
     }
 }
 
@@ -142,10 +142,9 @@ macro_rules! record {
             #[allow(unused_variables)]
             fn read(r: &mut $crate::proto::Reader<'_>) -> Result<Self, $crate::proto::DecodeError> {
                 Ok($name {
-                    $( $field: <$ty as $crate::proto::Field>::read_field(
-                        r,
-                        concat!(stringify!($name), ".", stringify!($field)),
-                    )?, )*
+                    $( $field: <$ty as $crate::proto::Field>::read_field(r).map_err(|e| {
+                        e.in_field(concat!(stringify!($name), ".", stringify!($field)))
+                    })?, )*
                 })
             }
         }
@@ -157,7 +156,6 @@ macro_rules! record {
             }
             fn read_field(
                 r: &mut $crate::proto::Reader<'_>,
-                _: &'static str,
             ) -> Result<Self, $crate::proto::DecodeError> {
                 $crate::proto::Record::read(r)
             }
@@ -175,9 +173,8 @@ macro_rules! record_vec_field {
             }
             fn read_field(
                 r: &mut $crate::proto::Reader<'_>,
-                what: &'static str,
             ) -> Result<Self, $crate::proto::DecodeError> {
-                r.read_vec(what, <$ty as $crate::proto::Record>::MIN_SIZE, |r| {
+                r.read_vec(<$ty as $crate::proto::Record>::MIN_SIZE, |r| {
                     $crate::proto::Record::read(r)
                 })
             }

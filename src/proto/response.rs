@@ -1,10 +1,10 @@
 //! Reply frames: the header, and the body decoded by the request's opcode.
 
 use super::{
-    Create2Response, CreateResponse, DecodeError, ErrorResponse, ExistsResponse, GetAclResponse,
-    GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    GetEphemeralsResponse, MultiResponse, OpCode, Reader, Record, ReplyHeader, SetAclResponse,
-    SetDataResponse, SyncResponse, WatcherEvent, WhoAmIResponse, NOTIFICATION_XID,
+    Create2Response, CreateResponse, DecodeError, ErrorResponse, EventType, ExistsResponse,
+    GetAclResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
+    GetDataResponse, GetEphemeralsResponse, MultiResponse, OpCode, Reader, Record, ReplyHeader,
+    SetAclResponse, SetDataResponse, SyncResponse, WatcherEvent, WhoAmIResponse, NOTIFICATION_XID,
 };
 
 /// A decoded reply body. Which variant is expected depends on the opcode of
@@ -103,10 +103,26 @@ pub fn read_reply_header(payload: &[u8]) -> Result<(ReplyHeader, &[u8]), DecodeE
     Ok((header, r.rest()))
 }
 
-/// Decodes a notification frame's body, checking the header says it is one.
+/// Decodes a notification frame's body, checking the header says it is one
+/// and that it reports a change to a node: the other event types (a state
+/// change, a watch removed) are made by a client for its own watchers, and
+/// a server never sends them.
 pub fn read_notification(header: &ReplyHeader, body: &[u8]) -> Result<WatcherEvent, DecodeError> {
     if header.xid != NOTIFICATION_XID {
         return Err(DecodeError::Malformed("notification xid"));
     }
-    WatcherEvent::from_bytes(body)
+    let event = WatcherEvent::from_bytes(body)?;
+    match event.event_type {
+        EventType::NodeCreated
+        | EventType::NodeDeleted
+        | EventType::NodeDataChanged
+        | EventType::NodeChildrenChanged => Ok(event),
+        EventType::None
+        | EventType::DataWatchRemoved
+        | EventType::ChildWatchRemoved
+        | EventType::PersistentWatchRemoved => Err(DecodeError::Malformed(
+            "notification of an event type only a client makes",
+        )
+        .in_field("WatcherEvent.event_type")),
+    }
 }

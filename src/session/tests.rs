@@ -518,6 +518,36 @@ fn one_shot_watches_fire_once_with_the_chroot_stripped_and_are_reregistered() {
     assert_eq!(event.path, "/w");
 }
 
+/// A notification of an event type only a client makes (a state change,
+/// a watch removed) is a broken server's: the connection is dropped with
+/// an error naming the field, rather than the frame ignored.
+#[test]
+fn a_notification_of_a_client_only_event_type_drops_the_connection() {
+    let now = Instant::now();
+    for event_type in [
+        EventType::None,
+        EventType::DataWatchRemoved,
+        EventType::ChildWatchRemoved,
+        EventType::PersistentWatchRemoved,
+    ] {
+        let mut s = connected(now);
+        let notification = WatcherEvent {
+            event_type,
+            state: KeeperState::SyncConnected,
+            path: "/app/w".into(),
+        };
+        s.handle_bytes(now, &reply(NOTIFICATION_XID, -1, 0, &notification));
+        let Some(Error::Protocol(error)) = s.poll_disconnect() else {
+            panic!("{event_type:?}: the connection stays");
+        };
+        assert_eq!(error.field(), Some("WatcherEvent.event_type"), "{error}");
+        assert!(
+            matches!(error.reason(), DecodeError::Malformed(_)),
+            "{error:?}"
+        );
+    }
+}
+
 #[test]
 fn background_deletes_are_retried_after_reconnect_before_other_requests() {
     let now = Instant::now();
