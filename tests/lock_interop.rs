@@ -79,6 +79,8 @@ const CURATOR_JARS: [&str; 5] = [
 ];
 const CURATOR_PACKAGES: &str = "default-jdk-headless libcurator-recipes-java \
      libcurator-framework-java libcurator-client-java libzookeeper-java";
+/// The Curator the interop tests are written against: 5.4, any patch release.
+const CURATOR_VERSION: &str = "5.4.";
 /// The kazoo the interop tests are written against, and its pip requirement.
 const KAZOO_VERSION: &str = "2.11.0";
 const KAZOO: &str = "kazoo==2.11.0";
@@ -207,9 +209,40 @@ fn build_curator_contender() -> Result<String, String> {
     let mut classpath = OsString::from(&classes);
     classpath.push(":");
     classpath.push(&jar_path);
-    classpath
+    let classpath = classpath
         .into_string()
-        .map_err(|p| format!("classpath is not UTF-8: {p:?}"))
+        .map_err(|p| format!("classpath is not UTF-8: {p:?}"))?;
+    let version = curator_version(&classpath)?;
+    if !version.starts_with(CURATOR_VERSION) {
+        return Err(hint(format!(
+            "{JAVA_DIR} has Curator {version}, not {CURATOR_VERSION}x"
+        )));
+    }
+    Ok(classpath)
+}
+
+/// The version of the Curator recipes on `classpath`, as the compiled
+/// contender reports it.
+fn curator_version(classpath: &str) -> Result<String, String> {
+    let log = tmp_dir().join(format!("curator-version-{}.log", std::process::id()));
+    let java = std::env::var_os("ZKLOCK_JAVA").unwrap_or_else(|| "java".into());
+    let status = run_bounded(
+        Command::new(java)
+            .arg("-cp")
+            .arg(classpath)
+            .arg("CuratorContender")
+            .arg("--version"),
+        &log,
+        Duration::from_secs(60),
+    )?;
+    let out = log_text(&log);
+    let _ = fs::remove_file(&log);
+    if !status.success() {
+        return Err(format!(
+            "CuratorContender --version failed ({status}):\n{out}"
+        ));
+    }
+    Ok(out.trim().to_owned())
 }
 
 /// A python that has kazoo, found or set up on first use.
@@ -1140,6 +1173,63 @@ fn curator_and_zklock_readers_share_and_queue_behind_writers() {
     assert_eq!(
         logged_names(&admin),
         ["curator-r1", "zklock-r", "curator-r2", "curator-w"]
+    );
+    assert_clean(&admin);
+}
+
+/// A Curator reader that comes after a queued zklock writer waits for it,
+/// though another Curator reader holds the read lock: the writer's
+/// `__WRIT__` node bars the readers behind it as a Curator writer's would
+/// (no writer starvation across the two libraries).
+#[test]
+fn curator_reader_queues_behind_a_waiting_zklock_writer() {
+    curator_classpath();
+    let (server, admin) = server_with_state();
+    let mut r1 = Peer::curator(&server, "read", 1, Behaviour::Hold, "curator-r1");
+    let mut seen = vec![r1.expect("ACQ")[2].clone()];
+    let client = connect(&server);
+    let lock = RwLock::new(&client, LOCK).expect("rwlock");
+    std::thread::scope(|s| {
+        let (inside_tx, inside) = crossbeam_channel::bounded(1);
+        let (leave, leave_rx) = crossbeam_channel::bounded(1);
+        let (lock, client) = (&lock, &client);
+        let writer = s.spawn(move || {
+            let guard = lock
+                .try_write_for(WAIT)
+                .expect("write")
+                .expect("write lock once the first reader leaves");
+            enter_exclusive(client, "zklock-w", leaf(guard.node()));
+            inside_tx.send(()).expect("report");
+            leave_rx.recv_timeout(WAIT).expect("told to leave");
+            exit_exclusive(client);
+            guard.unlock().expect("unlock");
+        });
+        let writer_node = next_node(&admin, &mut seen, "zklock-w");
+        assert!(writer_node.contains("__WRIT__"), "{writer_node}");
+        let mut r2 = Peer::curator(&server, "read", 1, Behaviour::Hold, "curator-r2");
+        r2.expect("READY");
+        let r2_node = next_node(&admin, &mut seen, "curator-r2");
+        assert!(r2_node.contains("__READ__"), "{r2_node}");
+        r2.assert_quiet("a zklock writer is queued ahead of it");
+        assert!(
+            inside.try_recv().is_err(),
+            "the zklock writer got in beside a reader"
+        );
+        r1.go();
+        r1.finish();
+        inside
+            .recv_timeout(WAIT)
+            .expect("the zklock writer gets in once the first reader leaves");
+        r2.assert_quiet("the zklock writer holds the lock");
+        leave.send(()).expect("release");
+        writer.join().expect("zklock writer");
+        r2.expect("ACQ");
+        r2.go();
+        r2.finish();
+    });
+    assert_eq!(
+        logged_names(&admin),
+        ["curator-r1", "zklock-w", "curator-r2"]
     );
     assert_clean(&admin);
 }

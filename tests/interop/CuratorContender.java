@@ -2,6 +2,7 @@
 // (tests/lock_interop.rs compiles and runs it; it is not part of the crate).
 //
 // usage: java CuratorContender CONNECT LOCK_PATH MODE ITERATIONS BEHAVIOUR BASE NAME
+//        java CuratorContender --version   (prints the Curator recipes' version)
 //
 //   MODE       mutex (InterProcessMutex), read or write (the two sides of
 //              InterProcessReadWriteLock)
@@ -22,9 +23,12 @@
 // Any other failure prints a stack trace and exits with status 1.
 
 import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.Properties;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
@@ -46,6 +50,20 @@ public class CuratorContender {
     private final BufferedReader stdin =
             new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 
+    // The version Maven recorded in the recipes jar on the classpath (the
+    // Debian jars have none in their manifests), or "unknown".
+    private static String curatorVersion() throws IOException {
+        String properties = "/META-INF/maven/org.apache.curator/curator-recipes/pom.properties";
+        try (InputStream in = InterProcessMutex.class.getResourceAsStream(properties)) {
+            if (in == null) {
+                return "unknown";
+            }
+            Properties p = new Properties();
+            p.load(in);
+            return p.getProperty("version", "unknown");
+        }
+    }
+
     private CuratorContender(CuratorFramework client, String lockPath, String base, String name,
             boolean reader) {
         this.client = client;
@@ -56,6 +74,10 @@ public class CuratorContender {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args.length == 1 && args[0].equals("--version")) {
+            System.out.println(curatorVersion());
+            return;
+        }
         if (args.length != 7) {
             System.err.println("usage: CuratorContender CONNECT LOCK_PATH mutex|read|write "
                     + "ITERATIONS rmw[:MS]|step|hold BASE NAME");
