@@ -1307,11 +1307,36 @@ impl Drop for KillGroupOnDrop {
 /// several rounds.
 #[test]
 fn a_loss_told_with_the_commands_exit_ends_what_the_command_left_running() {
+    loss_told_with_the_commands_exit("exit-and-loss", Loss::NodeDeleted);
+}
+
+/// The same with the connection cut (reconnects refused) instead: the lock
+/// is `Suspended`, which with `--grace` 0 is a loss, and it reaches zklock
+/// with the command's exit. (Raced like the above, this shows no worker
+/// outlives a 76; the unit test `an_exit_picked_first_sees_the_loss_told_with_it`
+/// shows an exit picked first takes the suspension in.)
+#[test]
+fn a_suspension_told_with_the_commands_exit_ends_what_the_command_left_running() {
+    loss_told_with_the_commands_exit("exit-and-suspension", Loss::ConnectionCut);
+}
+
+/// How the lock is lost while zklock is stopped.
+#[derive(Clone, Copy)]
+enum Loss {
+    /// Its node is deleted by another client.
+    NodeDeleted,
+    /// Its connection, through a proxy, is cut and reconnects refused.
+    ConnectionCut,
+}
+
+fn loss_told_with_the_commands_exit(name: &str, loss: Loss) {
     const ROUNDS: usize = 6;
+    let proxy = FaultProxy::start(server().addr()).expect("start a proxy");
+    let proxy_connect = proxy.connect_string();
     let mut outcomes = Vec::new();
     for round in 0..ROUNDS {
-        let path = format!("/cli/exit-and-loss-{round}");
-        let dir = TempDir::new("exit-and-loss");
+        let path = format!("/cli/{name}-{round}");
+        let dir = TempDir::new(name);
         let (worker_file, go) = (dir.join("worker"), dir.join("go"));
         let script = format!(
             "sleep 300 >/dev/null 2>&1 & echo $! > '{w}.new' && mv '{w}.new' '{w}'; \
@@ -1321,7 +1346,14 @@ fn a_loss_told_with_the_commands_exit_ends_what_the_command_left_running() {
             s = dir.join("started").display(),
             go = go.display(),
         );
-        let run = Run::spawn(&mut exec(&[], &path, &script));
+        let mut args = exec_args(&[], &path, &script);
+        if let Loss::ConnectionCut = loss {
+            args[2] = proxy_connect.clone();
+            proxy.refuse(false);
+        }
+        let run = Run::spawn(&mut zklock(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
         let (command, node) = started(&dir);
         let worker: u32 = wait_for_file(&worker_file).trim().parse().expect("a pid");
         let _worker = KillOnDrop(worker);
@@ -1329,7 +1361,13 @@ fn a_loss_told_with_the_commands_exit_ends_what_the_command_left_running() {
         wait_until("zklock to stop", WAIT, || {
             process_state(run.pid()) == Some('T')
         });
-        client().delete(&node, None).expect("delete the lock node");
+        match loss {
+            Loss::NodeDeleted => client().delete(&node, None).expect("delete the lock node"),
+            Loss::ConnectionCut => {
+                proxy.refuse(true);
+                proxy.cut();
+            }
+        }
         std::fs::write(&go, "").expect("write the go file");
         wait_until("the command to exit", WAIT, || {
             process_state(command.0) == Some('Z')

@@ -229,9 +229,7 @@ pub fn run<'a>(
             recv(exited) -> _ => {
                 // A loss that came with the exit, as the states arm below
                 // would have taken it had it been picked first.
-                let lost = states.try_iter().any(|s| {
-                    s == LockState::Lost || (s == LockState::Suspended && grace.is_zero())
-                }) || grace_ends.is_some_and(|end| Instant::now() >= end);
+                let lost = schedule.lost_by(states.try_iter(), grace_ends, Instant::now());
                 // Looked at before the reaping, while its name is there.
                 let exec_failed = tied.exec_failed(child.id());
                 if lost && !exec_failed {
@@ -409,6 +407,20 @@ impl Schedule {
         (now + self.grace).min(dropped + self.grace)
     }
 
+    /// Whether the lock states told since the last looked at (`told`), or
+    /// a suspension's grace ending by `now`, make the lock lost: `Lost`,
+    /// or `Suspended` with no grace. What the command's exit, picked
+    /// first, must not pass over.
+    fn lost_by(
+        self,
+        mut told: impl Iterator<Item = LockState>,
+        grace_ends: Option<Instant>,
+        now: Instant,
+    ) -> bool {
+        told.any(|s| s == LockState::Lost || (s == LockState::Suspended && self.grace.is_zero()))
+            || grace_ends.is_some_and(|end| now >= end)
+    }
+
     /// When SIGKILL goes, for a termination begun `now`.
     fn kill_at(self, now: Instant, heard: Instant) -> Instant {
         self.kill_at_after_grace(now, self.grace_ends(now, heard))
@@ -543,6 +555,35 @@ mod tests {
                 assert!(kill_delay(timeout, grace) >= timeout / 12 - Duration::from_nanos(1));
             }
         }
+    }
+
+    /// A command's exit picked before a loss told with it still ends as a
+    /// loss: a `Lost`, a `Suspended` without grace, or a grace run out. A
+    /// suspension within its grace, or one a reconnect ended, does not.
+    #[test]
+    fn an_exit_picked_first_sees_the_loss_told_with_it() {
+        use LockState::{Held, Lost, Suspended};
+        let ms = Duration::from_millis;
+        let now = Instant::now();
+        let no_grace = Schedule {
+            timeout: ms(12_000),
+            grace: Duration::ZERO,
+        };
+        let grace = Schedule {
+            grace: ms(1_000),
+            ..no_grace
+        };
+        let lost = |schedule: Schedule, told: &[LockState], grace_ends| {
+            schedule.lost_by(told.iter().copied(), grace_ends, now)
+        };
+        assert!(lost(no_grace, &[Suspended], None));
+        assert!(lost(no_grace, &[Held, Suspended, Held], None));
+        assert!(lost(no_grace, &[Lost], None));
+        assert!(lost(grace, &[Lost], None));
+        assert!(!lost(no_grace, &[], None));
+        assert!(!lost(no_grace, &[Held], None));
+        assert!(!lost(grace, &[Suspended], Some(now + ms(1))));
+        assert!(lost(grace, &[], Some(now)));
     }
 
     /// Noticed on time, the grace and the kill count from the notice; a
