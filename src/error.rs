@@ -206,13 +206,15 @@ pub enum Error {
     /// [`Client::connect`](crate::Client::connect) (or the builder's)
     /// found no server in the connect string to establish the session
     /// with, within [`connect_timeout`](crate::Config::connect_timeout)
-    /// times the number of hosts.
+    /// for each address (a host name counts once per address it resolves
+    /// to).
     #[error("could not connect to any of {hosts} within {timeout:?}: {last_error}")]
     ConnectFailed {
         /// The hosts tried, as parsed: `host:port`, with the default port
         /// added where none was given.
         hosts: String,
-        /// The time allowed: the connect timeout times the number of hosts.
+        /// The time allowed: the connect timeout times the number of
+        /// addresses.
         timeout: Duration,
         /// What the last attempt reported.
         last_error: String,
@@ -267,11 +269,10 @@ pub enum Error {
         received: i32,
     },
     /// An I/O error outside any connection: `connect` fails with it when
-    /// the client's I/O thread, or its state handler's, cannot be started,
-    /// and every call (and `close`) once that I/O thread has panicked (a
-    /// bug), which ends the session. A connection's socket errors fail its
-    /// calls with `ConnectionLoss` (and name the host in
-    /// [`ConnectFailed`](Error::ConnectFailed)'s `last_error`).
+    /// the client's I/O thread, or its state handler's, cannot be started.
+    /// A connection's socket errors fail its calls with `ConnectionLoss`
+    /// (and name the host in [`ConnectFailed`](Error::ConnectFailed)'s
+    /// `last_error`).
     #[error("I/O error ({kind:?}): {message}")]
     Io {
         /// The kind of the underlying error.
@@ -279,6 +280,16 @@ pub enum Error {
         /// Its message.
         message: String,
     },
+    /// A bug in the client, which the message names. Its I/O thread
+    /// panicking ends the session: every call, and `close`, fails with it
+    /// from then on, as after a close (the state is
+    /// [`Closed`](crate::State::Closed)), but the servers were not told:
+    /// they keep the session's ephemeral nodes, and its locks, until the
+    /// session times out. Only a new client can go on. (The one other
+    /// case, a lock call without a deadline returning without the lock,
+    /// cannot happen.)
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A [`Client::multi`](crate::Client::multi) failed: no op was applied.
     /// `index` is the first failing op. (A `set_data` batched with others,
     /// see [`batch_writes`](crate::Config::batch_writes), gets its own
@@ -434,8 +445,8 @@ impl Error {
         (self.is_retryable() && *self != Error::ThrottledOp) || matches!(self, Error::Protocol(_))
     }
 
-    /// True when the session is gone for good (expired, auth failed or
-    /// closed): its ephemeral nodes, and so its locks, are gone or going, and
+    /// True when the session is gone for good (expired, auth failed,
+    /// closed, or ended by a bug of the client's): its ephemeral nodes, and so its locks, are gone or going, and
     /// only a new [`Client`](crate::Client) can go on, or, after an expiry,
     /// the new session of a client built with
     /// [`new_session_on_expiry`](crate::ClientBuilder::new_session_on_expiry).
@@ -446,9 +457,15 @@ impl Error {
     pub fn is_session_lost(&self) -> bool {
         matches!(
             self,
-            Error::SessionExpired | Error::AuthFailed | Error::Closed
+            Error::SessionExpired | Error::AuthFailed | Error::Closed | Error::Internal(_)
         )
     }
+}
+
+/// What a lock call without a deadline returns should its attempt end
+/// without the lock, which it never does.
+pub(crate) fn ended_without_deadline() -> Error {
+    Error::Internal("a lock call without a deadline ended without the lock".into())
 }
 
 impl From<std::io::Error> for Error {

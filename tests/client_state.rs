@@ -311,10 +311,12 @@ fn dropped_state_change_receivers_are_unregistered() {
 }
 
 /// A bug that panics the client's I/O thread (injected: an internal
-/// callback that panics) ends the session: calls fail with an `Io` error
-/// that says so, rather than wait for ever for replies nobody reads any
-/// more, and `close` reports it, since the servers were not told and keep
-/// the session's nodes until it times out.
+/// callback that panics) ends the session: calls fail with an `Internal`
+/// error that says so, rather than wait for ever for replies nobody reads
+/// any more, and `close` reports it, since the servers were not told and
+/// keep the session's nodes until it times out. The error is not
+/// retryable, and the session counts as lost, so that no retry loop (the
+/// client's own included) asks again for ever.
 #[test]
 fn a_panic_on_the_io_thread_fails_calls_instead_of_hanging_them() {
     let zk = server();
@@ -325,10 +327,7 @@ fn a_panic_on_the_io_thread_fails_calls_instead_of_hanging_them() {
     other
         .create("/boom", b"", &open(), CreateMode::Persistent)
         .expect("create");
-    let panicked = Error::Io {
-        kind: std::io::ErrorKind::Other,
-        message: "the client's I/O thread panicked".into(),
-    };
+    let panicked = Error::Internal("the client's I/O thread panicked".into());
     let (tx, rx) = crossbeam_channel::bounded(1);
     let calls = c.clone();
     std::thread::spawn(move || {
@@ -344,6 +343,16 @@ fn a_panic_on_the_io_thread_fails_calls_instead_of_hanging_them() {
         .recv_timeout(WAIT)
         .expect("a call failed within the wait, none hung");
     assert_eq!(failed, panicked);
+    assert!(!failed.is_retryable() && failed.is_session_lost());
     assert_eq!(c.state(), State::Closed);
+    // The client's own retry loops stop at it too: before, a lock queue's
+    // listing (as a fencing token's lookup) was asked again for ever.
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let lister = c.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(zklock::recipes::lock_queue(&lister, "/locks").map(|q| q.len()));
+    });
+    let listed = rx.recv_timeout(WAIT).expect("lock_queue returned");
+    assert_eq!(listed, Err(panicked.clone()));
     assert_eq!(c.close(), Err(panicked));
 }

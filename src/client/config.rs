@@ -14,11 +14,9 @@ use super::Client;
 pub(crate) type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 
 /// How a [`Client`] connects. Built with [`Client::builder`]; every setter on
-/// [`ClientBuilder`] has a getter of the same name here, except
-/// [`digest`](ClientBuilder::digest) (read back as
-/// [`digest_users`](Config::digest_users), without the passwords) and
-/// [`state_handler`](ClientBuilder::state_handler). The getter
-/// [`session`](Config::session) gives the id alone, without the password.
+/// [`ClientBuilder`] has a getter of the same name here. Two leave the
+/// secrets out: [`digest`](Config::digest) gives the user names, and
+/// [`session`](Config::session) the session id, without the passwords.
 ///
 /// [`ClientBuilder::connect`] checks the settings and fails with
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before
@@ -71,7 +69,7 @@ impl fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("can_be_read_only", &self.can_be_read_only)
             .field(
-                "digest_users",
+                "digest",
                 &self.digest.iter().map(|(u, _)| u).collect::<Vec<_>>(),
             )
             .field("max_frame", &self.max_frame)
@@ -131,8 +129,9 @@ impl Config {
         self.can_be_read_only
     }
 
-    /// The digest users whose credentials are added to every connection.
-    pub fn digest_users(&self) -> impl Iterator<Item = &str> {
+    /// The digest users whose credentials are added to every connection,
+    /// in the order given (their passwords are not handed out).
+    pub fn digest(&self) -> impl Iterator<Item = &str> {
         self.digest.iter().map(|(user, _)| user.as_str())
     }
 
@@ -153,9 +152,15 @@ impl Config {
         self.max_request
     }
 
-    /// The id of an existing session to resume instead of creating one.
+    /// The id of an existing session to resume instead of creating one
+    /// (its password is not handed out).
     pub fn session(&self) -> Option<i64> {
         self.session.as_ref().map(|(id, _)| *id)
+    }
+
+    /// The handler told of every session state change, if one was set.
+    pub fn state_handler(&self) -> Option<&(dyn Fn(State) + Send + Sync)> {
+        self.state_handler.as_deref()
     }
 
     /// How long the delete of a dropped lock guard waits before it is sent
@@ -397,5 +402,52 @@ impl ClientBuilder {
     /// Connects and waits until the session is established.
     pub fn connect(self, connect_string: &str) -> Result<Client> {
         Client::connect_with(connect_string, self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every setting reads back through the getter of the setter's name,
+    /// secrets left out.
+    #[test]
+    fn each_setter_reads_back_through_the_getter_of_its_name() {
+        let ms = Duration::from_millis;
+        let builder = Client::builder()
+            .session_timeout(ms(9_000))
+            .connect_timeout(ms(700))
+            .can_be_read_only(true)
+            .digest("app", "secret")
+            .digest("ops", "hidden")
+            .max_frame(4_096)
+            .max_request(2_048)
+            .state_handler(|_| {})
+            .session(0x2a, vec![7; 16])
+            .release_linger(ms(1))
+            .request_timeout(Some(ms(3_000)))
+            .batch_reads(false)
+            .batch_writes(false)
+            .new_session_on_expiry(true);
+        let config = builder.config();
+        assert_eq!(config.session_timeout(), ms(9_000));
+        assert_eq!(config.connect_timeout(), ms(700));
+        assert!(config.can_be_read_only());
+        assert_eq!(config.digest().collect::<Vec<_>>(), ["app", "ops"]);
+        assert_eq!(config.max_frame(), 4_096);
+        assert_eq!(config.max_request(), 2_048);
+        assert!(config.state_handler().is_some());
+        assert_eq!(config.session(), Some(0x2a));
+        assert_eq!(config.release_linger(), ms(1));
+        assert_eq!(config.request_timeout(), Some(ms(3_000)));
+        assert!(!config.batch_reads());
+        assert!(!config.batch_writes());
+        assert!(config.new_session_on_expiry());
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("secret") && !shown.contains("hidden"),
+            "{shown}"
+        );
+        assert!(Config::default().state_handler().is_none());
     }
 }

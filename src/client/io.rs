@@ -78,10 +78,9 @@ impl Drop for EndsSessionOnPanic {
         let mut events = Vec::new();
         {
             let mut core = self.0.core();
-            core.session.abort(crate::Error::Io {
-                kind: io::ErrorKind::Other,
-                message: "the client's I/O thread panicked".into(),
-            });
+            core.session.abort(crate::Error::Internal(
+                "the client's I/O thread panicked".into(),
+            ));
             drain_events(&mut core.session, &mut events);
         }
         // A callback panicking again here would abort the process.

@@ -407,7 +407,7 @@ impl Client {
     /// (`AuthFailed` for credentials a reconnect re-sent, say), or a server
     /// answered closeSession with an error (but `NotReadOnly` and
     /// `SessionMoved`, which send it on through another connection), or
-    /// the client's I/O thread panicked (an `Io` error: a bug, after which
+    /// the client's I/O thread panicked (an `Internal` error: a bug, after which
     /// the servers were not told, and keep the nodes until the session
     /// times out). Waits for the client's threads to finish, the state
     /// handler's call with the final state included (so a handler must not

@@ -9,6 +9,7 @@ use crate::proto::{
 
 /// One write in a [`Client::multi`] transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
     /// Create a node (any non-TTL mode).
     Create {
@@ -91,6 +92,7 @@ impl Op {
 
 /// The result of one op of a successful [`Client::multi`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpOutcome {
     /// A node was created; the Stat is present for containers.
     Created {
@@ -109,6 +111,7 @@ pub enum OpOutcome {
 
 /// One read in a [`Client::multi_read`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadOp {
     /// Read a node's data.
     GetData(String),

@@ -5,6 +5,7 @@ use thiserror::Error;
 /// A decoding failure. Every variant names what was wrong, so a hostile or
 /// broken peer produces a specific message instead of a panic.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The input ended before a field was complete.
     #[error("truncated input: needed {needed} more byte(s) but only {remaining} remain")]

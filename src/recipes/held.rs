@@ -25,6 +25,7 @@ const MAX_THROTTLED_RELEASES: u32 = 10;
 
 /// Whether a held lock can still be relied on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockState {
     /// Held: the session is connected to a read-write server and the lock
     /// node exists.

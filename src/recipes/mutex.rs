@@ -85,7 +85,7 @@ impl Mutex {
     /// timeouts pass without progress, and then their last error ends it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
         self.acquire(Patience::FOREVER)?
-            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+            .ok_or_else(crate::error::ended_without_deadline)
     }
 
     /// One attempt that does not wait for other holders: `Ok(None)` if
@@ -365,7 +365,7 @@ impl ReentrantMutex {
     /// confirm it just then. The other attempts below fail the same way.
     pub fn lock(&self) -> Result<ReentrantMutexGuard<'_>> {
         self.acquire(Patience::FOREVER)?
-            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+            .ok_or_else(crate::error::ended_without_deadline)
     }
 
     /// One attempt that does not wait for other holders: `Ok(None)` if

@@ -72,7 +72,7 @@ impl RwLock {
     /// writer waits for.
     pub fn read(&self) -> Result<RwLockReadGuard<'_>> {
         self.acquire_read(Patience::FOREVER)?
-            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+            .ok_or_else(crate::error::ended_without_deadline)
     }
 
     /// One attempt at a read lock that does not wait for writers: `Ok(None)`
@@ -100,7 +100,7 @@ impl RwLock {
     /// this thread already holds the write lock or a read lock.
     pub fn write(&self) -> Result<RwLockWriteGuard<'_>> {
         self.acquire_write(Patience::FOREVER)?
-            .ok_or_else(|| Error::InvalidArgument("lock ended without a deadline".into()))
+            .ok_or_else(crate::error::ended_without_deadline)
     }
 
     /// One attempt at the write lock that does not wait for other holders:

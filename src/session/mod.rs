@@ -117,6 +117,7 @@ impl SessionConfig {
 
 /// The state of the session, as user code sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// No connection right now; the session may still be alive on the
     /// servers (Curator calls this SUSPENDED). Calls wait for a reconnect,

@@ -273,7 +273,8 @@ pub fn run<'a>(
                     grace_ends =
                         grace_ends.or(Some(schedule.grace_ends(noticed, client.last_heard())));
                 }
-                Ok(LockState::Lost) | Err(_) => return lost_lock(&mut child, grace_ends, false),
+                // Lost, or a state this zklock does not know of.
+                Ok(_) | Err(_) => return lost_lock(&mut child, grace_ends, false),
             },
             recv(signals) -> signal => match signal {
                 Ok(signal) => group.signal_or_say(signal),
@@ -376,7 +377,8 @@ pub fn not_held(state: LockState) -> Option<&'static str> {
     match state {
         LockState::Held => None,
         LockState::Suspended => Some("the connection to the ensemble was lost"),
-        LockState::Lost => Some("the lock was lost"),
+        // Lost, or a state this zklock does not know of.
+        _ => Some("the lock was lost"),
     }
 }
 
