@@ -40,6 +40,11 @@ impl<T, W: Clone> Session<T, W> {
         if response.passwd.len() != PASSWORD_LEN {
             return Err(malformed("session password length"));
         }
+        // Id 0 names no session: the next handshake would ask for a new
+        // one, and the client would go on in it without an expiry.
+        if response.session_id == 0 {
+            return Err(malformed("handshake: session id 0"));
+        }
         if response.read_only && !self.config.can_be_read_only {
             return Err(Error::NotReadOnly);
         }

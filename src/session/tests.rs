@@ -548,6 +548,26 @@ fn a_notification_of_a_client_only_event_type_drops_the_connection() {
     }
 }
 
+/// A handshake that grants session id 0, which names no session, is a
+/// broken server's: believed, the next handshake would ask for a new
+/// session, and the client would move to it with no expiry told.
+#[test]
+fn a_handshake_granting_session_id_zero_drops_the_connection() {
+    let now = Instant::now();
+    let mut s = Session::new(config(), vec!["127.0.0.1:1".into()], now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0, 3000));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(DecodeError::Malformed(
+            "handshake: session id 0"
+        )))
+    );
+    assert_eq!(s.state(), State::Disconnected);
+    assert_eq!(s.session_id(), 0);
+}
+
 #[test]
 fn background_deletes_are_retried_after_reconnect_before_other_requests() {
     let now = Instant::now();
