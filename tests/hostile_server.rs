@@ -661,40 +661,56 @@ fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
     let d = detour("frames", |b| b.max_frame(MAX));
 
     let too_large = |len| Error::Protocol(DecodeError::FrameTooLarge { len, max: MAX });
-    for (what, answer, log, error) in [
+    // (what, the answer, whether the request's xid follows it, ...)
+    for (what, answer, then_xid, log, error) in [
         (
             "a reply header shorter than its record",
             frame(&[0, 0, 0, 1, 0, 0, 0]),
+            false,
             "dropping connection: protocol error: ReplyHeader.zxid: truncated input: needed 8 more byte(s) but only 3 remain",
             Error::ConnectionLoss,
         ),
         (
             "a negative frame length",
             (-2i32).to_be_bytes().to_vec(),
+            false,
             "dropping connection: protocol error: negative frame length -2",
             Error::ConnectionLoss,
         ),
-        // Refused from the 4-byte prefix alone: nothing more is sent and
-        // the connection stays open, so waiting for the bytes would hang
-        // until the read timeout (20 s). The call whose reply was due
-        // fails with the limit.
+        // Refused from the 4-byte prefix and the xid alone: nothing more
+        // is sent and the connection stays open, so waiting for the bytes
+        // would hang until the read timeout (20 s). The call whose reply
+        // was due fails with the limit; one ahead of a notification's
+        // frame, with `ConnectionLoss`.
         (
             "a frame length of 0x7fffffff",
             i32::MAX.to_be_bytes().to_vec(),
+            true,
             "dropping connection: protocol error: frame of 2147483647 bytes exceeds the 100000-byte limit",
             too_large(i32::MAX as usize),
         ),
         (
             "a frame length one over max_frame",
             (MAX as i32 + 1).to_be_bytes().to_vec(),
+            true,
             "dropping connection: protocol error: frame of 100001 bytes exceeds the 100000-byte limit",
             too_large(MAX + 1),
+        ),
+        (
+            "a notification's frame one over max_frame",
+            [(MAX as i32 + 1).to_be_bytes(), (-1i32).to_be_bytes()].concat(),
+            false,
+            "dropping connection: protocol error: frame of 100001 bytes exceeds the 100000-byte limit",
+            Error::ConnectionLoss,
         ),
     ] {
         let h = d.via(move |peer| {
             peer.handshake(HOSTILE_TIMEOUT_MS)?;
-            peer.expect_request(OpCode::GetData)?;
+            let xid = peer.expect_request(OpCode::GetData)?;
             peer.send(&answer)?;
+            if then_xid {
+                peer.send(&xid.to_be_bytes())?;
+            }
             Ok(After::Hold)
         });
         d.expect_states(&[State::Connected]);

@@ -617,8 +617,12 @@ impl<T, W: Clone> Session<T, W> {
                 }
                 Ok(None) => break,
                 Err(e @ DecodeError::FrameTooLarge { .. }) if self.conn == Conn::Established => {
-                    let xid = rest.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok());
-                    self.refuse_oversized_reply(xid.map(i32::from_be_bytes), e);
+                    // Whose frame it is shows in its xid: 4 bytes more are
+                    // waited for, not the frame.
+                    let Some(xid) = rest.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+                        break;
+                    };
+                    self.refuse_oversized_reply(i32::from_be_bytes(xid), e);
                 }
                 Err(e) => self.request_disconnect(Error::Protocol(e)),
             }

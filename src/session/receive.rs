@@ -215,18 +215,18 @@ impl<T, W: Clone> Session<T, W> {
     /// with the limit's error, which asking again would not change (a
     /// listing of a huge directory, say), rather than with the
     /// `ConnectionLoss` of the others in flight. It is refused from its
-    /// length alone, not waited for: replies come in order, and a server's
-    /// notifications, ping and auth replies are small (one of them, over a
-    /// limit lowered below a long path, is told apart by its `xid` when
-    /// that has come with the length). The client's own requests go on as
-    /// after any lost connection: a batch of reads (one of them is too
-    /// large, but which is unknown, and the others may be small), a
-    /// release, closeSession. The frame's bytes are not read, so the
-    /// connection goes.
-    pub(super) fn refuse_oversized_reply(&mut self, xid: Option<i32>, error: DecodeError) {
-        let blamed = self.pending.front().is_some_and(|p| {
-            matches!(p.purpose, Purpose::User { .. }) && xid.map_or(true, |xid| xid == p.xid)
-        });
+    /// length and `xid`, not waited for: replies come in order, so it is
+    /// the reply to the call at the front if it carries that call's xid (a
+    /// notification over a limit lowered below a long path does not). The
+    /// client's own requests go on as after any lost connection: a batch
+    /// of reads (one of them is too large, but which is unknown, and the
+    /// others may be small), a release, closeSession. The frame's bytes
+    /// are not read, so the connection goes.
+    pub(super) fn refuse_oversized_reply(&mut self, xid: i32, error: DecodeError) {
+        let blamed = self
+            .pending
+            .front()
+            .is_some_and(|p| matches!(p.purpose, Purpose::User { .. }) && xid == p.xid);
         if blamed {
             if let Some(pending) = self.pending.pop_front() {
                 self.complete(pending.purpose, Err(Error::Protocol(error.clone())));

@@ -978,7 +978,7 @@ fn auth_failure_is_terminal() {
 fn oversized_and_malformed_frames_drop_the_connection() {
     let now = Instant::now();
     let mut s = connected(now);
-    s.handle_bytes(now, &[0x7f, 0, 0, 0]);
+    s.handle_bytes(now, &[0x7f, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
     assert!(matches!(
         s.poll_disconnect(),
         Some(Error::Protocol(
@@ -1542,8 +1542,9 @@ fn an_overtaking_refusal_goes_to_the_refused_call() {
 }
 
 /// A reply over the frame limit fails its call with the limit, from the
-/// length prefix alone, and drops the connection; the other call in
-/// flight fails with `ConnectionLoss`.
+/// length prefix and xid alone, and drops the connection; the other call
+/// in flight fails with `ConnectionLoss`. The length alone does not say
+/// whose frame it is: the xid is waited for.
 #[test]
 fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
     let now = Instant::now();
@@ -1559,6 +1560,12 @@ fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
     let frames = sent(&mut s);
     assert_eq!(frames.len(), 2);
     s.handle_bytes(now, &2000i32.to_be_bytes());
+    assert_eq!(
+        s.poll_disconnect(),
+        None,
+        "whose frame it is is not known yet"
+    );
+    s.handle_bytes(now, &header(&frames[0]).xid.to_be_bytes());
     let too_large = DecodeError::FrameTooLarge {
         len: 2000,
         max: 1024,
@@ -1580,8 +1587,8 @@ fn a_reply_over_the_frame_limit_fails_its_call_with_the_limit() {
 /// A frame over the limit is not blamed on a request it cannot be the
 /// reply of: a batch of reads (any of them may be the large one, the
 /// others small), a release, or a call whose xid the frame does not carry
-/// (a notification for a long path, over a lowered limit, its xid in the
-/// same read as its length). Those go on as after any lost connection:
+/// (a notification for a long path, over a lowered limit, its xid read
+/// with its length or after it). Those go on as after any lost connection:
 /// the reads fail with `ConnectionLoss`, to be asked again, and the
 /// release goes out on the next connection.
 #[test]
@@ -1601,6 +1608,7 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     let frames = sent(&mut s);
     assert_eq!(header(&frames[0]).op, OpCode::MultiRead.code());
     s.handle_bytes(now, &3000i32.to_be_bytes());
+    s.handle_bytes(now, &header(&frames[0]).xid.to_be_bytes());
     assert_eq!(s.poll_disconnect(), Some(too_large(3000, 2048)));
     s.handle_disconnected(now);
     assert_eq!(
@@ -1614,24 +1622,31 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     let mut s = connected_with(config.clone(), now);
     s.submit_background_delete(now, "/app/lock/n1".into(), -1)
         .unwrap();
-    sent(&mut s);
+    let frames = sent(&mut s);
     s.handle_bytes(now, &2000i32.to_be_bytes());
+    s.handle_bytes(now, &header(&frames[0]).xid.to_be_bytes());
     assert_eq!(s.poll_disconnect(), Some(too_large(2000, 1024)));
     s.handle_disconnected(now);
     let frames = reconnect(&mut s, now);
     assert_eq!(frames.len(), 1);
     assert_eq!(deleted_path(&frames[0]), "/app/lock/n1");
-    // A frame whose xid is a notification's, ahead of a user's call.
-    let mut s = connected_with(config, now);
-    s.submit(now, OpCode::Exists, &get_data("/app/e"), 3, None)
-        .unwrap();
-    sent(&mut s);
-    let mut notification = 2000i32.to_be_bytes().to_vec();
-    notification.extend_from_slice(&(-1i32).to_be_bytes());
-    s.handle_bytes(now, &notification);
-    assert_eq!(s.poll_disconnect(), Some(too_large(2000, 1024)));
-    s.handle_disconnected(now);
-    assert_eq!(replies(&mut s), [(3, Err(Error::ConnectionLoss))]);
+    // A frame whose xid is a notification's, ahead of a user's call, its
+    // xid in the same read as its length or in the next (before, that one
+    // was blamed on the call).
+    for split in [false, true] {
+        let mut s = connected_with(config.clone(), now);
+        s.submit(now, OpCode::Exists, &get_data("/app/e"), 3, None)
+            .unwrap();
+        sent(&mut s);
+        let mut notification = 2000i32.to_be_bytes().to_vec();
+        notification.extend_from_slice(&(-1i32).to_be_bytes());
+        let (length, xid) = notification.split_at(if split { 4 } else { 8 });
+        s.handle_bytes(now, length);
+        s.handle_bytes(now, xid);
+        assert_eq!(s.poll_disconnect(), Some(too_large(2000, 1024)));
+        s.handle_disconnected(now);
+        assert_eq!(replies(&mut s), [(3, Err(Error::ConnectionLoss))]);
+    }
 }
 
 /// An addWatch reply whose body carries an error (a server sends 0 there,
