@@ -143,6 +143,7 @@ impl Client {
         let replaced = Replaced {
             path: old.path,
             session,
+            ops: request.ops.len(),
         };
         let Some(successor) = successor else {
             let started = Shared::start_locked(&mut core, OpCode::Multi, &request);
@@ -193,7 +194,13 @@ impl Client {
             }));
         };
         let mut results = match reply {
-            Ok(Response::Multi(r)) => r.results,
+            Ok(Response::Multi(r)) if r.results.len() == old.ops => r.results,
+            Ok(Response::Multi(_)) => {
+                self.settle_release(&old, false);
+                return Some(Err(malformed(
+                    "multi reply with a result count unlike its ops",
+                )));
+            }
             Ok(_) => {
                 self.settle_release(&old, false);
                 return Some(Err(malformed("multi reply of another kind")));
@@ -273,6 +280,8 @@ fn too_large_joined(refusal: &Error) -> bool {
 pub(super) struct Replaced {
     path: String,
     session: u64,
+    /// How many ops the transaction has: the release's, and the create.
+    ops: usize,
 }
 
 /// A create started by [`Client::start_create_replacing`].
