@@ -189,7 +189,9 @@ pub enum Error {
     /// (the connection is then dropped: the calls sent after it fail with
     /// `ConnectionLoss`), an auth packet included
     /// ([`Client::add_auth`](crate::Client::add_auth), or `connect` with a
-    /// [`digest`](crate::ClientBuilder::digest)); [`Client::close`](crate::Client::close)
+    /// [`digest`](crate::ClientBuilder::digest), which also waits for its
+    /// answer no longer than [`connect_timeout`](crate::Config::connect_timeout));
+    /// [`Client::close`](crate::Client::close)
     /// when no read-write server confirmed the close within
     /// [`connect_timeout`](crate::Config::connect_timeout); and
     /// [`Client::wait_connected`](crate::Client::wait_connected). The

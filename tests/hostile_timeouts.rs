@@ -92,6 +92,36 @@ fn an_unanswered_digest_of_the_builder_fails_the_connect_at_the_request_timeout(
     assert_no_client_panics();
 }
 
+/// With no request timeout, a reply has no deadline of its own: a
+/// builder's digest that a server never answers fails the connect at
+/// `connect_timeout`, counted from the handshake. Before, `connect` waited
+/// for ever.
+#[test]
+fn an_unanswered_digest_of_the_builder_fails_the_connect_at_the_connect_timeout() {
+    setup();
+    let connect_timeout = Duration::from_millis(700);
+    let h = Hostile::start(mute_on_auth);
+    let connect_string = h.connect_string();
+    let started = Instant::now();
+    let result = within(BOUND, "connect", move || {
+        Client::builder()
+            .digest("user", "password")
+            .connect_timeout(connect_timeout)
+            .connect(&connect_string)
+    });
+    assert_eq!(
+        result.map(drop),
+        Err(Error::Timeout {
+            what: "the reply to an auth packet of connect (connect_timeout)",
+            after: connect_timeout,
+        })
+    );
+    assert!(started.elapsed() >= connect_timeout);
+    let report = h.next_report(BOUND);
+    assert_eq!(report.script_error, None, "{report:?}");
+    assert_no_client_panics();
+}
+
 /// What the fake servers of the write tests negotiate: a read timeout of
 /// 6 s, after which the connection counts as dead and a call in flight
 /// fails with `ConnectionLoss`, well within [`BOUND`].

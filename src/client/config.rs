@@ -307,9 +307,10 @@ impl ClientBuilder {
 
     /// Adds digest credentials, sent on every connection. The user name
     /// must not contain `:` (the server would take the part before it as
-    /// the user). `connect` waits for the server's answer: with a
-    /// [`request_timeout`](Self::request_timeout), one that does not come in
-    /// time fails it with `Timeout`; a connection lost before the answer
+    /// the user). `connect` waits for the server's answer, at most
+    /// [`connect_timeout`](Self::connect_timeout) (or a shorter
+    /// [`request_timeout`](Self::request_timeout)), and fails with
+    /// `Timeout` if it does not come in time; a connection lost before the answer
     /// lets `connect` return, and the credentials go again with the next
     /// handshake. The server's digest scheme takes any user and password:
     /// a wrong password shows as `NoAuth` on the nodes it should open, not
@@ -399,7 +400,9 @@ impl ClientBuilder {
         &self.config
     }
 
-    /// Connects and waits until the session is established.
+    /// Connects and waits until the session is established, and, with a
+    /// [`digest`](Self::digest), until a server has taken the credentials
+    /// (at most [`connect_timeout`](Config::connect_timeout) more).
     pub fn connect(self, connect_string: &str) -> Result<Client> {
         Client::connect_with(connect_string, self.config)
     }

@@ -143,6 +143,20 @@ impl ReplySlot {
             state = wait_on(&self.ready, state, None);
         }
     }
+
+    /// Like [`wait`](Self::wait), but only until `deadline`: `None` if the
+    /// reply is not in by then.
+    pub(crate) fn wait_until(&self, deadline: Instant) -> Option<Result<Response>> {
+        let mut state = lock(&self.result);
+        loop {
+            if let Some(result) = state.result.take() {
+                return Some(result);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            state.waiting = true;
+            state = wait_on(&self.ready, state, Some(left));
+        }
+    }
 }
 
 /// An internal state listener; runs on the I/O thread, so it must be quick.

@@ -45,6 +45,10 @@ const MAX_RELEASE_LINGER: Duration = Duration::from_secs(1);
 /// The largest frame length the wire can carry (an i32).
 const MAX_FRAME_LEN: usize = i32::MAX as usize;
 
+/// What `connect` waits for, at most `connect_timeout`, once the session
+/// is established with a builder's [`digest`](ClientBuilder::digest).
+const AUTH_AT_CONNECT: &str = "the reply to an auth packet of connect (connect_timeout)";
+
 /// A ZooKeeper client: `Send + Sync`, cheap to clone, and every clone shares
 /// one session. Calls block the calling thread until their reply arrives;
 /// calls from many threads are pipelined on one connection.
@@ -284,12 +288,25 @@ impl Client {
                     .unwrap_or_else(|| "no handshake response".into()),
             }));
         }
+        // Without a request timeout, a reply has no deadline of its own: a
+        // server that never answers an auth packet must not hold connect
+        // for ever.
+        let auth_deadline = Instant::now()
+            .checked_add(config.connect_timeout)
+            .unwrap_or_else(Instant::now);
         for slot in auth_slots {
-            match slot.wait() {
-                Ok(_) | Err(Error::ConnectionLoss) => {}
-                Err(e) => {
+            match slot.wait_until(auth_deadline) {
+                Some(Ok(_) | Err(Error::ConnectionLoss)) => {}
+                Some(Err(e)) => {
                     client.inner.give_up(taking_over);
                     return Err(e);
+                }
+                None => {
+                    client.inner.give_up(taking_over);
+                    return Err(Error::Timeout {
+                        what: AUTH_AT_CONNECT,
+                        after: config.connect_timeout,
+                    });
                 }
             }
         }
