@@ -305,6 +305,101 @@ fn an_unlock_refused_by_a_read_only_server_is_still_released() {
 /// ZooKeeper's code for an operation the server timed out.
 const OPERATION_TIMEOUT: i32 = -7;
 
+/// A node watch whose exists the server answers with a timeout of its own
+/// (as ClickHouse Keeper does) on a connection that stays up is set again
+/// after a back-off, as a throttled one is: the node's deletion, told to
+/// it, makes the hold `Lost`. Before, the watch stayed unset until some
+/// reconnect, and a thread in `wait_while_held` was never told.
+#[test]
+fn a_node_watch_answered_with_a_timeout_is_set_again() {
+    const DIR: &str = "/hostile/watch-timeout";
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, Duration::ZERO);
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    // Granted at once: its node is not watched until asked about.
+    let guard = mutex.lock().unwrap();
+    let stat = stat_from_real_server(&client, guard.node()).to_bytes();
+    let deleted = hostile::reply_frame(
+        zklock::proto::NOTIFICATION_XID,
+        0,
+        &zklock::proto::WatcherEvent {
+            event_type: zklock::proto::EventType::NodeDeleted,
+            state: zklock::proto::KeeperState::SyncConnected,
+            path: guard.node().to_owned(),
+        }
+        .to_bytes(),
+    );
+    let exists_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = exists_seen.clone();
+    let hostile = Hostile::start(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        // The watch's exists, timed out; then the plain exists and the
+        // watch's again, answered; then the deletion. Bounded.
+        for _ in 0..8 {
+            let (header, _) = peer.next_request()?;
+            if header.op != OpCode::Exists.code() {
+                peer.reply(header.xid, 0, &[])?;
+                continue;
+            }
+            match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => peer.reply(header.xid, OPERATION_TIMEOUT, &[])?,
+                1 => peer.reply(header.xid, 0, &stat)?,
+                _ => {
+                    peer.reply(header.xid, 0, &stat)?;
+                    peer.send(&deleted)?;
+                    return Ok(After::Hold);
+                }
+            }
+        }
+        Ok(After::Close)
+    });
+    detour(&gate, &states, &hostile);
+    // The first question about its state sets the watch.
+    assert_ne!(guard.state(), LockState::Lost);
+    assert_eq!(guard.wait_while_held(Some(WAIT)), LockState::Lost);
+    assert_eq!(
+        exists_seen.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "the watch set again"
+    );
+    assert_eq!(hostile.connections(), 1, "no reconnect");
+}
+
+/// A release whose delete the server answers with a timeout of its own on
+/// a connection that stays up goes again after a back-off, on that
+/// connection. Before, it waited for a reconnect, maybe the session's end,
+/// and the node kept every other contender out.
+#[test]
+fn a_release_answered_with_a_timeout_is_sent_again() {
+    const DIR: &str = "/hostile/release-timeout";
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, Duration::ZERO);
+    let states = client.state_changes();
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let guard = mutex.lock().unwrap();
+    let deletes_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = deletes_seen.clone();
+    let hostile = Hostile::start(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::Delete)?;
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        peer.reply(xid, OPERATION_TIMEOUT, &[])?;
+        let xid = peer.expect_request(OpCode::Delete)?;
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        peer.reply(xid, 0, &[])?;
+        Ok(After::Hold)
+    });
+    detour(&gate, &states, &hostile);
+    drop(guard);
+    wait_until("the release sent again", WAIT, || {
+        deletes_seen.load(std::sync::atomic::Ordering::SeqCst) == 2
+    });
+    assert_eq!(hostile.connections(), 1, "no reconnect");
+}
+
 /// After a create whose reply was cut off, the search for the node, on a
 /// server that answers every sync with a timeout of its own on a
 /// connection that stays up, asks again at once three times, then after a

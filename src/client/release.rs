@@ -16,7 +16,7 @@ use super::path::{last_segment, sequential_path};
 use super::Client;
 use crate::error::{malformed, Error, Result};
 use crate::proto::{CreateRequest, MultiOp, MultiRequest, OpCode, OpResult, Response};
-use crate::session::{Release, ReleaseOutcome};
+use crate::session::{answered_for_now, Release, ReleaseOutcome};
 
 /// How often an idle release timer checks that its session still lives.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
@@ -205,16 +205,18 @@ impl Client {
                 self.settle_release(&old, false);
                 return Some(Err(malformed("multi reply of another kind")));
             }
-            // Throttled: nothing was applied, and the connection stays up.
-            // The delete goes again on its own after a back-off; the
+            // Throttled (nothing applied) or timed out by the server (maybe
+            // applied), and the connection stays up, so that no reconnect
+            // sends the delete: it goes again on its own after a back-off
+            // (done already, it is `NoNode`, which counts as done). The
             // create's caller learns of the refusal.
-            Err(Error::ThrottledOp) => {
+            Err(e) if answered_for_now(&e) => {
                 self.shared().with_session(|s| {
                     if s.check_generation(old.session).is_ok() {
                         s.retry_withdrawn_delete(Instant::now(), &old.path);
                     }
                 });
-                return Some(Err(Error::ThrottledOp));
+                return Some(Err(e));
             }
             // Unknown outcome (connection lost, say): the delete stays a
             // background delete, which the reconnect sends again.

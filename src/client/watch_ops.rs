@@ -17,7 +17,7 @@ use crate::proto::{
     Acl, CreateMode, ExistsRequest, GetChildrenRequest, GetDataRequest, OpCode, Record,
     RemoveWatchesRequest, Response, WatcherType,
 };
-use crate::session::{throttled_back_off, WatchKind, WatchRequest};
+use crate::session::{answered_for_now, throttled_back_off, WatchKind, WatchRequest};
 
 /// A lock node to create, and its lock directory to list behind it.
 pub(crate) struct NewLockNode<'a> {
@@ -567,7 +567,7 @@ impl Forget {
             OpCode::RemoveWatches,
             &request,
             Box::new(move |reply| {
-                if matches!(reply, Err(Error::ThrottledOp)) {
+                if reply.as_ref().is_err_and(answered_for_now) {
                     again.remove_after_back_off(throttled.saturating_add(1));
                 }
             }),

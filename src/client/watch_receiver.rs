@@ -9,9 +9,8 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use super::core::{lock, Core, Shared, Watcher};
 use super::watch_ops::start_exists_at;
-use crate::error::Error;
 use crate::proto::{EventType, OpCode, RemoveWatchesRequest, Response, WatcherType};
-use crate::session::{throttled_back_off, WatchKind, WatchedEvent};
+use crate::session::{answered_for_now, throttled_back_off, WatchKind, WatchedEvent};
 
 /// Receives the events of one watch: exactly one event for a one-shot
 /// watch, a stream for a persistent one. When the session ends, a last event
@@ -263,7 +262,7 @@ fn send_removal(core: &mut Core, shared: Weak<Shared>, path: String, throttled: 
         OpCode::RemoveWatches,
         &request,
         Box::new(move |reply| {
-            if matches!(reply, Err(Error::ThrottledOp)) {
+            if reply.as_ref().is_err_and(answered_for_now) {
                 remove_after_back_off(&shared, generation, &path, throttled.saturating_add(1));
             }
         }),

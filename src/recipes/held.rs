@@ -11,7 +11,9 @@ use crate::changes::{Listeners, StateChanges};
 use crate::client::core::{lock, time_left, wait_on, NotifyFn, ReplySlot, Watcher};
 use crate::error::{Error, Result};
 use crate::proto::{EventType, Response};
-use crate::session::{refused_for_now, throttled_back_off, Release, State, Successor};
+use crate::session::{
+    answered_for_now, refused_for_now, throttled_back_off, Release, State, Successor,
+};
 use crate::{Client, Op, OpOutcome};
 
 use super::acquire::ask_until_answered;
@@ -223,7 +225,9 @@ fn start_node_watch(
                     client.drop_creation_watch(session, &node_path, notify.clone());
                 }
             }
-            Err(Error::ThrottledOp) if on_reply.get() != LockState::Lost => {
+            // Refused or timed out by the server on a connection that stays
+            // up: no reconnect will set it again.
+            Err(e) if answered_for_now(e) && on_reply.get() != LockState::Lost => {
                 on_reply.rewatching.store(true, Ordering::SeqCst);
                 let again = reply_client.upgrade().is_some_and(|client| {
                     rewatch_after_throttling(&client, session, &node_path, &on_reply, &on_lost)
@@ -291,7 +295,7 @@ fn rewatch_after_throttling(
                     client.shared().flush();
                     Some(set.is_some())
                 }
-                (Err(Error::ThrottledOp), Some(client)) => Some(rewatch_after_throttling(
+                (Err(e), Some(client)) if answered_for_now(e) => Some(rewatch_after_throttling(
                     &client, session, &node_path, &shared, &on_lost,
                 )),
                 _ => Some(false),
@@ -516,7 +520,7 @@ impl Tracker {
                     Err(Error::NoNode) => tracker.shared.set(LockState::Lost),
                     // Refused or timed out by the server on a connection
                     // that stays up: no reconnect will ask again.
-                    Err(Error::ThrottledOp | Error::OperationTimeout | Error::RequestTimeout) => {
+                    Err(e) if answered_for_now(e) => {
                         tracker.confirm_node(throttled.saturating_add(1))
                     }
                     Err(e) if e.is_retryable() || e.is_session_lost() => {}

@@ -56,7 +56,7 @@ pub use batch::{BatchRead, MAX_BATCHED_READS};
 pub(crate) use hosts::HostList;
 pub use hosts::Target;
 pub use probe::{Probe, FIRST_PROBE_INTERVAL, MAX_PROBE_INTERVAL};
-pub(crate) use receive::{refused_for_now, strip_chroot, within_chroot};
+pub(crate) use receive::{answered_for_now, refused_for_now, strip_chroot, within_chroot};
 pub(crate) use release::{throttled_back_off, ReleaseOutcome};
 pub use release::{Release, Successor};
 pub(crate) use watches::WatchRegistry;

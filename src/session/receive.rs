@@ -295,13 +295,15 @@ impl<T, W: Clone> Session<T, W> {
                     _ => {}
                 }
                 if let Err(e) = &result {
-                    if *e == Error::ThrottledOp {
-                        // Nothing was applied, and the connection stays up:
-                        // again on it, but not at once, when the server
-                        // would most likely refuse it again.
+                    if answered_for_now(e) {
+                        // The connection stays up, and no reconnect would
+                        // send it again: again on it, but not at once, when
+                        // the server would most likely refuse it again. (One
+                        // the server timed out may yet be applied: a delete
+                        // done already is `NoNode`, which counts as done.)
                         let now = self.last_recv;
                         log::debug!(
-                            "background delete of {path} throttled; again after a back-off"
+                            "background delete of {path} refused for now ({e}); again after a back-off"
                         );
                         return self.retry_throttled(now, path, throttled.saturating_add(1));
                     }
@@ -405,6 +407,18 @@ fn rest_below<'p>(chroot: &str, path: &'p str) -> Option<&'p str> {
 /// other than -1).
 pub(crate) fn refused_for_now(error: &Error) -> bool {
     error.is_retryable() || matches!(error, Error::NotReadOnly | Error::Protocol(_))
+}
+
+/// True for a refusal a server makes on a connection that stays up and
+/// may not repeat: it throttled the request (`ThrottledOp`: not applied),
+/// or timed it out itself (`OperationTimeout`, `RequestTimeout`, which
+/// ClickHouse Keeper sends for a write not committed in time). Nothing
+/// but the requester asks again.
+pub(crate) fn answered_for_now(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::ThrottledOp | Error::OperationTimeout | Error::RequestTimeout
+    )
 }
 
 /// Decodes a successful reply's body. A batch's reply may hold no more

@@ -266,9 +266,10 @@ pub(super) struct Throttled {
 
 impl<T, W: Clone> Session<T, W> {
     /// Reports that the transaction carrying a withdrawn delete (see
-    /// [`Session::withdraw_deferred_delete`]) was throttled: nothing was
-    /// applied, and the delete goes again on its own after a back-off, as a
-    /// throttled background delete does (or with the next reconnect).
+    /// [`Session::withdraw_deferred_delete`]) was throttled (nothing was
+    /// applied) or timed out by the server (maybe applied): the delete
+    /// goes again on its own after a back-off, as a throttled background
+    /// delete does (or with the next reconnect).
     pub fn retry_withdrawn_delete(&mut self, now: Instant, path: &str) {
         if self.background_can_go() {
             self.retry_throttled(now, path.to_owned(), 1);
