@@ -21,8 +21,8 @@ use hostile::{reply_frame, After, Hostile, Peer};
 use lock_common::*;
 use zklock::proto::OpCode;
 use zklock::proto::Record as _;
-use zklock::testing::FaultProxy;
-use zklock::{Client, LockState, Mutex, Stat, State};
+use zklock::testing::{FaultProxy, TestServer};
+use zklock::{Client, LockState, Mutex, Stat, State, StateChanges};
 
 /// The session timeout the fake server grants: a read timeout far beyond
 /// anything these tests wait for.
@@ -39,6 +39,17 @@ fn answer_exists_undecodably(peer: &mut Peer) -> io::Result<After> {
     let xid = peer.expect_request(OpCode::Exists)?;
     peer.send(&reply_frame(xid, 0, &[]))?;
     Ok(After::Hold)
+}
+
+/// A real server, a gate (proxy) to it, a client through the gate, its
+/// release linger `linger`, and the client's state changes: what every
+/// test here starts from.
+fn gated(linger: Duration) -> (TestServer, FaultProxy, Client, StateChanges<State>) {
+    let real = server();
+    let gate = proxy(&real);
+    let client = connect_through(&gate, linger);
+    let states = client.state_changes();
+    (real, gate, client, states)
 }
 
 fn connect_through(gate: &FaultProxy, linger: Duration) -> Client {
@@ -90,12 +101,9 @@ fn stat_from_real_server(client: &Client, path: &str) -> Stat {
 #[test]
 fn undecodable_replies_to_the_token_leave_the_hold_held() {
     const DIR: &str = "/hostile/token";
-    let real = server();
-    let gate = proxy(&real);
     // A release lingers, so the next acquisition joins it in one
     // transaction, which leaves the new node's Stat, and token, unknown.
-    let client = connect_through(&gate, Duration::from_secs(1));
-    let states = client.state_changes();
+    let (real, gate, client, states) = gated(Duration::from_secs(1));
     let mutex = Mutex::new(&client, DIR).unwrap();
     drop(mutex.lock().unwrap());
     let guard = mutex.lock().unwrap();
@@ -129,10 +137,7 @@ fn undecodable_replies_to_the_token_leave_the_hold_held() {
 #[test]
 fn a_node_watch_with_an_undecodable_reply_is_set_again() {
     const DIR: &str = "/hostile/watch";
-    let real = server();
-    let gate = proxy(&real);
-    let client = connect_through(&gate, Duration::ZERO);
-    let states = client.state_changes();
+    let (real, gate, client, states) = gated(Duration::ZERO);
     let mutex = Mutex::new(&client, DIR).unwrap();
     // Granted at once: its node is not watched until asked about.
     let guard = mutex.lock().unwrap();
@@ -156,10 +161,7 @@ fn a_node_watch_with_an_undecodable_reply_is_set_again() {
 #[test]
 fn a_confirmation_answered_with_a_timeout_is_asked_again() {
     const DIR: &str = "/hostile/confirm";
-    let real = server();
-    let gate = proxy(&real);
-    let client = connect_through(&gate, Duration::ZERO);
-    let states = client.state_changes();
+    let (real, gate, client, states) = gated(Duration::ZERO);
     let mutex = Mutex::new(&client, DIR).unwrap();
     let guard = mutex.lock().unwrap();
     // Asked about: the hold follows its node, and checks it on reconnects.
@@ -208,7 +210,7 @@ fn a_confirmation_answered_with_a_timeout_is_asked_again() {
 /// Sends the client back to `real` through `gate`, and waits there for
 /// `node`, a release the detour left unconfirmed, to be deleted: another
 /// session then gets the lock at `dir` at once.
-fn released_back_on(real: &zklock::testing::TestServer, gate: &FaultProxy, node: &str, dir: &str) {
+fn released_back_on(real: &TestServer, gate: &FaultProxy, node: &str, dir: &str) {
     gate.set_upstream(real.addr());
     gate.cut();
     let operator = connect(&real.connect_string());
@@ -235,10 +237,7 @@ fn answer_delete_undecodably(peer: &mut Peer) -> io::Result<After> {
 #[test]
 fn an_unlock_answered_undecodably_is_still_released() {
     const DIR: &str = "/hostile/unlock";
-    let real = server();
-    let gate = proxy(&real);
-    let client = connect_through(&gate, Duration::ZERO);
-    let states = client.state_changes();
+    let (real, gate, client, states) = gated(Duration::ZERO);
     let mutex = Mutex::new(&client, DIR).unwrap();
     // Granted at once: its release is a plain delete.
     let guard = mutex.lock().unwrap();
@@ -313,10 +312,7 @@ const OPERATION_TIMEOUT: i32 = -7;
 #[test]
 fn a_node_watch_answered_with_a_timeout_is_set_again() {
     const DIR: &str = "/hostile/watch-timeout";
-    let real = server();
-    let gate = proxy(&real);
-    let client = connect_through(&gate, Duration::ZERO);
-    let states = client.state_changes();
+    let (_real, gate, client, states) = gated(Duration::ZERO);
     let mutex = Mutex::new(&client, DIR).unwrap();
     // Granted at once: its node is not watched until asked about.
     let guard = mutex.lock().unwrap();
@@ -374,10 +370,7 @@ fn a_node_watch_answered_with_a_timeout_is_set_again() {
 #[test]
 fn a_release_answered_with_a_timeout_is_sent_again() {
     const DIR: &str = "/hostile/release-timeout";
-    let real = server();
-    let gate = proxy(&real);
-    let client = connect_through(&gate, Duration::ZERO);
-    let states = client.state_changes();
+    let (_real, gate, client, states) = gated(Duration::ZERO);
     let mutex = Mutex::new(&client, DIR).unwrap();
     let guard = mutex.lock().unwrap();
     let deletes_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
