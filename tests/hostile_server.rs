@@ -656,7 +656,7 @@ fn replies_with_wrong_xids_fail_the_calls_in_flight_with_connection_loss() {
 }
 
 #[test]
-fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_the_prefix() {
+fn broken_frames_fail_the_calls_in_flight_and_are_refused_from_prefix_and_xid() {
     const MAX: usize = 100_000;
     let d = detour("frames", |b| b.max_frame(MAX));
 

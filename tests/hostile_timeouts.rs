@@ -3,7 +3,8 @@
 //! with the `Timeout` that names `request_timeout`, whatever the request
 //! (an auth packet too) and whichever thread is stuck writing it, not with
 //! the `ConnectionLoss` of the much later read timeout, and never hang.
-//! Every call runs under a time bound.
+//! Without a request timeout, `connect` still waits for a digest's answer
+//! no longer than `connect_timeout`. Every call runs under a time bound.
 
 mod hostile;
 

@@ -638,23 +638,13 @@ pub fn watcher_event(data: &[u8]) {
     check_watcher_event(&header, body);
 }
 
-fn is_node_change(event_type: EventType) -> bool {
-    matches!(
-        event_type,
-        EventType::NodeCreated
-            | EventType::NodeDeleted
-            | EventType::NodeDataChanged
-            | EventType::NodeChildrenChanged
-    )
-}
-
 fn check_watcher_event(header: &ReplyHeader, body: &[u8]) -> Option<WatcherEvent> {
     let got = read_notification(header, body);
     let direct = WatcherEvent::from_bytes(body);
     if header.xid == NOTIFICATION_XID {
         match &direct {
             // Only a node's change comes from a server.
-            Ok(event) if !is_node_change(event.event_type) => {
+            Ok(event) if !event.event_type.is_node_change() => {
                 let field = got.as_ref().err().and_then(DecodeError::field);
                 assert_eq!(field, Some("WatcherEvent.event_type"), "{got:?}");
             }

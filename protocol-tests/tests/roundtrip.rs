@@ -41,7 +41,7 @@ fn check_with_legacy<T: Record + PartialEq + Debug>(
 
     for len in 0..bytes.len() {
         match T::from_bytes(&bytes[..len]) {
-            // Every truncation is reported in the field it cut.
+            // Every truncation is reported in a field.
             Err(e)
                 if e.field().is_some()
                     && matches!(

@@ -289,7 +289,8 @@ impl ClientBuilder {
     /// Sets how long one TCP connect plus handshake may take per host
     /// (default 5 s; from 1 ms to `i32::MAX` ms). `connect` waits up to
     /// this times the number of hosts (a name counting once for each
-    /// address it resolves to), and [`Client::close`] up to this for
+    /// address it resolves to), and this once more for the answer to a
+    /// [`digest`](Self::digest), and [`Client::close`] up to this for
     /// a server to confirm the close. Reconnects of an established session
     /// may get less: see [`Config::connect_timeout`].
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {

@@ -134,27 +134,22 @@ impl ReplySlot {
     }
 
     pub(crate) fn wait(&self) -> Result<Response> {
-        let mut state = lock(&self.result);
-        loop {
-            if let Some(result) = state.result.take() {
-                return result;
-            }
-            state.waiting = true;
-            state = wait_on(&self.ready, state, None);
+        match self.wait_until(None) {
+            Some(result) => result,
+            None => unreachable!("a wait without a deadline ends with the reply"),
         }
     }
 
-    /// Like [`wait`](Self::wait), but only until `deadline`: `None` if the
-    /// reply is not in by then.
-    pub(crate) fn wait_until(&self, deadline: Instant) -> Option<Result<Response>> {
+    /// The reply, once in: `None` if `deadline` passes first.
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Option<Result<Response>> {
         let mut state = lock(&self.result);
         loop {
             if let Some(result) = state.result.take() {
                 return Some(result);
             }
-            let left = deadline.checked_duration_since(Instant::now())?;
+            let left = time_left(deadline)?;
             state.waiting = true;
-            state = wait_on(&self.ready, state, Some(left));
+            state = wait_on(&self.ready, state, left);
         }
     }
 }

@@ -295,7 +295,7 @@ impl Client {
             .checked_add(config.connect_timeout)
             .unwrap_or_else(Instant::now);
         for slot in auth_slots {
-            match slot.wait_until(auth_deadline) {
+            match slot.wait_until(Some(auth_deadline)) {
                 Some(Ok(_) | Err(Error::ConnectionLoss)) => {}
                 Some(Err(e)) => {
                     client.inner.give_up(taking_over);

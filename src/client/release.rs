@@ -195,15 +195,9 @@ impl Client {
         };
         let mut results = match reply {
             Ok(Response::Multi(r)) if r.results.len() == old.ops => r.results,
-            Ok(Response::Multi(_)) => {
-                self.settle_release(&old, false);
-                return Some(Err(malformed(
-                    "multi reply with a result count unlike its ops",
-                )));
-            }
             Ok(_) => {
                 self.settle_release(&old, false);
-                return Some(Err(malformed("multi reply of another kind")));
+                return Some(Err(malformed("multi reply unlike its request")));
             }
             // Throttled (nothing applied) or timed out by the server (maybe
             // applied), and the connection stays up, so that no reconnect

@@ -249,7 +249,8 @@ fn remove_or_owe(
 /// persistent watches. `NoWatcher` (a reconnect's setWatches left it
 /// unset) or a lost connection (which takes the server's watches) leave
 /// nothing to do; a new session has no such watch. One the server
-/// throttles is looked at again after a back-off.
+/// throttles, or times out itself on a connection that stays up, is
+/// looked at again after a back-off.
 fn send_removal(core: &mut Core, shared: Weak<Shared>, path: String, throttled: u32) -> bool {
     let generation = core.session.generation();
     let request = RemoveWatchesRequest {
@@ -271,7 +272,8 @@ fn send_removal(core: &mut Core, shared: Weak<Shared>, path: String, throttled: 
 }
 
 /// After the back-off of a removal the server throttled (refused
-/// unapplied, on a connection that stays up) `times` in a row, a plain
+/// unapplied) or timed out, on a connection that stays up, `times` in a
+/// row, a plain
 /// exists on `path` whose reply looks again: the watch would otherwise stay
 /// on the server, unheard, for the connection's life. A live watch set
 /// there meanwhile has it owed, as it would have the first removal.
@@ -286,8 +288,11 @@ fn remove_after_back_off(shared: &Weak<Shared>, generation: u64, path: &str, tim
     let look_again = Box::new(move |reply: &crate::Result<Response>| {
         // Lost with its connection (or its session), the watch went with
         // it. Any answer (a missing node's `NoNode` included: a persistent
-        // watch needs no node; a throttled look) still looks.
-        if matches!(reply, Err(e) if e.outcome_unknown() || e.is_session_lost()) {
+        // watch needs no node; a look throttled or timed out by the server
+        // on a connection that stays up) still looks.
+        let lost =
+            |e: &crate::Error| (e.outcome_unknown() && !answered_for_now(e)) || e.is_session_lost();
+        if reply.as_ref().is_err_and(lost) {
             return;
         }
         let Some(strong) = weak.upgrade() else {

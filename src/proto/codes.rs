@@ -274,6 +274,21 @@ int_enum! {
     }
 }
 
+impl EventType {
+    /// True for a change to a node, the only kind a server notifies: the
+    /// others (a state change, a watch removed) are made by a client for its
+    /// own watchers.
+    pub const fn is_node_change(self) -> bool {
+        matches!(
+            self,
+            EventType::NodeCreated
+                | EventType::NodeDeleted
+                | EventType::NodeDataChanged
+                | EventType::NodeChildrenChanged
+        )
+    }
+}
+
 int_enum! {
     /// Connection state carried by watch events (`Watcher.Event.KeeperState`).
     KeeperState: "keeper state" {

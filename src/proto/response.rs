@@ -1,10 +1,10 @@
 //! Reply frames: the header, and the body decoded by the request's opcode.
 
 use super::{
-    Create2Response, CreateResponse, DecodeError, ErrorResponse, EventType, ExistsResponse,
-    GetAclResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
-    GetDataResponse, GetEphemeralsResponse, MultiResponse, OpCode, Reader, Record, ReplyHeader,
-    SetAclResponse, SetDataResponse, SyncResponse, WatcherEvent, WhoAmIResponse, NOTIFICATION_XID,
+    Create2Response, CreateResponse, DecodeError, ErrorResponse, ExistsResponse, GetAclResponse,
+    GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
+    GetEphemeralsResponse, MultiResponse, OpCode, Reader, Record, ReplyHeader, SetAclResponse,
+    SetDataResponse, SyncResponse, WatcherEvent, WhoAmIResponse, NOTIFICATION_XID,
 };
 
 /// A decoded reply body. Which variant is expected depends on the opcode of
@@ -112,17 +112,11 @@ pub fn read_notification(header: &ReplyHeader, body: &[u8]) -> Result<WatcherEve
         return Err(DecodeError::Malformed("notification xid"));
     }
     let event = WatcherEvent::from_bytes(body)?;
-    match event.event_type {
-        EventType::NodeCreated
-        | EventType::NodeDeleted
-        | EventType::NodeDataChanged
-        | EventType::NodeChildrenChanged => Ok(event),
-        EventType::None
-        | EventType::DataWatchRemoved
-        | EventType::ChildWatchRemoved
-        | EventType::PersistentWatchRemoved => Err(DecodeError::Malformed(
-            "notification of an event type only a client makes",
-        )
-        .in_field("WatcherEvent.event_type")),
+    if !event.event_type.is_node_change() {
+        return Err(
+            DecodeError::Malformed("notification of an event type only a client makes")
+                .in_field("WatcherEvent.event_type"),
+        );
     }
+    Ok(event)
 }

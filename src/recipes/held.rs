@@ -172,7 +172,7 @@ fn lock_state(state: State) -> LockState {
 /// fires the one-shot watch too, and a caller's removal of its own watches
 /// on the node takes it (the server has one per session and path): either
 /// way it is set again at once, else the node's later deletion would go
-/// unseen. One the server throttled (refused unapplied, on a connection
+/// unseen. One the server throttled or timed out itself (on a connection
 /// that stays up, so no reconnect would set it again) is asked for again
 /// after a back-off (see [`rewatch_after_throttling`]). Any other failed
 /// reply (lost with a connection, undecodable, a refusal) leaves no watch,
@@ -258,7 +258,7 @@ fn start_node_watch(
     }
 }
 
-/// Sets the node watch again after the server throttled it. Once the
+/// Sets the node watch again after the server throttled or timed it out. Once the
 /// back-off is over, a plain exists (no watch) asks whether the node is
 /// still there, and the watch is set only if the lock is not lost by then:
 /// set as it was, a watch whose node went meanwhile (released, say) would

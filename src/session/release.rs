@@ -246,16 +246,19 @@ const FIRST_THROTTLED_BACK_OFF: Duration = Duration::from_millis(100);
 const MAX_THROTTLED_BACK_OFF: Duration = Duration::from_secs(2);
 
 /// How long a request the server throttled `times` in a row (ThrottledOp:
-/// refused unapplied, to shed load) waits before it is made again: 100 ms,
-/// doubled at each throttling up to 2 s. Asked again at once, it would add
-/// to the load the server sheds.
+/// refused unapplied, to shed load), or timed out itself on a connection
+/// that stays up, waits before it is made again: 100 ms, doubled each time
+/// up to 2 s. Asked again at once, it would add to the load the server
+/// sheds, or meet the same timeout.
 pub(crate) fn throttled_back_off(times: u32) -> Duration {
     let doublings = times.saturating_sub(1).min(16);
     (FIRST_THROTTLED_BACK_OFF * 2u32.pow(doublings)).min(MAX_THROTTLED_BACK_OFF)
 }
 
-/// A background delete the server throttled (ThrottledOp: not applied),
-/// waiting out its back-off before it goes again on the same connection.
+/// A background delete the server throttled (ThrottledOp: not applied)
+/// or timed out itself (maybe applied: again, it is `NoNode`, which counts
+/// as done), waiting out its back-off before it goes again on the same
+/// connection.
 #[derive(Debug)]
 pub(super) struct Throttled {
     path: String,

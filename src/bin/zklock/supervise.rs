@@ -560,8 +560,10 @@ mod tests {
     }
 
     /// A command's exit picked before a loss told with it still ends as a
-    /// loss: a `Lost`, a `Suspended` without grace, or a grace run out. A
-    /// suspension within its grace, or one a reconnect ended, does not.
+    /// loss: a `Lost`, a `Suspended` without grace (even if a reconnect
+    /// followed: the command was being ended), or a grace run out. A
+    /// suspension within its grace does not, nor one a reconnect ended
+    /// within it.
     #[test]
     fn an_exit_picked_first_sees_the_loss_told_with_it() {
         use LockState::{Held, Lost, Suspended};
@@ -585,6 +587,7 @@ mod tests {
         assert!(!lost(no_grace, &[], None));
         assert!(!lost(no_grace, &[Held], None));
         assert!(!lost(grace, &[Suspended], Some(now + ms(1))));
+        assert!(!lost(grace, &[Suspended, Held], None));
         assert!(lost(grace, &[], Some(now)));
     }
 
