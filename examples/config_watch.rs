@@ -137,24 +137,39 @@ fn config(version: i32) -> String {
     format!("max_connections={} log_level={level}", 100 + 10 * version)
 }
 
+/// How many reads in a row may fail with an error that may pass before the
+/// watcher gives up (at 200 ms apart: 10 s).
+const MAX_READ_FAILURES: u32 = 50;
+
 /// Loads the configuration, and reloads it whenever its watch fires, until
 /// the node is deleted. Returns the event that ended the loop.
 fn watch(client: &Client, path: &str, reloads: &Sender<Reload>) -> Result<EventType, String> {
     let mut count = 0;
+    // Read failures in a row that may pass (a lost connection, say):
+    // bounded, so that an ensemble gone for good ends the watcher.
+    let mut failures = 0;
     loop {
         // Reading the data arms the watch for the next change.
         let (data, stat, events) = match client.get_data_w(path) {
             Ok(found) => found,
             Err(zklock::Error::NoNode) => return Ok(EventType::NodeDeleted),
+            Err(e) if e.is_retryable() && failures < MAX_READ_FAILURES => {
+                failures += 1;
+                println!("watcher: reading failed ({e}); trying again");
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
             Err(e) => return Err(format!("get_data_w: {e}")),
         };
+        failures = 0;
         count += 1;
         let text = String::from_utf8_lossy(&data).into_owned();
         println!("watcher: reload #{count}: version {}: {text}", stat.version);
         let _ = reloads.send((stat.version, text));
         // A configuration may stay quiet for days: wait as long as it
         // takes. The session's end ends the wait too (an event of type
-        // None, with the final state).
+        // None, with the final state); to watch on after an expiry, build
+        // the client with `new_session_on_expiry(true)` and read again.
         let event = events
             .recv()
             .map_err(|_| "the watch's channel ended".to_owned())?;

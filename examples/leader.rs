@@ -2,9 +2,11 @@
 //! leader. Several candidates (threads, each with its own ZooKeeper session,
 //! as separate processes would have) queue on one lock path; the holder
 //! leads and does its work while `guard.wait_while_held` says it still holds.
-//! The example then kills the leader by closing its client (its session, and
-//! with it its lock node, is gone at once, as when a process dies) and the
-//! next candidate in queue order takes over. It prints each failover and the
+//! The example then ends the leader by closing its client (its session, and
+//! with it its lock node, is gone at once, as when a process exits cleanly;
+//! a crashed leader's node stays until its session times out, so failover
+//! after a crash takes up to the session timeout) and the next candidate in
+//! queue order takes over. It prints each failover and the
 //! sequence of leaders, and checks that leadership passed in queue order,
 //! one leader at a time, with strictly increasing fencing tokens.
 //!

@@ -225,10 +225,16 @@ fn worker(
             let now = (left - 1).to_string();
             match &guard {
                 // Applied only if the lock is still held when the server
-                // applies it, and only to the version read: a caller that
-                // retries after an unknown outcome (ConnectionLoss) cannot
-                // deduct twice, since a retry of a write that was applied
-                // fails with BadVersion. (This example gives up instead.)
+                // applies it, and only to the version read: a retry with
+                // the same guard and version after an unknown outcome
+                // (ConnectionLoss) cannot deduct twice, since a retry of a
+                // write that was applied fails with `MultiFailed` of
+                // `BadVersion`. A retry under a new lock (after `LockLost`)
+                // reads a new version and would deduct again: record the
+                // order in the same transaction (a create of
+                // `orders/<id>`, as the payments example does) so that a
+                // second try fails with `NodeExists`. (This example gives
+                // up instead.)
                 Some(guard) => {
                     guard.multi(&[Op::set_data(stock_path, now, Some(stat.version))])?;
                 }

@@ -14,8 +14,10 @@
 //!     // `left - 1` would underflow once the stock is gone.
 //!     if let Some(now) = left.checked_sub(1) {
 //!         // Applied only if the lock is still held when the server applies
-//!         // it, and only to the version read: a retry after an unknown
-//!         // outcome (`ConnectionLoss`) cannot deduct twice.
+//!         // it, and only to the version read: a retry with this guard after
+//!         // an unknown outcome (`ConnectionLoss`) cannot deduct twice. One
+//!         // under a new lock needs a marker in the same transaction (a
+//!         // create of `/orders/<id>`, say).
 //!         let version = Some(stat.version);
 //!         guard.multi(&[zklock::Op::set_data("/stock/42", now.to_string(), version)])?;
 //!     }

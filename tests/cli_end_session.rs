@@ -25,7 +25,7 @@ const WAIT: Duration = Duration::from_secs(20);
 /// The CLI's session timeout, and its connect timeout, the close's
 /// deadline: shorter than the read timeout (2/3 of the session timeout)
 /// after which a silent connection is given up on.
-const CLI_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+const CLI_SESSION_TIMEOUT: Duration = Duration::from_secs(15);
 const CLI_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The command ends while the connection `exec` holds its lock through has

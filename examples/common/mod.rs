@@ -5,7 +5,7 @@
 //! through `zklock::testing::TestServer` (Java and Debian's `zookeeper`
 //! package are needed) and stops it at the end. With `ZK_CONNECT` set (for
 //! example `ZK_CONNECT=zk1:2181,zk2:2181`), it uses that ensemble. Either way
-//! it works under `/zklock-examples/<example>-<pid>` and deletes that subtree
+//! it works under `/zklock-examples/<example>-<host>-<pid>` and deletes that subtree
 //! when it finishes.
 
 #![allow(dead_code)]
@@ -24,8 +24,9 @@ pub type Outcome = Result<bool, Box<dyn Error>>;
 /// The parent of every example's prefix.
 const ROOT: &str = "/zklock-examples";
 
-/// The session timeout the examples ask for.
-const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The session timeout the examples ask for: above a stock `zoo.cfg`'s
+/// `syncLimit` × `tickTime` (10 s), as the README asks.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The ZooKeeper an example talks to, and its private path prefix.
 pub struct Zk {
@@ -39,7 +40,7 @@ pub struct Zk {
 
 impl Zk {
     /// Connects to `$ZK_CONNECT`, or starts a local server, and creates
-    /// `/zklock-examples/<example>-<pid>`.
+    /// `/zklock-examples/<example>-<host>-<pid>`.
     pub fn start(example: &str) -> Result<Zk, Box<dyn Error>> {
         let (server, connect) = match std::env::var("ZK_CONNECT") {
             Ok(connect) if !connect.is_empty() => {

@@ -59,8 +59,9 @@ const USAGE: &str = "usage:
                [--clients C] [--ops N] [--path P] [--without-lock]
 
 Every command takes --connect and --session-timeout. --connect defaults to
-$ZK_CONNECT, then 127.0.0.1:2181; --session-timeout defaults to 10000 ms (at
-most 2147483647). With $ZK_DIGEST set to USER:PASSWORD, the session
+$ZK_CONNECT, then 127.0.0.1:2181; --session-timeout defaults to 15000 ms (at
+most 2147483647): keep it above the servers' syncLimit x tickTime, 10 s in a
+stock zoo.cfg. With $ZK_DIGEST set to USER:PASSWORD, the session
 authenticates with those digest credentials (kept out of the process list
 and of exec's COMMAND's environment), for lock paths whose ACL asks for
 them. zklock SUBCOMMAND --help shows this text.
@@ -113,6 +114,11 @@ pub const DIGEST_VAR: &str = "ZK_DIGEST";
 /// The longest session timeout the protocol carries: `i32::MAX` ms.
 const MAX_SESSION_TIMEOUT_MS: u64 = i32::MAX as u64;
 
+/// The session timeout asked for unless `--session-timeout` says: above a
+/// stock `zoo.cfg`'s `syncLimit` × `tickTime` (10 s), under which a member
+/// cut off from its leader may answer for a session the leader expires.
+const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Settings shared by the subcommands.
 #[derive(Clone)]
 pub struct Common {
@@ -134,7 +140,7 @@ impl Common {
     fn from_env() -> Result<Common, Usage> {
         Ok(Common {
             connect: env_utf8("ZK_CONNECT")?.unwrap_or_else(|| "127.0.0.1:2181".into()),
-            session_timeout: Duration::from_secs(10),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
             digest: digest_from_env()?,
         })
     }
