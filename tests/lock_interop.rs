@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use lock_common::{leaf, owner, wait_until};
 use zklock::testing::TestServer;
-use zklock::{Acl, Client, CreateMode, Error, Mutex, RwLock};
+use zklock::{Acl, AnyGuard, Client, CreateMode, Error, Mutex, RwLock};
 
 /// The session timeout of every client, zklock's and the peers'.
 const SESSION_TIMEOUT: Duration = Duration::from_millis(4000);
@@ -976,7 +976,7 @@ fn contend_with_peers(
 fn curator_and_zklock_mutex_contenders_acquire_in_node_order() {
     curator_classpath();
     let server = server();
-    acquire_in_node_order(&server, true, |i| {
+    acquire_in_node_order(&server, true, Exclusive::Mutex, |i| {
         Peer::curator(
             &server,
             "mutex",
@@ -985,6 +985,55 @@ fn curator_and_zklock_mutex_contenders_acquire_in_node_order() {
             &format!("curator-{i}"),
         )
     });
+}
+
+/// The same with the write sides of Curator's and zklock's read-write
+/// locks: the writers of both take turns in node order.
+#[test]
+fn curator_and_zklock_writers_acquire_in_node_order() {
+    curator_classpath();
+    let server = server();
+    acquire_in_node_order(&server, false, Exclusive::Write, |i| {
+        Peer::curator(
+            &server,
+            "write",
+            1,
+            Behaviour::Step,
+            &format!("curator-w{i}"),
+        )
+    });
+}
+
+/// Which exclusive zklock lock a node-order test queues.
+#[derive(Clone, Copy)]
+enum Exclusive {
+    Mutex,
+    /// An `RwLock`'s write side.
+    Write,
+}
+
+impl Exclusive {
+    /// Takes this kind of lock at [`LOCK`] through `client`, within
+    /// [`WAIT`], and runs `inside` holding it.
+    fn hold(self, client: &Client, what: &str, inside: impl FnOnce(&AnyGuard<'_>)) {
+        let (mutex, rwlock);
+        let guard: AnyGuard<'_> = match self {
+            Exclusive::Mutex => {
+                mutex = Mutex::new(client, LOCK).expect("mutex");
+                lock_within(&mutex, what).into()
+            }
+            Exclusive::Write => {
+                rwlock = RwLock::new(client, LOCK).expect("rwlock");
+                rwlock
+                    .try_write_for(WAIT)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+                    .unwrap_or_else(|| panic!("{what}: not acquired within {WAIT:?}"))
+                    .into()
+            }
+        };
+        inside(&guard);
+        guard.unlock().expect("unlock");
+    }
 }
 
 /// Lets a stepping `peer` queue one acquisition and records its node.
@@ -999,17 +1048,22 @@ fn queue_peer(
     expected.push((peer.name.clone(), node));
 }
 
-/// Queues two peers (named by `make_peer(1..=2)`) and two zklock mutex
-/// sessions alternately behind a held lock, the peer of each pair first if
-/// `peer_first`, then opens the lock and checks that they acquired in node
-/// order, each exactly once, leaving nothing behind.
-fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl Fn(usize) -> Peer) {
+/// Queues two peers (named by `make_peer(1..=2)`) and two zklock sessions
+/// taking `kind` alternately behind a lock of that kind held, the peer of
+/// each pair first if `peer_first`, then opens the lock and checks that
+/// they acquired in node order, each exactly once, leaving nothing behind.
+fn acquire_in_node_order(
+    server: &TestServer,
+    peer_first: bool,
+    kind: Exclusive,
+    make_peer: impl Fn(usize) -> Peer,
+) {
     let admin = connect(server);
     setup(&admin);
     let gate_client = connect(server);
-    let gate = Mutex::new(&gate_client, LOCK).expect("mutex");
-    let held = lock_within(&gate, "gate");
-    let mut seen = vec![leaf(held.node()).to_owned()];
+    let (opened, open) = crossbeam_channel::bounded::<()>(1);
+    let (gated, gate_node) = crossbeam_channel::bounded(1);
+    let mut seen = Vec::new();
 
     let mut peers: Vec<Peer> = (1..=2).map(make_peer).collect();
     for peer in &mut peers {
@@ -1018,6 +1072,13 @@ fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl 
     let zk_clients: Vec<Client> = (0..2).map(|_| connect(server)).collect();
     let mut expected = Vec::new();
     std::thread::scope(|s| {
+        let gate = s.spawn(|| {
+            kind.hold(&gate_client, "gate", |held| {
+                gated.send(leaf(held.node()).to_owned()).expect("report");
+                open.recv_timeout(WAIT).expect("told to open the gate");
+            })
+        });
+        seen.push(gate_node.recv_timeout(WAIT).expect("the gate held"));
         let mut handles = Vec::new();
         for (i, (peer, client)) in peers.iter_mut().zip(&zk_clients).enumerate() {
             if peer_first {
@@ -1026,11 +1087,10 @@ fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl 
             let name = format!("zklock-{}", i + 1);
             let thread_name = name.clone();
             handles.push(s.spawn(move || {
-                let mutex = Mutex::new(client, LOCK).expect("mutex");
-                let guard = lock_within(&mutex, &thread_name);
-                enter_exclusive(client, &thread_name, leaf(guard.node()));
-                exit_exclusive(client);
-                guard.unlock().expect("unlock");
+                kind.hold(client, &thread_name, |guard| {
+                    enter_exclusive(client, &thread_name, leaf(guard.node()));
+                    exit_exclusive(client);
+                })
             }));
             expected.push((name.clone(), next_node(&admin, &mut seen, &name)));
             if !peer_first {
@@ -1039,7 +1099,8 @@ fn acquire_in_node_order(server: &TestServer, peer_first: bool, make_peer: impl 
         }
         // Everyone is queued; nobody got past the gate.
         assert_eq!(read_log(&admin), Vec::new());
-        held.unlock().expect("open the gate");
+        opened.send(()).expect("open the gate");
+        gate.join().expect("gate");
         for handle in handles {
             handle.join().expect("zklock contender");
         }
@@ -1371,7 +1432,7 @@ fn kazoo_lock_and_zklock_mutex_mixed_contention() {
 fn kazoo_and_zklock_contenders_acquire_in_node_order() {
     kazoo_python();
     let server = server();
-    acquire_in_node_order(&server, false, |i| {
+    acquire_in_node_order(&server, false, Exclusive::Mutex, |i| {
         Peer::kazoo(&server, 1, Behaviour::Step, &format!("kazoo-{i}"))
     });
 }
