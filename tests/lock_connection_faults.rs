@@ -1028,7 +1028,10 @@ fn attempts_made_while_disconnected_take_back_their_unsent_create() {
 
     let (held, healed_at) = std::thread::scope(|scope| {
         let healer = scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(500));
+            // Healed once try_lock's create waits, unsent, for a connection.
+            wait_until("try_lock's create to be queued", WAIT, || {
+                client.queued_request_count() > 0
+            });
             proxy.refuse(false);
             std::time::Instant::now()
         });

@@ -294,6 +294,11 @@ fn find_kazoo_python() -> Result<PathBuf, String> {
             Err(e) => Err(hint(format!("ZKLOCK_KAZOO_PYTHON: {e}"))),
         };
     }
+    // Where `.ci/setup` puts it.
+    let set_up = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop-venv/bin/python");
+    if kazoo_version(&set_up).is_ok_and(|v| v == KAZOO_VERSION) {
+        return Ok(set_up);
+    }
     let venv = tmp_dir().join("interop-venv");
     let python = venv.join("bin/python");
     if kazoo_version(&python).is_ok_and(|v| v == KAZOO_VERSION) {

@@ -256,7 +256,10 @@ fn fault_proxy() {
         err.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     ));
-    assert_eq!(proxy.connection_count(), 1);
+    // Counted by the proxy's accept thread, which may not have run yet.
+    wait_until("the blackholed connection counted", IO_TIMEOUT, || {
+        proxy.connection_count() == 1
+    });
     // ... until the partition heals.
     proxy.set_mode(ProxyMode::Pass);
     stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
