@@ -62,6 +62,8 @@ impl<T, W: Clone> Session<T, W> {
             // handshake that completes sends closeSession (`prime`).
             if self.conn == Conn::None {
                 self.attempt_starts = self.attempt_starts.map(|starts| starts.min(now));
+                // Nor does the host after it, should that attempt fail.
+                self.hosts.cut_pause();
             }
             self.plan_close_attempt(now);
         }

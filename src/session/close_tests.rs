@@ -673,6 +673,32 @@ fn a_close_cuts_short_the_pause_before_the_next_attempt() {
     assert_eq!(s.close_outcome(), Some(Ok(())));
 }
 
+/// The pause a close cuts short is not waited out for the next host
+/// either, should the attempt that started at the close fail: before, it
+/// started at the end of that pause, which could leave it no share of the
+/// close's deadline.
+#[test]
+fn a_close_cuts_short_the_pause_for_the_next_host_too() {
+    let now = Instant::now();
+    let at = |ms| now + Duration::from_millis(ms);
+    let mut s = among_hosts(2, now);
+    s.handle_disconnected(now);
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    let (first, starts) = s.next_host(now).unwrap();
+    assert_eq!(starts, at(250), "the pause after two short connections");
+    s.close(at(100));
+    assert_eq!(s.attempt_start(), Some(at(100)));
+    s.handle_connect_failed(at(110));
+    s.handle_timeout(at(110));
+    let (next, starts) = s.next_host(at(110)).unwrap();
+    assert_ne!(next.host(), first.host());
+    assert_eq!(starts, at(110), "the next host, at once");
+}
+
 /// A handshake under way when the close comes (a hung server's) gets its
 /// share of the close's deadline from then, not the whole attempt timeout
 /// it started with, which would leave the other host no time to confirm

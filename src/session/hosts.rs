@@ -269,6 +269,12 @@ impl HostList {
         half + Duration::from_micros(drawn)
     }
 
+    /// The pause before the next attempt is waived (a close, whose every
+    /// moment keeps the session's locks from the others).
+    pub(crate) fn cut_pause(&mut self) {
+        self.not_before = None;
+    }
+
     /// A handshake succeeded: a full cycle of failures counts from here.
     pub(crate) fn connected(&mut self, now: Instant) {
         self.failed_passes = 0;

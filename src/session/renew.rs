@@ -56,6 +56,9 @@ impl<T, W: Clone> Session<T, W> {
         self.session_id = 0;
         self.passwd = vec![0; PASSWORD_LEN];
         self.last_zxid = 0;
+        // The refusals of the old session's re-registrations say nothing of
+        // the new one's.
+        self.rewatch_refusals = 0;
         // No timeout is negotiated for the new session yet: without one it
         // cannot expire locally, as the first session could not before its
         // handshake, and its calls wait the requested session timeout.
