@@ -661,6 +661,15 @@ impl<T, W: Clone> Session<T, W> {
         for waiter in std::mem::take(&mut self.auth_waiters) {
             self.fail_auth(waiter, error.clone());
         }
+        if self.closing.is_some() && !self.seen_rw_server {
+            // Only a read-write server can have given the session ephemeral
+            // nodes, as `close` says: the read-only connection it was being
+            // closed on gone, there is nothing left to close (a reconnect
+            // would ask a read-write server for a new session, only to
+            // close it).
+            self.end_close(Ok(()));
+            return;
+        }
         // Closing goes on through refused handshakes and lost replies (the
         // next server confirms a close that happened by refusing the resume
         // as expired) until the close's deadline.

@@ -204,6 +204,23 @@ fn a_closing_session_stays_to_close_where_it_is() {
     assert_eq!(s.poll_probe(later + MAX_PROBE_INTERVAL), Probe::Stop);
 }
 
+/// A session only a read-only server saw, whose close loses that
+/// connection, is closed: nothing of it is on the ensemble. Before, the
+/// close reconnected, asking a read-write server for a new session only to
+/// close it (or, none in reach, ended in a `Timeout`).
+#[test]
+fn a_close_of_a_session_no_read_write_server_saw_ends_with_its_connection() {
+    let now = Instant::now();
+    let (mut s, _) = on_read_only_server(&HOSTS, now);
+    let later = now + Duration::from_millis(10);
+    s.close(later);
+    assert_eq!(s.close_outcome(), None, "closeSession sent to the server");
+    s.handle_disconnected(later);
+    assert_eq!(s.close_outcome(), Some(Ok(())));
+    assert_eq!(s.state(), State::Closed);
+    assert_eq!(s.next_host(later), None, "no reconnect");
+}
+
 /// A read-write host behind the zxid the client has seen closes the
 /// connection on its handshake. The session goes back to the read-only
 /// member at once, and asks again; from the second move in a row on, the
