@@ -645,6 +645,26 @@ fn a_connection_attempt_during_a_close_ends_by_its_deadline() {
     );
 }
 
+/// A session among 2 hosts whose next attempt, after two connections lost
+/// at once (at `now`), waits out a pause of 250 ms; and that attempt's
+/// target.
+fn in_a_pause_after_two_short_connections(now: Instant) -> (TestSession, Target) {
+    let mut s = among_hosts(2, now);
+    s.handle_disconnected(now);
+    s.next_host(now).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    s.handle_disconnected(now);
+    let (target, starts) = s.next_host(now).unwrap();
+    assert_eq!(
+        starts,
+        now + Duration::from_millis(250),
+        "the pause after two short connections"
+    );
+    (s, target)
+}
+
 /// An attempt still waiting out a pause when the close comes (here after
 /// two connections that lived less than a second) starts at the close,
 /// with its share of the whole close: closeSession, which frees the
@@ -653,15 +673,7 @@ fn a_connection_attempt_during_a_close_ends_by_its_deadline() {
 fn a_close_cuts_short_the_pause_before_the_next_attempt() {
     let now = Instant::now();
     let at = |ms| now + Duration::from_millis(ms);
-    let mut s = among_hosts(2, now);
-    s.handle_disconnected(now);
-    s.next_host(now).unwrap();
-    s.handle_connected(now);
-    sent(&mut s);
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    s.handle_disconnected(now);
-    let (_, starts) = s.next_host(now).unwrap();
-    assert_eq!(starts, at(250), "the pause after two short connections");
+    let (mut s, _) = in_a_pause_after_two_short_connections(now);
     assert_eq!(s.attempt_start(), Some(at(250)));
     s.close(at(100));
     assert_eq!(s.attempt_start(), Some(at(100)));
@@ -681,15 +693,7 @@ fn a_close_cuts_short_the_pause_before_the_next_attempt() {
 fn a_close_cuts_short_the_pause_for_the_next_host_too() {
     let now = Instant::now();
     let at = |ms| now + Duration::from_millis(ms);
-    let mut s = among_hosts(2, now);
-    s.handle_disconnected(now);
-    s.next_host(now).unwrap();
-    s.handle_connected(now);
-    sent(&mut s);
-    s.handle_bytes(now, &accepted(0x1234, 3000));
-    s.handle_disconnected(now);
-    let (first, starts) = s.next_host(now).unwrap();
-    assert_eq!(starts, at(250), "the pause after two short connections");
+    let (mut s, first) = in_a_pause_after_two_short_connections(now);
     s.close(at(100));
     assert_eq!(s.attempt_start(), Some(at(100)));
     s.handle_connect_failed(at(110));
