@@ -3,8 +3,9 @@
 //! with the `Timeout` that names `request_timeout`, whatever the request
 //! (an auth packet too) and whichever thread is stuck writing it, not with
 //! the `ConnectionLoss` of the much later read timeout, and never hang.
-//! Without a request timeout, `connect` still waits for a digest's answer
-//! no longer than `connect_timeout`. Every call runs under a time bound.
+//! Without one set, a call waits at most twice the session timeout, and
+//! `connect` waits for a digest's answer no longer than `connect_timeout`.
+//! Every call runs under a time bound.
 
 mod hostile;
 
@@ -16,7 +17,7 @@ use hostile::{
     assert_logged, assert_no_client_panics, capture_log, watch_client_panics, within, After,
     Hostile, Peer,
 };
-use zklock::proto::OpCode;
+use zklock::proto::{OpCode, PING_XID};
 use zklock::{Client, Error, Stat, State};
 
 /// Every call and every wait for the client is bounded by this.
@@ -93,9 +94,9 @@ fn an_unanswered_digest_of_the_builder_fails_the_connect_at_the_request_timeout(
     assert_no_client_panics();
 }
 
-/// With no request timeout, a reply has no deadline of its own: a
-/// builder's digest that a server never answers fails the connect at
-/// `connect_timeout`, counted from the handshake. Before, `connect` waited
+/// With no request timeout set, a builder's digest that a server never
+/// answers fails the connect at `connect_timeout`, counted from the
+/// handshake, long before the default request timeout. Before, `connect` waited
 /// for ever.
 #[test]
 fn an_unanswered_digest_of_the_builder_fails_the_connect_at_the_connect_timeout() {
@@ -314,6 +315,58 @@ fn a_frame_trickled_and_never_finished_does_not_keep_the_connection() {
     let caller = client.clone();
     let result = within(BOUND, "exists", move || caller.exists("/trickled"));
     assert_eq!(result, Err(Error::ConnectionLoss));
+    drop(client);
+    assert_no_client_panics();
+}
+
+/// Accepts the handshake with a 1.5 s session timeout and from then on
+/// answers pings only, never a call: a real server answers a session's
+/// pings after the calls sent before them, so this cannot happen there.
+/// Stops after 200 frames or when the client leaves.
+fn pings_only(peer: &mut Peer) -> io::Result<After> {
+    peer.handshake(1_500)?;
+    for _ in 0..200 {
+        let payload = match peer.read_frame() {
+            Ok(payload) => payload,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(After::Close),
+            Err(e) => return Err(e),
+        };
+        let xid = payload
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_be_bytes);
+        if xid == Some(PING_XID) {
+            peer.reply(PING_XID, 0, &[])?;
+        }
+    }
+    Ok(After::Close)
+}
+
+/// Without a request timeout, a call on a server that answers pings but
+/// not the call fails at twice the session timeout asked for, with the
+/// `Timeout` naming `request_timeout`, and the connection is dropped.
+/// Before, it waited for as long as the server kept answering pings.
+#[test]
+fn without_a_request_timeout_a_server_answering_only_pings_fails_a_call_at_twice_the_session_timeout(
+) {
+    setup();
+    let session_timeout = Duration::from_millis(1_500);
+    let h = Hostile::start(pings_only);
+    let connect_string = h.connect_string();
+    let client = within(BOUND, "connect", move || {
+        Client::builder()
+            .session_timeout(session_timeout)
+            .connect_timeout(Duration::from_secs(1))
+            .connect(&connect_string)
+    })
+    .expect("connect to the fake server");
+    let caller = client.clone();
+    let started = Instant::now();
+    let result = within(BOUND, "exists", move || caller.exists("/never-answered"));
+    assert_eq!(result, Err(request_timed_out(session_timeout * 2)));
+    assert!(started.elapsed() >= session_timeout * 2);
+    let report = h.next_report(BOUND);
+    assert_eq!(report.script_error, None, "{report:?}");
     drop(client);
     assert_no_client_panics();
 }

@@ -176,9 +176,11 @@ impl Config {
         self.release_linger
     }
 
-    /// How long a call waits for its reply once sent (default `None`: as
-    /// long as the connection lives, which a silent server ends after 2/3 of
-    /// the session timeout). When it passes, the call fails with
+    /// How long a call waits for its reply once sent (default `None`: twice
+    /// the session timeout; a real server answers pings after the calls sent
+    /// before them, so a stuck reply is noticed sooner by the read timeout,
+    /// 2/3 of the session timeout, and this bound is only for a server that
+    /// answers pings but never a call). When it passes, the call fails with
     /// [`Error::Timeout`](crate::Error::Timeout) and the connection is
     /// dropped, since replies come in order and none can be skipped: calls
     /// sent after it fail with `ConnectionLoss`, and the client reconnects
@@ -280,7 +282,8 @@ pub struct ClientBuilder {
 impl ClientBuilder {
     /// Sets the requested session timeout (default 30 s; from 1 ms to
     /// `i32::MAX` ms). The server clamps it to its own bounds; a dead
-    /// connection is detected after 2/3 of the negotiated timeout.
+    /// connection is detected after 2/3 of the negotiated timeout, or of
+    /// this one if the server grants more.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
         self
@@ -368,8 +371,7 @@ impl ClientBuilder {
     }
 
     /// Sets how long a call waits for its reply once sent (default `None`:
-    /// as long as the connection lives; otherwise from 1 ms to `i32::MAX`
-    /// ms). See [`Config::request_timeout`].
+    /// twice the session timeout; otherwise from 1 ms to `i32::MAX` ms). See [`Config::request_timeout`].
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.request_timeout = timeout;
         self

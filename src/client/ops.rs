@@ -486,9 +486,10 @@ impl Client {
     /// once however often the same ones were added (the handshake right
     /// after calls made while disconnected sends them once for each, so
     /// that each gets its reply).
-    /// A failure ends the session with `AuthFailed`. With a
-    /// [`request_timeout`](crate::Config::request_timeout), a server that
-    /// does not answer in time fails the call with `Timeout`, as any other
+    /// A failure ends the session with `AuthFailed`. A server that does not
+    /// answer within the
+    /// [`request_timeout`](crate::Config::request_timeout) (by default
+    /// twice the session timeout) fails the call with `Timeout`, as any other
     /// call, and the credentials are still sent again after the reconnect.
     /// Made while disconnected, it waits for a handshake up to the session
     /// timeout, then fails with `ConnectionLoss`, as any other call; the

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::tests::{
     config, connected_with, data_v, digest_auth, get_data, header, reconnect, replies, reply, sent,
-    TestSession,
+    TestSession, TIMEOUT,
 };
 use super::*;
 
@@ -114,23 +114,42 @@ fn an_auth_resent_after_a_reconnect_is_bounded_by_the_request_timeout_too() {
     assert_eq!(s.poll_disconnect(), Some(request_timed_out()));
 }
 
+/// Without a request timeout, a call waits twice the session timeout for
+/// its reply, however the server keeps the connection up: a real server
+/// answers a session's pings after the requests sent before them, so only
+/// a broken one answers pings but never the call, and it must not hold the
+/// call for as long as it keeps doing so. An auth packet is bounded the
+/// same way.
 #[test]
-fn without_a_request_timeout_an_auth_waits_as_long_as_the_connection_lives() {
-    let start = Instant::now();
-    let at = |ms| start + Duration::from_millis(ms);
-    let mut s = connected_with(config(), start);
-    s.add_auth(at(0), digest_auth(), 1).unwrap();
-    sent(&mut s);
-    // Pings keep the connection up: only the read timeout could end it.
-    for ms in [1000, 2000, 3000] {
-        s.handle_timeout(at(ms));
+fn without_a_request_timeout_a_call_waits_twice_the_session_timeout() {
+    for auth in [false, true] {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut s = connected_with(config(), start);
+        if auth {
+            s.add_auth(at(0), digest_auth(), 1).unwrap();
+        } else {
+            s.submit(at(0), OpCode::GetData, &get_data("/app/a"), 1, None)
+                .unwrap();
+        }
         sent(&mut s);
-        s.handle_bytes(at(ms), &reply(PING_XID, 0, 0, &()));
-        assert_eq!(s.poll_disconnect(), None);
+        let bound = Error::Timeout {
+            what: "the reply to a request (request_timeout)",
+            after: TIMEOUT * 2,
+        };
+        // Pings keep the connection up, well inside the read timeout.
+        for ms in (1000..6000).step_by(1000) {
+            s.handle_timeout(at(ms));
+            assert_eq!(s.poll_disconnect(), None, "at {ms} ms");
+            sent(&mut s);
+            s.handle_bytes(at(ms), &reply(PING_XID, 0, 0, &()));
+        }
+        assert_eq!(replies(&mut s), []);
+        assert_eq!(s.poll_timeout(), Some(at(6000)), "the call's deadline");
+        s.handle_timeout(at(6000));
+        assert_eq!(replies(&mut s), [(1, Err(bound.clone()))], "auth: {auth}");
+        assert_eq!(s.poll_disconnect(), Some(bound));
     }
-    assert_eq!(replies(&mut s), []);
-    s.handle_bytes(at(3100), &reply(AUTH_XID, 0, 0, &()));
-    assert_eq!(replies(&mut s), [(1, Ok(Response::Empty))]);
 }
 
 /// Credentials added while no server is connected wait for a handshake,

@@ -81,8 +81,8 @@ pub struct SessionConfig {
     pub chroot: Option<String>,
     /// How long a request (an auth packet included) may wait for its reply
     /// before it fails with [`Error::Timeout`] and the connection is dropped
-    /// (replies come in order, so none can be skipped); `None`: as long as
-    /// the connection lives.
+    /// (replies come in order, so none can be skipped); `None`: twice the
+    /// session timeout (see [`Session::request_timeout`]).
     pub request_timeout: Option<Duration>,
     /// Whether reads submitted with [`Session::submit_read`] may share a
     /// `multiRead` (ZooKeeper 3.6+).
@@ -444,9 +444,36 @@ impl<T, W: Clone> Session<T, W> {
         &self.config
     }
 
-    /// A connection stays up while something is heard at least this often.
+    /// A connection stays up while something is heard at least this often:
+    /// 2/3 of the session timeout.
     pub fn read_timeout(&self) -> Duration {
-        self.negotiated.unwrap_or(self.config.session_timeout) * 2 / 3
+        self.liveness_timeout() * 2 / 3
+    }
+
+    /// The session timeout a connection's liveness is judged by: the one
+    /// the server granted, but never more than the one asked for. A server
+    /// grants more when its `minSessionTimeout` is higher, which is about
+    /// when it expires the session, not about how soon a dead connection
+    /// should be noticed; and a hostile grant of days would otherwise leave
+    /// calls waiting that long on a silent connection. Pings at half the
+    /// read timeout keep a live connection up either way.
+    fn liveness_timeout(&self) -> Duration {
+        let requested = self.config.session_timeout;
+        self.negotiated
+            .map_or(requested, |granted| granted.min(requested))
+    }
+
+    /// How long a request may wait for its reply: the configured
+    /// `request_timeout`, or without one twice the session timeout. A
+    /// ZooKeeper server answers a session's pings after the requests sent
+    /// before them, so on a real server the read timeout ends a connection
+    /// whose reply is stuck long before this bound; it is there for a
+    /// server that answers pings but not a request, which would otherwise
+    /// hold the call for as long as the connection lives.
+    pub fn request_timeout(&self) -> Duration {
+        self.config
+            .request_timeout
+            .unwrap_or(self.liveness_timeout() * 2)
     }
 
     /// A ping goes out after this long without sending anything: half the
@@ -715,7 +742,7 @@ impl<T, W: Clone> Session<T, W> {
             Conn::Established if self.request_deadline().is_some_and(|at| now >= at) => {
                 let error = Error::Timeout {
                     what: "the reply to a request (request_timeout)",
-                    after: self.config.request_timeout.unwrap_or_default(),
+                    after: self.request_timeout(),
                 };
                 // The oldest request fails with the timeout; the others,
                 // sent later, with the connection it takes down.
@@ -990,8 +1017,8 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// When this connection is dropped unless a reply comes first: the
-    /// handshake's, the read timeout's, the oldest request's (with a request
-    /// timeout), the close's deadline or closeSession's share of it on this
+    /// handshake's, the read timeout's, the oldest request's, the close's
+    /// deadline or closeSession's share of it on this
     /// connection, whichever is earliest; `None` without a connection. A
     /// write blocked in a full send buffer gives way at this moment, so
     /// that [`Session::handle_timeout`], called then, drops the connection
@@ -1021,14 +1048,14 @@ impl<T, W: Clone> Session<T, W> {
         }
     }
 
-    /// When the oldest request in flight times out, with a request timeout
-    /// set. Replies come in order, so it is the first to, except that an
+    /// When the oldest request in flight times out (see
+    /// [`request_timeout`](Self::request_timeout)). Replies come in order, so it is the first to, except that an
     /// auth packet's reply may overtake those of requests sent before it
     /// (the server answers it as it reads it): the older of the first auth
     /// packet and the first other request. `closeSession` is left to the
     /// close's own deadline.
     fn request_deadline(&self) -> Option<Instant> {
-        let timeout = self.config.request_timeout?;
+        let timeout = self.request_timeout();
         let request = self.oldest_request_sent();
         let auth = self.auth_waiters.front().map(|a| a.sent);
         request

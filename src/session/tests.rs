@@ -256,7 +256,11 @@ fn pings_follow_send_idleness_and_silence_drops_the_connection() {
 #[test]
 fn a_long_sessions_idle_connection_pings_every_ten_seconds() {
     let start = Instant::now();
-    let mut s: TestSession = Session::new(config(), vec!["127.0.0.1:1".into()], start);
+    let config = SessionConfig {
+        session_timeout: Duration::from_secs(120),
+        ..config()
+    };
+    let mut s: TestSession = Session::new(config, vec!["127.0.0.1:1".into()], start);
     s.next_host(start).unwrap();
     s.handle_connected(start);
     sent(&mut s);
@@ -268,6 +272,35 @@ fn a_long_sessions_idle_connection_pings_every_ten_seconds() {
     let frames = sent(&mut s);
     assert_eq!(frames.len(), 1);
     assert_eq!(header(&frames[0]).xid, PING_XID);
+}
+
+/// A server may grant more than the session timeout asked for (its
+/// `minSessionTimeout` is higher, or it is hostile and grants days): the
+/// session lives that long on the servers, but a connection is still judged
+/// by the timeout asked for, so a silent one is dropped after 2/3 of it
+/// and a call waits at most twice it.
+#[test]
+fn a_grant_above_the_requested_timeout_does_not_slow_noticing_a_dead_connection() {
+    let start = Instant::now();
+    let mut s: TestSession = Session::new(config(), vec!["127.0.0.1:1".into()], start);
+    s.next_host(start).unwrap();
+    s.handle_connected(start);
+    sent(&mut s);
+    s.handle_bytes(start, &accepted(0x1234, i32::MAX));
+    events(&mut s);
+    let granted = Duration::from_millis(i32::MAX as u64);
+    assert_eq!(s.negotiated_timeout(), Some(granted));
+    assert_eq!(s.read_timeout(), Duration::from_millis(2000));
+    assert_eq!(s.request_timeout(), Duration::from_millis(6000));
+    s.submit(start, OpCode::GetData, &get_data("/app/a"), 1, None)
+        .unwrap();
+    sent(&mut s);
+    assert_eq!(s.poll_timeout(), Some(start + Duration::from_millis(1000)));
+    s.handle_timeout(start + Duration::from_millis(2000));
+    assert!(matches!(
+        s.poll_disconnect(),
+        Some(Error::Timeout { after, .. }) if after == Duration::from_millis(2000)
+    ));
 }
 
 /// A server that trickles a frame it never finishes (a byte a second, well
