@@ -300,3 +300,68 @@ fn an_auth_added_before_a_new_sessions_handshake_fails_after_the_session_timeout
     assert_eq!(replies(&mut s), [(8, Err(Error::ConnectionLoss))]);
     assert_eq!(s.poll_timeout(), None);
 }
+
+/// Drops the connection and resumes session `id` on a new one; the frames
+/// the handshake's answer released (credentials, re-registrations...).
+fn resume(s: &mut TestSession, now: Instant, id: i64) -> Vec<Vec<u8>> {
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    sent(s);
+    s.handle_bytes(now, &accepted(id, 3000));
+    sent(s)
+}
+
+/// Refuses the re-registration among `frames` (a server that does not
+/// know the request, as a 3.5 server would a persistent watch's).
+fn refuse_set_watches(s: &mut TestSession, now: Instant, frames: &[Vec<u8>]) {
+    let set_watches = frames
+        .iter()
+        .find(|f| header(f).op == OpCode::SetWatches.code())
+        .expect("a re-registration");
+    s.handle_bytes(now, &reply(header(set_watches).xid, 9, -6, &()));
+}
+
+/// A re-registration the servers keep refusing makes the client reconnect
+/// three times, then leaves the watches unset. A new session after an
+/// expiry starts counting afresh: its first refused re-registration makes
+/// the client reconnect again. Before, the old session's refusals counted
+/// against it, and its watches were left unset at the first refusal.
+#[test]
+fn a_new_sessions_refused_re_registration_is_not_counted_with_the_old_sessions() {
+    let now = Instant::now();
+    let mut s = connected_with_auth_and_watch(now);
+    for refusal in 1..=4 {
+        let frames = resume(&mut s, now, 0x1234);
+        refuse_set_watches(&mut s, now, &frames);
+        let reconnects = s.poll_disconnect().is_some();
+        assert_eq!(reconnects, refusal <= 3, "refusal {refusal}");
+    }
+    s.handle_disconnected(now);
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &expired());
+    assert_eq!(s.poll_disconnect(), Some(Error::SessionExpired));
+    s.handle_disconnected(now);
+    assert!(s.next_host(now).is_some());
+    s.handle_connected(now);
+    asks_for_a_new_session(&handshake(&sent(&mut s)));
+    s.handle_bytes(now, &accepted(0x5678, 3000));
+    let watch = WatchRequest {
+        kind: WatchKind::Data,
+        path: "/app/v".into(),
+        watcher: 78,
+    };
+    s.submit(now, OpCode::GetData, &get_data("/app/v"), 2, Some(watch))
+        .unwrap();
+    let frames = sent(&mut s);
+    let get = frames.last().expect("the getData");
+    s.handle_bytes(now, &reply(header(get).xid, 5, 0, &data_v()));
+    events(&mut s);
+    let frames = resume(&mut s, now, 0x5678);
+    refuse_set_watches(&mut s, now, &frames);
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Unimplemented),
+        "the new session's first refusal reconnects"
+    );
+}
