@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hostile::{reply_frame, After, Hostile, Peer};
 use lock_common::*;
-use zklock::proto::OpCode;
 use zklock::proto::Record as _;
+use zklock::proto::{CreateResponse, MultiResponse, OpCode, OpResult};
 use zklock::testing::{FaultProxy, TestServer};
 use zklock::{Client, LockState, Mutex, Stat, State, StateChanges};
 
@@ -457,5 +457,55 @@ fn a_search_answered_with_timeouts_asks_again_after_a_back_off() {
     assert_eq!(sent(&gate, OpCode::Create2), creates + 1, "one create");
     let stat = stat_from_real_server(&client, guard.node());
     assert_eq!(stat.ephemeral_owner, client.session_id());
+    guard.unlock().unwrap();
+}
+
+/// An acquisition joined to a lingering release goes as one transaction of
+/// two ops, the delete and the create. A reply with a result more (a
+/// create the request never asked for ahead of them) is unlike the
+/// request: it is not taken as the lock. The attempt searches for its node,
+/// back on the real server, finds none (the fake server applied nothing)
+/// and creates it there; the release is still made. Before, the last two
+/// results were taken as the delete and the create, and the attempt went
+/// on with a node that existed nowhere: `lock` failed with `LockLost`.
+#[test]
+fn a_joined_create_answered_with_a_result_more_than_asked_is_not_the_lock() {
+    const DIR: &str = "/hostile/joined-count";
+    let (real, gate, client, states) = gated(Duration::from_secs(1));
+    let mutex = Mutex::new(&client, DIR).unwrap();
+    let first = mutex.lock().unwrap();
+    let released = first.node().to_owned();
+    // Where the fake server says the new node went: a name the client's
+    // own create could have got.
+    let made_up = format!("{}9", &released[..released.len() - 1]);
+    let fake_path = made_up.clone();
+    let hostile = Hostile::start(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::Multi)?;
+        let create = || {
+            OpResult::Create(CreateResponse {
+                path: fake_path.clone(),
+            })
+        };
+        let results = vec![create(), OpResult::Delete, create()];
+        peer.reply(xid, 0, &MultiResponse { results }.to_bytes())?;
+        Ok(After::Close)
+    });
+    detour(&gate, &states, &hostile);
+    gate.set_upstream(real.addr());
+    let multis = sent(&gate, OpCode::Multi);
+    // Released, its delete lingers for the next acquisition to carry.
+    drop(first);
+    let guard = mutex.lock().unwrap();
+    let report = hostile.next_report(WAIT);
+    assert_eq!(report.script_error, None, "{report:?}");
+    assert_eq!(sent(&gate, OpCode::Multi), multis + 1, "the joined create");
+    assert_ne!(guard.node(), made_up, "the made-up node taken as the lock");
+    let stat = stat_from_real_server(&client, guard.node());
+    assert_eq!(stat.ephemeral_owner, client.session_id());
+    assert_eq!(guard.state(), LockState::Held);
+    wait_until("the released node deleted", WAIT, || {
+        client.exists(&released) == Ok(None)
+    });
     guard.unlock().unwrap();
 }
