@@ -31,7 +31,9 @@ use zklock::proto::{
     DEFAULT_MAX_FRAME, NOTIFICATION_XID,
 };
 use zklock::testing::{FaultProxy, TestServer};
-use zklock::{Acl, Client, CreateMode, Error, EventType, KeeperState, State, StateChanges};
+use zklock::{
+    Acl, AddWatchMode, Client, CreateMode, Error, EventType, KeeperState, State, StateChanges,
+};
 
 /// Every call and every wait for the client is bounded by this.
 const BOUND: Duration = Duration::from_secs(20);
@@ -1182,4 +1184,56 @@ fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
     drop(h);
     d.expect_states(&[State::Connected, State::Disconnected]);
     d.expect_back();
+}
+
+/// ZooKeeper's code for an operation the server timed out itself.
+const OPERATION_TIMEOUT: i32 = -7;
+
+/// A dropped persistent watch's receiver has its watch removed from the
+/// server. A
+/// removal the server times out itself (`OperationTimeout`, as ClickHouse
+/// Keeper may) on a connection that stays up is looked at again after a
+/// back-off, with an exists whose answer, whatever it is, has the removal
+/// sent again; a look the server times out too still does, and the removal
+/// is made on the same connection. Before, a timed out look was taken as a
+/// lost connection, and the watch stayed on the server, unheard, for the
+/// connection's life.
+#[test]
+fn a_removal_whose_look_again_the_server_times_out_looks_again() {
+    setup();
+    let (removed_tx, removed) = crossbeam_channel::bounded::<()>(1);
+    let h = Hostile::start(move |peer| {
+        peer.handshake(HOSTILE_TIMEOUT_MS)?;
+        let xid = peer.expect_request(OpCode::AddWatch)?;
+        // An addWatch's reply body is an error code, 0.
+        peer.reply(xid, 0, &[0; 4])?;
+        let xid = peer.expect_request(OpCode::RemoveWatches)?;
+        peer.reply(xid, OPERATION_TIMEOUT, &[])?;
+        let xid = peer.expect_request(OpCode::Exists)?;
+        peer.reply(xid, OPERATION_TIMEOUT, &[])?;
+        let xid = peer.expect_request(OpCode::RemoveWatches)?;
+        peer.reply(xid, 0, &[])?;
+        let _ = removed_tx.try_send(());
+        Ok(After::Hold)
+    });
+    let connect_string = h.connect_string();
+    let client = within(BOUND, "connect", move || {
+        Client::builder()
+            .connect_timeout(Duration::from_secs(1))
+            .connect(&connect_string)
+    })
+    .expect("connect to the fake server");
+    let caller = client.clone();
+    let watch = within(BOUND, "add_watch", move || {
+        caller.add_watch("/watched", AddWatchMode::Persistent)
+    })
+    .expect("the watch set");
+    drop(watch);
+    let made_again = removed.recv_timeout(BOUND);
+    drop(client);
+    let report = h.next_report(BOUND);
+    assert_eq!(made_again, Ok(()), "the removal made again: {report:?}");
+    assert_eq!(report.script_error, None, "{report:?}");
+    assert_eq!(h.connections(), 1, "no reconnect");
+    assert_no_client_panics();
 }
