@@ -186,7 +186,8 @@ pub enum Error {
     Closed,
     /// A deadline passed. `what` says which one. A call gets it when its
     /// reply is later than [`request_timeout`](crate::Config::request_timeout)
-    /// (the connection is then dropped: the calls sent after it fail with
+    /// (unset: when the server has answered none of the calls in flight for
+    /// twice the session timeout) (the connection is then dropped: the calls sent after it fail with
     /// `ConnectionLoss`), an auth packet included
     /// ([`Client::add_auth`](crate::Client::add_auth), or `connect` with a
     /// [`digest`](crate::ClientBuilder::digest), which also waits for its

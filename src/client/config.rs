@@ -176,11 +176,14 @@ impl Config {
         self.release_linger
     }
 
-    /// How long a call waits for its reply once sent (default `None`: twice
-    /// the session timeout; a real server answers pings after the calls sent
-    /// before them, so a stuck reply is noticed sooner by the read timeout,
-    /// 2/3 of the session timeout, and this bound is only for a server that
-    /// answers pings but never a call). When it passes, the call fails with
+    /// How long a call waits for its reply once sent (default `None`: the
+    /// calls in flight fail once the server has answered none of them for
+    /// twice the session timeout, counted from the oldest one's sending or
+    /// the server's last answer, whichever is later; a real server answers
+    /// pings after the calls sent before them, so a stuck reply is noticed
+    /// sooner by the read timeout, 2/3 of the session timeout, and this
+    /// bound is only for a server that answers pings but never a call).
+    /// When it passes, the call fails with
     /// [`Error::Timeout`](crate::Error::Timeout) and the connection is
     /// dropped, since replies come in order and none can be skipped: calls
     /// sent after it fail with `ConnectionLoss`, and the client reconnects
@@ -282,8 +285,8 @@ pub struct ClientBuilder {
 impl ClientBuilder {
     /// Sets the requested session timeout (default 30 s; from 1 ms to
     /// `i32::MAX` ms). The server clamps it to its own bounds; a dead
-    /// connection is detected after 2/3 of the negotiated timeout, or of
-    /// this one if the server grants more.
+    /// connection is detected after 2/3 of the negotiated timeout (a grant
+    /// above this one is followed up to a minute, or this one if longer).
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
         self
@@ -313,7 +316,8 @@ impl ClientBuilder {
     /// must not contain `:` (the server would take the part before it as
     /// the user). `connect` waits for the server's answer, at most
     /// [`connect_timeout`](Self::connect_timeout) (or a shorter
-    /// [`request_timeout`](Self::request_timeout)), and fails with
+    /// [`request_timeout`](Self::request_timeout), whose default, twice the
+    /// session timeout, may be), and fails with
     /// `Timeout` if it does not come in time; a connection lost before the answer
     /// lets `connect` return, and the credentials go again with the next
     /// handshake. The server's digest scheme takes any user and password:

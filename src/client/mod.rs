@@ -288,9 +288,9 @@ impl Client {
                     .unwrap_or_else(|| "no handshake response".into()),
             }));
         }
-        // The request timeout (by default twice the session timeout) is no
-        // bound for connect, which is bounded by its connect timeout: a
-        // server that never answers an auth packet must not hold it longer.
+        // A server that never answers an auth packet must not hold connect
+        // longer than its connect timeout, whatever the request timeout
+        // (which may end the wait sooner).
         let auth_deadline = Instant::now()
             .checked_add(config.connect_timeout)
             .unwrap_or_else(Instant::now);

@@ -114,6 +114,15 @@ fn an_auth_resent_after_a_reconnect_is_bounded_by_the_request_timeout_too() {
     assert_eq!(s.poll_disconnect(), Some(request_timed_out()));
 }
 
+/// The error of calls left unanswered, with no request timeout set.
+fn unanswered() -> Error {
+    Error::Timeout {
+        what:
+            "any answer to the requests in flight (no request_timeout: twice the session timeout)",
+        after: TIMEOUT * 2,
+    }
+}
+
 /// Without a request timeout, a call waits twice the session timeout for
 /// its reply, however the server keeps the connection up: a real server
 /// answers a session's pings after the requests sent before them, so only
@@ -133,10 +142,6 @@ fn without_a_request_timeout_a_call_waits_twice_the_session_timeout() {
                 .unwrap();
         }
         sent(&mut s);
-        let bound = Error::Timeout {
-            what: "the reply to a request (request_timeout)",
-            after: TIMEOUT * 2,
-        };
         // Pings keep the connection up, well inside the read timeout.
         for ms in (1000..6000).step_by(1000) {
             s.handle_timeout(at(ms));
@@ -147,9 +152,42 @@ fn without_a_request_timeout_a_call_waits_twice_the_session_timeout() {
         assert_eq!(replies(&mut s), []);
         assert_eq!(s.poll_timeout(), Some(at(6000)), "the call's deadline");
         s.handle_timeout(at(6000));
-        assert_eq!(replies(&mut s), [(1, Err(bound.clone()))], "auth: {auth}");
-        assert_eq!(s.poll_disconnect(), Some(bound));
+        assert_eq!(replies(&mut s), [(1, Err(unanswered()))], "auth: {auth}");
+        assert_eq!(s.poll_disconnect(), Some(unanswered()));
     }
+}
+
+/// Without a request timeout, the bound counts from the server's last
+/// answer to a request: a server still answering (a reconnect's burst of
+/// re-registrations, a deep pipeline) is working through the calls, and a
+/// call sent long ago is not failed while the ones ahead of it are
+/// answered.
+#[test]
+fn without_a_request_timeout_the_bound_counts_from_the_last_answer() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected_with(config(), start);
+    for token in [1, 2] {
+        s.submit(at(0), OpCode::GetData, &get_data("/app/a"), token, None)
+            .unwrap();
+    }
+    let frames = sent(&mut s);
+    assert_eq!(frames.len(), 2);
+    let answer_first = 5000;
+    for ms in (1000..11_000).step_by(1000) {
+        s.handle_timeout(at(ms));
+        assert_eq!(s.poll_disconnect(), None, "at {ms} ms");
+        sent(&mut s);
+        s.handle_bytes(at(ms), &reply(PING_XID, 0, 0, &()));
+        if ms == answer_first {
+            s.handle_bytes(at(ms), &reply(header(&frames[0]).xid, 5, 0, &data_v()));
+            assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(data_v())))]);
+        }
+    }
+    assert_eq!(s.poll_timeout(), Some(at(answer_first + 6000)));
+    s.handle_timeout(at(answer_first + 6000));
+    assert_eq!(replies(&mut s), [(2, Err(unanswered()))]);
+    assert_eq!(s.poll_disconnect(), Some(unanswered()));
 }
 
 /// Credentials added while no server is connected wait for a handshake,

@@ -123,7 +123,7 @@ impl<T, W: Clone> Session<T, W> {
             return;
         }
         let due = self.delayed.partition_point(|d| d.due <= now);
-        let timeout = self.negotiated.unwrap_or(self.config.session_timeout);
+        let timeout = self.timeout_in_use();
         for Delayed { request, .. } in self.delayed.drain(..due).collect::<Vec<_>>() {
             if self.conn == Conn::Established {
                 self.send_held_back(now);

@@ -82,7 +82,8 @@ pub struct SessionConfig {
     /// How long a request (an auth packet included) may wait for its reply
     /// before it fails with [`Error::Timeout`] and the connection is dropped
     /// (replies come in order, so none can be skipped); `None`: twice the
-    /// session timeout (see [`Session::request_timeout`]).
+    /// session timeout in use since the last answer (see
+    /// [`Session::request_timeout`]).
     pub request_timeout: Option<Duration>,
     /// Whether reads submitted with [`Session::submit_read`] may share a
     /// `multiRead` (ZooKeeper 3.6+).
@@ -99,6 +100,10 @@ pub struct SessionConfig {
 /// ones are taken as this, so that no deadline counted from an `Instant`
 /// can overflow it.
 const MAX_DURATION: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// The longest session timeout the client's timers go by when a server
+/// grants more than asked for (see [`Session::timeout_in_use`]).
+const MAX_UNASKED_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The longest a connection goes without sending anything (see
 /// [`Session::ping_interval`]).
@@ -303,6 +308,9 @@ pub struct Session<T, W> {
     inbox: Vec<u8>,
     outbox: Vec<u8>,
     last_recv: Instant,
+    /// When the server last answered a request (an auth packet included; a
+    /// ping or a notification is no answer), on any connection.
+    last_answer: Instant,
     /// When anything last arrived from any server; unlike `last_recv`, a
     /// new connection does not reset it.
     last_heard: Instant,
@@ -369,6 +377,7 @@ impl<T, W: Clone> Session<T, W> {
             inbox: Vec::new(),
             outbox: Vec::new(),
             last_recv: now,
+            last_answer: now,
             last_heard: now,
             last_send: now,
             pending: VecDeque::new(),
@@ -445,35 +454,40 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// A connection stays up while something is heard at least this often:
-    /// 2/3 of the session timeout.
+    /// 2/3 of the session timeout in use.
     pub fn read_timeout(&self) -> Duration {
-        self.liveness_timeout() * 2 / 3
+        self.timeout_in_use() * 2 / 3
     }
 
-    /// The session timeout a connection's liveness is judged by: the one
-    /// the server granted, but never more than the one asked for. A server
-    /// grants more when its `minSessionTimeout` is higher, which is about
-    /// when it expires the session, not about how soon a dead connection
-    /// should be noticed; and a hostile grant of days would otherwise leave
-    /// calls waiting that long on a silent connection. Pings at half the
-    /// read timeout keep a live connection up either way.
-    fn liveness_timeout(&self) -> Duration {
+    /// The session timeout the client's own timers go by: the one the
+    /// server granted (or, before a grant, the one asked for), but no more
+    /// than the longer of the one asked for and [`MAX_UNASKED_TIMEOUT`]. A
+    /// server grants more than asked when its `minSessionTimeout` is
+    /// higher, which is honoured; a hostile grant of days would otherwise
+    /// leave a silent connection, or a call waiting for a connection, that
+    /// long. The session's expiry still goes by the grant.
+    fn timeout_in_use(&self) -> Duration {
         let requested = self.config.session_timeout;
-        self.negotiated
-            .map_or(requested, |granted| granted.min(requested))
+        self.negotiated.map_or(requested, |granted| {
+            granted.min(requested.max(MAX_UNASKED_TIMEOUT))
+        })
     }
 
-    /// How long a request may wait for its reply: the configured
-    /// `request_timeout`, or without one twice the session timeout. A
-    /// ZooKeeper server answers a session's pings after the requests sent
-    /// before them, so on a real server the read timeout ends a connection
-    /// whose reply is stuck long before this bound; it is there for a
-    /// server that answers pings but not a request, which would otherwise
-    /// hold the call for as long as the connection lives.
+    /// How long the requests in flight may go unanswered: the configured
+    /// `request_timeout`, counted from the oldest one's sending; or without
+    /// one, twice the session timeout in use, counted from that or from the
+    /// server's last answer to a request, whichever is later. A ZooKeeper
+    /// server answers a session's pings after the requests sent before
+    /// them, so on a real one the read timeout ends a connection with a
+    /// stuck reply long before; the default is there for a server that
+    /// answers pings but not the calls, which would otherwise hold them for
+    /// as long as the connection lives. A server still answering is
+    /// working through them (a reconnect's burst of re-registrations, a
+    /// deep pipeline), and is given the time.
     pub fn request_timeout(&self) -> Duration {
         self.config
             .request_timeout
-            .unwrap_or(self.liveness_timeout() * 2)
+            .unwrap_or(self.timeout_in_use() * 2)
     }
 
     /// A ping goes out after this long without sending anything: half the
@@ -740,8 +754,12 @@ impl<T, W: Clone> Session<T, W> {
                 });
             }
             Conn::Established if self.request_deadline().is_some_and(|at| now >= at) => {
+                let what = match self.config.request_timeout {
+                    Some(_) => "the reply to a request (request_timeout)",
+                    None => "any answer to the requests in flight (no request_timeout: twice the session timeout)",
+                };
                 let error = Error::Timeout {
-                    what: "the reply to a request (request_timeout)",
+                    what,
                     after: self.request_timeout(),
                 };
                 // The oldest request fails with the timeout; the others,
@@ -860,7 +878,7 @@ impl<T, W: Clone> Session<T, W> {
             });
             self.last_send = now;
         } else {
-            let deadline = now + self.negotiated.unwrap_or(self.config.session_timeout);
+            let deadline = now + self.timeout_in_use();
             let index = known.unwrap_or(self.auths.len());
             self.deferred_auth_waiters.push((index, token, deadline));
         }
@@ -1001,7 +1019,10 @@ impl<T, W: Clone> Session<T, W> {
     /// the session the time, even with no deadline due. A call another
     /// thread makes meanwhile may bring a deadline sooner than the one the
     /// driver waits for, and nothing wakes a driver blocked in a read: a
-    /// request times out `request_timeout` after it is made, and a close
+    /// request times out a configured `request_timeout` after it is made
+    /// (the default bound, twice the session timeout, is always later than
+    /// the read timeout's or the ping's deadline, which the driver waits
+    /// for anyway), and a close
     /// gives closeSession on this connection its share of `connect_timeout`
     /// (all of it with a single host). Once closing, the close's timers are
     /// in [`poll_timeout`](Self::poll_timeout).
@@ -1055,14 +1076,14 @@ impl<T, W: Clone> Session<T, W> {
     /// packet and the first other request. `closeSession` is left to the
     /// close's own deadline.
     fn request_deadline(&self) -> Option<Instant> {
-        let timeout = self.request_timeout();
         let request = self.oldest_request_sent();
         let auth = self.auth_waiters.front().map(|a| a.sent);
-        request
-            .into_iter()
-            .chain(auth)
-            .min()
-            .map(|sent| sent + timeout)
+        let oldest = request.into_iter().chain(auth).min()?;
+        let from = match self.config.request_timeout {
+            Some(_) => oldest,
+            None => oldest.max(self.last_answer),
+        };
+        Some(from + self.request_timeout())
     }
 
     /// When the first request in flight that the request timeout applies to
@@ -1203,7 +1224,7 @@ impl<T, W: Clone> Session<T, W> {
             return self.send(now, op, body, purpose);
         }
         let frame = self.encode_unsent(op, body)?;
-        let deadline = now + self.negotiated.unwrap_or(self.config.session_timeout);
+        let deadline = now + self.timeout_in_use();
         self.queued.push_back(Queued {
             op,
             frame,

@@ -24,7 +24,7 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// them, under this lock, before it says anything of its own, so that no
 /// line comes after. The reporter is not waited for: a request of its
 /// own, on a server gone silent, could hold it for 2/3 of the session
-/// timeout.
+/// timeout (twice it, on a broken one that answers pings only).
 pub struct Reporting(Mutex<bool>);
 
 impl Reporting {
