@@ -287,6 +287,10 @@ fn settings_out_of_range_get_their_exact_error() {
             "release_linger must be at most 1s, not 1.001s".into(),
         ),
         (
+            Client::builder().watch_buffer(0),
+            "watch_buffer must be at least 1 event".into(),
+        ),
+        (
             Client::builder().session(0, vec![0; 16]),
             "session id 0 names no session (see Client::session_id)".into(),
         ),

@@ -607,3 +607,60 @@ fn a_watch_whose_receivers_are_dropped_is_not_set_again_after_a_reconnect() {
     other.set_data("/alive", b"1", None).expect("set_data");
     expect_event(&alive, NodeDataChanged, "/alive");
 }
+
+/// A persistent watch's receiver holds at most `watch_buffer` events
+/// unread. At the next event, the watch ends as if the receiver had been
+/// dropped: the receiver yields the events it holds, in order, then reports
+/// the channel disconnected, `overflowed` saying why; and the server's
+/// watch goes, unless another persistent watch of the session shares it,
+/// which is untouched (read as it goes, it gets every event). Before, the
+/// channel grew with every event for as long as the receiver was kept
+/// unread.
+#[test]
+fn a_persistent_watch_held_unread_past_its_buffer_ends() {
+    let zk = server();
+    let c = builder()
+        .watch_buffer(3)
+        .connect(&zk.connect_string())
+        .expect("connect");
+    let other = connect(&zk.connect_string());
+    for path in ["/alone", "/shared"] {
+        mk(&c, path, b"");
+    }
+    let persistent = AddWatchMode::Persistent;
+    let alone = c.add_watch("/alone", persistent).expect("add_watch");
+    let shared = c.add_watch("/shared", persistent).expect("add_watch");
+    let read = c.add_watch("/shared", persistent).expect("add_watch");
+    for round in 0..5 {
+        let data = format!("{round}");
+        for path in ["/alone", "/shared"] {
+            other
+                .set_data(path, data.as_bytes(), None)
+                .expect("set_data");
+        }
+        expect_event(&read, NodeDataChanged, "/shared");
+    }
+    common::wait_until("the server to drop the unshared watch", WAIT, || {
+        watched_paths(&zk) == ["/shared"]
+    });
+    for (receiver, path) in [(&alone, "/alone"), (&shared, "/shared")] {
+        assert!(receiver.overflowed(), "{path}");
+        for _ in 0..3 {
+            expect_event(receiver, NodeDataChanged, path);
+        }
+        assert_eq!(
+            receiver.recv_timeout(WAIT),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected),
+            "{path}"
+        );
+    }
+    assert!(!read.overflowed());
+    other.set_data("/shared", b"last", None).expect("set_data");
+    expect_event(&read, NodeDataChanged, "/shared");
+    drop(read);
+    common::wait_until("the server to drop the shared watch", WAIT, || {
+        watched_paths(&zk).is_empty()
+    });
+    drop((alone, shared));
+    assert_eq!(c.local_watcher_count(), 0);
+}

@@ -22,7 +22,7 @@ pub(crate) type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before
 /// connecting, on one out of range: a timeout under 1 ms or over
 /// `i32::MAX` ms, a frame or request limit under 1024 bytes or over
-/// `i32::MAX` bytes, a release linger over 1 s, a session to take over
+/// `i32::MAX` bytes, a release linger over 1 s, a watch buffer of 0, a session to take over
 /// with id 0 or a password that is not 16 bytes, or a digest user name
 /// containing `:`.
 #[derive(Clone)]
@@ -40,6 +40,7 @@ pub struct Config {
     pub(crate) batch_reads: bool,
     pub(crate) batch_writes: bool,
     pub(crate) new_session_on_expiry: bool,
+    pub(crate) watch_buffer: usize,
 }
 
 impl Default for Config {
@@ -58,6 +59,7 @@ impl Default for Config {
             batch_reads: true,
             batch_writes: true,
             new_session_on_expiry: false,
+            watch_buffer: DEFAULT_WATCH_BUFFER,
         }
     }
 }
@@ -80,6 +82,7 @@ impl fmt::Debug for Config {
             .field("batch_reads", &self.batch_reads)
             .field("batch_writes", &self.batch_writes)
             .field("new_session_on_expiry", &self.new_session_on_expiry)
+            .field("watch_buffer", &self.watch_buffer)
             .field(
                 "session_id",
                 &self.session.as_ref().map(|(id, _)| format!("{id:#x}")),
@@ -260,10 +263,27 @@ impl Config {
     pub fn new_session_on_expiry(&self) -> bool {
         self.new_session_on_expiry
     }
+
+    /// How many events a persistent watch's receiver may hold unread
+    /// (default 65 536). The client never waits for a slow reader, and
+    /// holds no more than this: at the next event, the watch ends as if its
+    /// receiver had been dropped (it is removed from the server, and a
+    /// warning logged), the receiver yields the events it holds and then
+    /// reports the channel disconnected, and
+    /// [`WatchReceiver::overflowed`](crate::WatchReceiver::overflowed) says
+    /// why. A reader that falls this far behind has to read the nodes
+    /// afresh anyway; set a new watch first, then read. A one-shot watch
+    /// gets one event and never reaches the bound.
+    pub fn watch_buffer(&self) -> usize {
+        self.watch_buffer
+    }
 }
 
 /// See [`Config::release_linger`].
 const DEFAULT_RELEASE_LINGER: Duration = Duration::from_micros(200);
+
+/// See [`Config::watch_buffer`].
+const DEFAULT_WATCH_BUFFER: usize = 65_536;
 
 /// Builds a [`Client`].
 ///
@@ -395,6 +415,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets how many events a persistent watch's receiver may hold unread
+    /// (default 65 536, at least 1; see [`Config::watch_buffer`]).
+    pub fn watch_buffer(mut self, events: usize) -> Self {
+        self.config.watch_buffer = events;
+        self
+    }
+
     /// Sets whether the client goes on with a new session when its session
     /// expires (default false; see [`Config::new_session_on_expiry`]).
     pub fn new_session_on_expiry(mut self, enabled: bool) -> Self {
@@ -438,7 +465,8 @@ mod tests {
             .request_timeout(Some(ms(3_000)))
             .batch_reads(false)
             .batch_writes(false)
-            .new_session_on_expiry(true);
+            .new_session_on_expiry(true)
+            .watch_buffer(10);
         let config = builder.config();
         assert_eq!(config.session_timeout(), ms(9_000));
         assert_eq!(config.connect_timeout(), ms(700));
@@ -453,6 +481,7 @@ mod tests {
         assert!(!config.batch_reads());
         assert!(!config.batch_writes());
         assert!(config.new_session_on_expiry());
+        assert_eq!(config.watch_buffer(), 10);
         let shown = format!("{config:?}");
         assert!(
             !shown.contains("secret") && !shown.contains("hidden"),

@@ -20,7 +20,7 @@ pub(crate) type NotifyFn = Arc<dyn Fn(&WatchedEvent) + Send + Sync>;
 /// Who a watch notifies.
 #[derive(Clone)]
 pub(crate) enum Watcher {
-    /// A user's receiver; sending on an unbounded channel never blocks.
+    /// A user's receiver; sending never blocks (see `WatchSender::send`).
     Channel(WatchSender),
     /// An internal callback; must return quickly (it runs on the I/O thread).
     Notify(NotifyFn),
@@ -44,6 +44,12 @@ impl Watcher {
     /// True for a user's watch whose receiver is dropped.
     pub(crate) fn is_abandoned(&self) -> bool {
         matches!(self, Watcher::Channel(tx) if tx.is_abandoned())
+    }
+
+    /// True for a user's persistent watch that ended for the events its
+    /// receiver held unread.
+    pub(crate) fn is_overflowed(&self) -> bool {
+        matches!(self, Watcher::Channel(tx) if tx.is_overflowed())
     }
 
     /// True for a user's persistent watch whose receiver is dropped.
@@ -640,11 +646,13 @@ impl Shared {
             let deliver = std::panic::AssertUnwindSafe(|| match event {
                 Event::Reply { token, result } => token.complete(result),
                 Event::Watch { watchers, event } => {
-                    abandoned |= watchers.iter().any(Watcher::is_abandoned_persistent);
                     watched = true;
                     for w in &watchers {
                         w.deliver(&event);
                     }
+                    // After delivering: a receiver holding too many events
+                    // unread is abandoned by it.
+                    abandoned |= watchers.iter().any(Watcher::is_abandoned_persistent);
                 }
                 Event::State(state) => self.publish_state(state),
             });

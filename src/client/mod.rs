@@ -79,6 +79,8 @@ struct Inner {
     /// joins them.
     own_threads: Vec<ThreadId>,
     release_linger: Duration,
+    /// See [`Config::watch_buffer`].
+    watch_buffer: usize,
     /// Started with the first lingering release; its own lock, so that no
     /// release waits on `threads` while shutdown joins the other threads.
     release_timer: Mutex<Option<JoinHandle<()>>>,
@@ -135,6 +137,11 @@ impl Client {
                     "{name} must be at most {MAX_TIMEOUT:?}, not {value:?}"
                 )));
             }
+        }
+        if config.watch_buffer == 0 {
+            return Err(Error::InvalidArgument(
+                "watch_buffer must be at least 1 event".into(),
+            ));
         }
         if config.release_linger > MAX_RELEASE_LINGER {
             return Err(Error::InvalidArgument(format!(
@@ -250,6 +257,7 @@ impl Client {
                 threads: Mutex::new(threads),
                 own_threads,
                 release_linger: config.release_linger,
+                watch_buffer: config.watch_buffer,
                 release_timer: Mutex::new(None),
             }),
         };

@@ -41,7 +41,8 @@ impl Client {
         let persistent = kinds
             .iter()
             .any(|k| matches!(k, WatchKind::Persistent | WatchKind::PersistentRecursive));
-        let (tx, rx) = watch_channel(std::sync::Arc::downgrade(&self.inner.shared), persistent);
+        let capacity = persistent.then_some(self.inner.watch_buffer);
+        let (tx, rx) = watch_channel(std::sync::Arc::downgrade(&self.inner.shared), capacity);
         Ok((Watcher::Channel(tx), rx))
     }
 

@@ -1,7 +1,7 @@
 //! The receiving end of a user's watch.
 
 use std::ops::Deref;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -19,9 +19,13 @@ use crate::session::{answered_for_now, throttled_back_off, WatchKind, WatchedEve
 /// [`Receiver`](crossbeam_channel::Receiver): `recv`, `recv_timeout`,
 /// `try_recv`, `iter`, and `select!` on `&*receiver`.
 ///
-/// The channel is unbounded: the client never waits for a slow reader,
-/// and never drops an event, so a persistent watch's receiver that is kept
-/// but not read grows with every event. Drop it to end the watch.
+/// The client never waits for a slow reader, and never drops an event
+/// while the watch lasts: a persistent watch's receiver holds up to
+/// [`watch_buffer`](crate::Config::watch_buffer) events unread, and at the
+/// next one its watch ends, as if the receiver had been dropped (it is
+/// removed from the server, with a warning logged); the receiver yields
+/// the events it holds, then reports the channel disconnected, and
+/// [`overflowed`](Self::overflowed) says why. Drop it to end the watch.
 ///
 /// A clone is another receiver of the same watch, as a cloned channel
 /// receiver is: each event goes to one of them, and the watch lives while
@@ -56,6 +60,8 @@ pub struct WatchReceiver {
     remover: Weak<Shared>,
     /// Whether it is a persistent watch's.
     persistent: bool,
+    /// Set when its watch ended for the events it held unread.
+    overflowed: Arc<AtomicBool>,
 }
 
 impl Clone for WatchReceiver {
@@ -65,7 +71,18 @@ impl Clone for WatchReceiver {
             alive: self.alive.clone(),
             remover: self.remover.clone(),
             persistent: self.persistent,
+            overflowed: self.overflowed.clone(),
         }
+    }
+}
+
+impl WatchReceiver {
+    /// True if the watch ended because this receiver held
+    /// [`watch_buffer`](crate::Config::watch_buffer) events unread when
+    /// another came: the channel then disconnects once those are read, and
+    /// the nodes have to be read afresh (a new watch set first).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::SeqCst)
     }
 }
 
@@ -104,6 +121,11 @@ pub(crate) struct WatchSender {
     /// Whether it is a persistent watch's, which the server goes on
     /// telling until it is removed.
     persistent: bool,
+    /// How many events its receiver may hold unread (a persistent watch's
+    /// only: a one-shot watch gets one event, and the session's end).
+    capacity: Option<usize>,
+    /// Shared with the receiver: set when the watch ended at `capacity`.
+    overflowed: Arc<AtomicBool>,
     /// Set once the session's end is sent, under its lock: two threads may
     /// deliver (the I/O thread, a caller closing the session), and an
     /// event the I/O thread took in before the end must not follow it.
@@ -111,9 +133,16 @@ pub(crate) struct WatchSender {
 }
 
 impl WatchSender {
-    /// True once its receiver is dropped.
+    /// True once its receiver is dropped, or no longer sent to for the
+    /// events it held unread.
     pub(crate) fn is_abandoned(&self) -> bool {
-        self.receiver.strong_count() == 0
+        self.receiver.strong_count() == 0 || self.is_overflowed()
+    }
+
+    /// True once its receiver held `capacity` events unread when another
+    /// came.
+    pub(crate) fn is_overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::SeqCst)
     }
 
     /// True for a persistent watch's sender whose receiver is dropped.
@@ -122,7 +151,9 @@ impl WatchSender {
     }
 
     /// Sends `event`, unless the receiver is gone or the session's end
-    /// was sent.
+    /// was sent. A receiver already holding `capacity` events unread gets
+    /// no more: the watch is abandoned (the caller, seeing it, has it
+    /// removed, and forgetting the sender disconnects the channel).
     pub(crate) fn send(&self, event: &WatchedEvent) {
         if self.is_abandoned() {
             return;
@@ -131,25 +162,41 @@ impl WatchSender {
         if *ended {
             return;
         }
+        if self.capacity.is_some_and(|most| self.events.len() >= most) {
+            self.overflowed.store(true, Ordering::SeqCst);
+            log::warn!(
+                "a watch on {} ended: its receiver held {} events unread (see Config::watch_buffer)",
+                event.path,
+                self.events.len()
+            );
+            return;
+        }
         // A watch channel hears of a state only at the session's end.
         *ended = event.event_type == EventType::None;
         let _ = self.events.send(event.clone());
     }
 }
 
-/// A new watch's two ends; `persistent` for an `addWatch` one. `remover`
-/// is the client that removes a persistent watch from the server once its
+/// A new watch's two ends: an `addWatch` one with `capacity`, the events
+/// its receiver may hold unread, a one-shot one with `None`. `remover` is
+/// the client that removes a persistent watch from the server once its
 /// receivers are dropped.
 pub(crate) fn watch_channel(
     remover: Weak<Shared>,
-    persistent: bool,
+    capacity: Option<usize>,
 ) -> (WatchSender, WatchReceiver) {
+    // Unbounded, so that no slot is allocated ahead: the capacity is kept
+    // by `WatchSender::send`.
     let (tx, rx) = unbounded();
     let alive = Arc::new(());
+    let overflowed = Arc::new(AtomicBool::new(false));
+    let persistent = capacity.is_some();
     let sender = WatchSender {
         events: tx,
         receiver: Arc::downgrade(&alive),
         persistent,
+        capacity,
+        overflowed: overflowed.clone(),
         ended: Arc::default(),
     };
     (
@@ -159,6 +206,7 @@ pub(crate) fn watch_channel(
             alive: Some(alive),
             remover,
             persistent,
+            overflowed,
         },
     )
 }
@@ -213,7 +261,8 @@ fn settle(shared: &Arc<Shared>, look_for_dropped: bool) {
 /// For each server path of `paths`: unless a live watcher of the session
 /// is registered there, or a request setting one is pending, forgets the
 /// dropped watchers there and sends the removal of the server's watch
-/// (throttled `throttled` times in a row so far); otherwise owes it. True
+/// (throttled `throttled` times in a row so far); otherwise owes it, and
+/// forgets only the overflowed ones. True
 /// if a removal was sent.
 fn remove_or_owe(
     core: &mut Core,
@@ -228,6 +277,12 @@ fn remove_or_owe(
             .session
             .is_watched_or_pending(&WatchKind::ALL, &path, live)
         {
+            // The sender of a receiver that held too many events unread
+            // goes now, so that its channel disconnects.
+            for any in WatchKind::ALL {
+                core.session
+                    .forget_watchers(any, &path, Watcher::is_overflowed);
+            }
             core.owed_removals.push(path);
             continue;
         }
@@ -328,7 +383,7 @@ mod tests {
     /// the sender.
     #[test]
     fn nothing_follows_the_sessions_end() {
-        let (sender, receiver) = watch_channel(Weak::new(), true);
+        let (sender, receiver) = watch_channel(Weak::new(), Some(10));
         let other = sender.clone();
         sender.send(&node_event("/a"));
         let end = WatchedEvent {
