@@ -614,6 +614,9 @@ fn a_close_during_a_tcp_connect_that_hangs_is_confirmed_through_another_host() {
     use socket2::{Domain, Socket, Type};
     a_close_gives_way_at_a_stalled_attempt(|gate| {
         let addr = gate.addr();
+        // The port is free only between this drop and the bind below: an
+        // outgoing connection of another process landing on it then is
+        // the one (unlikely) way this fails, at the bind, saying so.
         drop(gate);
         let listener = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
         listener.set_reuse_address(true).expect("SO_REUSEADDR");

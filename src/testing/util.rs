@@ -181,16 +181,34 @@ pub fn dead_port() -> Result<u16, Error> {
 /// How many ports below the ephemeral range servers are given theirs from.
 const SERVER_PORT_SPAN: u16 = 10_000;
 
+/// Where the ephemeral range starts when the kernel's cannot be read: the
+/// IANA range's start, which BSDs and macOS use.
+const IANA_EPHEMERAL_LOW: u16 = 49_152;
+
 /// The ports to try for servers, from a random point in the span below the
-/// kernel's ephemeral range (`ip_local_port_range`), round to it; `None`
-/// where that range cannot be read or leaves no room below it.
+/// kernel's ephemeral range (`ip_local_port_range`, or the IANA range where
+/// that cannot be read), round to it; `None`, with a warning, where that
+/// range leaves no room below it: servers then get ports from the
+/// ephemeral range, where a client's outgoing connection may take a
+/// stopped server's port before it is restarted.
 fn server_port_candidates() -> Option<impl Iterator<Item = u16>> {
-    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    let low: u16 = range.split_whitespace().next()?.parse().ok()?;
-    let start = low.checked_sub(SERVER_PORT_SPAN)?;
-    if start < 1024 {
+    let low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(IANA_EPHEMERAL_LOW);
+    let start = low
+        .checked_sub(SERVER_PORT_SPAN)
+        .filter(|start| *start >= 1024);
+    let Some(start) = start else {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            log::warn!(
+                "the ephemeral port range starts at {low}, leaving no {SERVER_PORT_SPAN} ports \
+                 below it: test servers get ephemeral ports, which a restart may find taken"
+            );
+        });
         return None;
-    }
+    };
     let first = crate::rand::Rng::new().below(usize::from(SERVER_PORT_SPAN));
     let first = u16::try_from(first).unwrap_or(0);
     Some((0..SERVER_PORT_SPAN).map(move |i| start + (i + first) % SERVER_PORT_SPAN))
