@@ -1,5 +1,6 @@
 //! The one error type of the crate.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::proto::{DecodeError, ErrorCode};
@@ -198,11 +199,10 @@ pub enum Error {
     /// [`Client::wait_connected`](crate::Client::wait_connected). The
     /// client's other deadlines (the handshake's, the read timeout) drop
     /// the connection, and the calls on it fail with `ConnectionLoss`.
-    #[error("timed out after {after:?} waiting for {what}")]
+    #[error("timed out after {after:?} waiting for {deadline}")]
     Timeout {
-        /// The deadline that fired, e.g. "the reply to a request
-        /// (request_timeout)".
-        what: &'static str,
+        /// The deadline that fired.
+        deadline: Deadline,
         /// How long was waited.
         after: Duration,
     },
@@ -333,6 +333,56 @@ pub enum Error {
 
 /// The protocol error of a reply that decodes but makes no sense (another
 /// kind than its request's, a wrong count...): `what` says how.
+/// Which of the client's deadlines an [`Error::Timeout`] is for. Its
+/// `Display` says what was waited for, and by which setting.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Deadline {
+    /// A call's reply, past [`request_timeout`](crate::Config::request_timeout).
+    Request,
+    /// Without a `request_timeout` set, no answer to any call in flight for
+    /// twice the session timeout (a server answering pings only).
+    Unanswered,
+    /// The server's answer to a handshake, past
+    /// [`connect_timeout`](crate::Config::connect_timeout) or its share of
+    /// the session timeout (it drops the connection).
+    Handshake,
+    /// Anything from the server, past the read timeout, 2/3 of the session
+    /// timeout (it drops the connection).
+    Read,
+    /// During [`Client::close`](crate::Client::close), closeSession's reply
+    /// on one connection, past its share of the close's deadline, before
+    /// the next host is tried (it drops the connection).
+    CloseReply,
+    /// [`Client::close`](crate::Client::close): no read-write server
+    /// confirmed the close within
+    /// [`connect_timeout`](crate::Config::connect_timeout).
+    Close,
+    /// `connect`: the answer to a builder's
+    /// [`digest`](crate::ClientBuilder::digest), past
+    /// [`connect_timeout`](crate::Config::connect_timeout).
+    ConnectAuth,
+    /// [`Client::wait_connected`](crate::Client::wait_connected)'s timeout.
+    WaitConnected,
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Deadline::Request => "the reply to a request (request_timeout)",
+            Deadline::Unanswered => {
+                "any answer to the requests in flight (no request_timeout: twice the session timeout)"
+            }
+            Deadline::Handshake => "the server's handshake response",
+            Deadline::Read => "any reply or ping response from the server",
+            Deadline::CloseReply => "the reply to closeSession before trying the next host",
+            Deadline::Close => "a read-write server to confirm closeSession (connect_timeout)",
+            Deadline::ConnectAuth => "the reply to an auth packet of connect (connect_timeout)",
+            Deadline::WaitConnected => "a connection to the ensemble (wait_connected's timeout)",
+        })
+    }
+}
+
 pub(crate) fn malformed(what: &'static str) -> Error {
     Error::Protocol(crate::proto::DecodeError::Malformed(what))
 }

@@ -53,7 +53,7 @@ pub use changes::StateChanges;
 pub use client::{
     Client, ClientBuilder, Config, Op, OpOutcome, ReadOp, ReadOutcome, WatchReceiver,
 };
-pub use error::{Error, Result};
+pub use error::{Deadline, Error, Result};
 pub use proto::{
     perms, Acl, AddWatchMode, ClientInfo, CreateMode, DecodeError, EventType, Id, KeeperState,
     Stat, WatcherType,

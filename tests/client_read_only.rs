@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{builder, connect, mk, open, wait_until, WAIT};
 use zklock::testing::{FaultProxy, ServerMode, TestCluster, TestServer};
-use zklock::{Client, CreateMode, Error, State};
+use zklock::{Client, CreateMode, Deadline, Error, State};
 
 /// Long enough to outlive the quorum's absence and return.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,7 +93,7 @@ fn a_read_only_member_serves_its_own_sessions_and_cannot_close_the_ensembles() {
     assert_eq!(
         given_up.close(),
         Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession (connect_timeout)",
+            deadline: Deadline::Close,
             after: Duration::from_secs(2),
         })
     );

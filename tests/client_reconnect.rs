@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{builder, mk, open, proxy, server, states_until, wait_connected, wait_until, WAIT};
 use zklock::proto::OpCode;
 use zklock::testing::{FakeName, FaultProxy, Pause, ProxyMode, ReleasedOnDrop};
-use zklock::{CreateMode, Error, Mutex, State};
+use zklock::{CreateMode, Deadline, Error, Mutex, State};
 
 #[test]
 fn the_session_and_its_ephemerals_move_to_another_member() {
@@ -209,7 +209,7 @@ fn a_call_past_its_request_timeout_fails_with_it_and_the_session_goes_on() {
     assert_eq!(
         result,
         Err(Error::Timeout {
-            what: "the reply to a request (request_timeout)",
+            deadline: Deadline::Request,
             after
         })
     );
@@ -251,7 +251,7 @@ fn a_close_on_a_silent_connection_ends_at_a_short_connect_timeout() {
     assert_eq!(
         closed,
         Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession (connect_timeout)",
+            deadline: Deadline::Close,
             after: connect_timeout
         })
     );
@@ -373,7 +373,7 @@ fn a_close_during_a_resolution_ends_at_its_own_deadline() {
     assert_eq!(
         c.close(),
         Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession (connect_timeout)",
+            deadline: Deadline::Close,
             after: Duration::from_secs(1),
         })
     );

@@ -18,7 +18,7 @@ use hostile::{
     Hostile, Peer,
 };
 use zklock::proto::{OpCode, PING_XID};
-use zklock::{Client, Error, Stat, State};
+use zklock::{Client, Deadline, Error, Stat, State};
 
 /// Every call and every wait for the client is bounded by this.
 const BOUND: Duration = Duration::from_secs(20);
@@ -36,7 +36,7 @@ fn setup() {
 /// own, to find its own line there.
 fn request_timed_out(after: Duration) -> Error {
     Error::Timeout {
-        what: "the reply to a request (request_timeout)",
+        deadline: Deadline::Request,
         after,
     }
 }
@@ -114,7 +114,7 @@ fn an_unanswered_digest_of_the_builder_fails_the_connect_at_the_connect_timeout(
     assert_eq!(
         result.map(drop),
         Err(Error::Timeout {
-            what: "the reply to an auth packet of connect (connect_timeout)",
+            deadline: Deadline::ConnectAuth,
             after: connect_timeout,
         })
     );
@@ -366,7 +366,7 @@ fn without_a_request_timeout_a_server_answering_only_pings_fails_a_call_at_twice
     assert_eq!(
         result,
         Err(Error::Timeout {
-            what: "any answer to the requests in flight (no request_timeout: twice the session timeout)",
+            deadline: Deadline::Unanswered,
             after: session_timeout * 2,
         })
     );

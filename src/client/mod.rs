@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use crate::changes::StateChanges;
-use crate::error::{Error, Result};
+use crate::error::{Deadline, Error, Result};
 use crate::proto::{AuthPacket, PASSWORD_LEN};
 use crate::session::{Session, SessionConfig, State};
 
@@ -44,10 +44,6 @@ const MAX_RELEASE_LINGER: Duration = Duration::from_secs(1);
 
 /// The largest frame length the wire can carry (an i32).
 const MAX_FRAME_LEN: usize = i32::MAX as usize;
-
-/// What `connect` waits for, at most `connect_timeout`, once the session
-/// is established with a builder's [`digest`](ClientBuilder::digest).
-const AUTH_AT_CONNECT: &str = "the reply to an auth packet of connect (connect_timeout)";
 
 /// A ZooKeeper client: `Send + Sync`, cheap to clone, and every clone shares
 /// one session. Calls block the calling thread until their reply arrives;
@@ -312,7 +308,7 @@ impl Client {
                 None => {
                     client.inner.give_up(taking_over);
                     return Err(Error::Timeout {
-                        what: AUTH_AT_CONNECT,
+                        deadline: Deadline::ConnectAuth,
                         after: config.connect_timeout,
                     });
                 }
@@ -346,7 +342,7 @@ impl Client {
         match state {
             s if s.is_connected() => Ok(()),
             _ => Err(self.fatal_error().unwrap_or(Error::Timeout {
-                what: "a connection to the ensemble (wait_connected's timeout)",
+                deadline: Deadline::WaitConnected,
                 after: timeout,
             })),
         }

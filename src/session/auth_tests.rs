@@ -15,7 +15,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn request_timed_out() -> Error {
     Error::Timeout {
-        what: "the reply to a request (request_timeout)",
+        deadline: Deadline::Request,
         after: REQUEST_TIMEOUT,
     }
 }
@@ -117,8 +117,7 @@ fn an_auth_resent_after_a_reconnect_is_bounded_by_the_request_timeout_too() {
 /// The error of calls left unanswered, with no request timeout set.
 fn unanswered() -> Error {
     Error::Timeout {
-        what:
-            "any answer to the requests in flight (no request_timeout: twice the session timeout)",
+        deadline: Deadline::Unanswered,
         after: TIMEOUT * 2,
     }
 }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::hosts::share_among;
-use super::{Conn, Error, Purpose, Response, Result, Session, State};
+use super::{Conn, Deadline, Error, Purpose, Response, Result, Session, State};
 use crate::proto::OpCode;
 
 /// A close under way.
@@ -213,7 +213,7 @@ impl<T, W: Clone> Session<T, W> {
         } else if let Some((at, share)) = self.close_reply_timer() {
             if now >= at {
                 self.request_disconnect(Error::Timeout {
-                    what: "the reply to closeSession before trying the next host",
+                    deadline: Deadline::CloseReply,
                     after: share,
                 });
             }
@@ -227,7 +227,7 @@ impl<T, W: Clone> Session<T, W> {
             self.config.connect_timeout
         );
         self.end_close(Err(Error::Timeout {
-            what: "a read-write server to confirm closeSession (connect_timeout)",
+            deadline: Deadline::Close,
             after: self.config.connect_timeout,
         }));
     }

@@ -107,7 +107,7 @@ fn close_while_disconnected_reconnects_to_send_close_session() {
 /// How a close that no read-write server confirmed in time ends.
 fn not_confirmed() -> Error {
     Error::Timeout {
-        what: "a read-write server to confirm closeSession (connect_timeout)",
+        deadline: Deadline::Close,
         after: config().connect_timeout,
     }
 }
@@ -412,7 +412,7 @@ fn resume_and_close(s: &mut TestSession, at: Instant) {
 /// had its share of the close's deadline there.
 fn gave_way(share: Duration) -> Error {
     Error::Timeout {
-        what: "the reply to closeSession before trying the next host",
+        deadline: Deadline::CloseReply,
         after: share,
     }
 }
@@ -603,7 +603,7 @@ fn a_hung_handshake_during_a_close_gives_way_at_its_share() {
     assert_eq!(
         s.poll_disconnect(),
         Some(Error::Timeout {
-            what: "the server's handshake response",
+            deadline: Deadline::Handshake,
             after: Duration::from_millis(300),
         })
     );
@@ -726,7 +726,7 @@ fn a_handshake_under_way_at_the_close_gives_way_at_its_share() {
     assert_eq!(
         s.poll_disconnect(),
         Some(Error::Timeout {
-            what: "the server's handshake response",
+            deadline: Deadline::Handshake,
             after: share,
         })
     );

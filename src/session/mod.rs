@@ -44,7 +44,7 @@ mod write_batch_tests;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::error::{malformed, Error, Result};
+use crate::error::{malformed, Deadline, Error, Result};
 use crate::proto::{
     split_frame, write_frame, write_request, AuthPacket, ConnectRequest, DecodeError,
     DeleteRequest, KeeperState, MultiRequest, OpCode, Record, RemoveWatchesRequest, Response,
@@ -743,23 +743,23 @@ impl<T, W: Clone> Session<T, W> {
         match self.conn {
             Conn::Handshaking { .. } if connection_over => {
                 self.request_disconnect(Error::Timeout {
-                    what: "the server's handshake response",
+                    deadline: Deadline::Handshake,
                     after: self.attempt_timeout(),
                 });
             }
             Conn::Established if connection_over => {
                 self.request_disconnect(Error::Timeout {
-                    what: "any reply or ping response from the server",
+                    deadline: Deadline::Read,
                     after: self.read_timeout(),
                 });
             }
             Conn::Established if self.request_deadline().is_some_and(|at| now >= at) => {
-                let what = match self.config.request_timeout {
-                    Some(_) => "the reply to a request (request_timeout)",
-                    None => "any answer to the requests in flight (no request_timeout: twice the session timeout)",
+                let deadline = match self.config.request_timeout {
+                    Some(_) => Deadline::Request,
+                    None => Deadline::Unanswered,
                 };
                 let error = Error::Timeout {
-                    what,
+                    deadline,
                     after: self.request_timeout(),
                 };
                 // The oldest request fails with the timeout; the others,

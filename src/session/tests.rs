@@ -338,7 +338,7 @@ fn a_frame_trickled_and_never_finished_is_silence() {
     assert_eq!(
         s.poll_disconnect(),
         Some(Error::Timeout {
-            what: "any reply or ping response from the server",
+            deadline: Deadline::Read,
             after: Duration::from_millis(2000),
         })
     );
@@ -377,7 +377,7 @@ fn a_reply_overdue_by_the_request_timeout_fails_its_call_and_drops_the_connectio
     s.handle_timeout(at(599));
     assert_eq!(s.poll_disconnect(), None);
     let timeout = Error::Timeout {
-        what: "the reply to a request (request_timeout)",
+        deadline: Deadline::Request,
         after,
     };
     s.handle_timeout(at(600));
