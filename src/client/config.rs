@@ -265,11 +265,13 @@ impl Config {
     }
 
     /// How many events a persistent watch's receiver may hold unread
-    /// (default 65 536). The client never waits for a slow reader, and
-    /// holds no more than this: at the next event, the watch ends as if its
-    /// receiver had been dropped (it is removed from the server, and a
-    /// warning logged), the receiver yields the events it holds and then
-    /// reports the channel disconnected, and
+    /// (default 65 536; a count of events, whatever their paths' lengths).
+    /// The client never waits for a slow reader, and holds no more than
+    /// this: at the next node change, the watch ends as if its receiver had
+    /// been dropped (it is removed from the server, unless a live watch of
+    /// the session shares the server's watch on its path, and a warning is
+    /// logged), the receiver yields the events it holds and then reports
+    /// the channel disconnected, and
     /// [`WatchReceiver::overflowed`](crate::WatchReceiver::overflowed) says
     /// why. A reader that falls this far behind has to read the nodes
     /// afresh anyway; set a new watch first, then read. A one-shot watch

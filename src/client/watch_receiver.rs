@@ -22,10 +22,12 @@ use crate::session::{answered_for_now, throttled_back_off, WatchKind, WatchedEve
 /// The client never waits for a slow reader, and never drops an event
 /// while the watch lasts: a persistent watch's receiver holds up to
 /// [`watch_buffer`](crate::Config::watch_buffer) events unread, and at the
-/// next one its watch ends, as if the receiver had been dropped (it is
-/// removed from the server, with a warning logged); the receiver yields
-/// the events it holds, then reports the channel disconnected, and
-/// [`overflowed`](Self::overflowed) says why. Drop it to end the watch.
+/// next node change its watch ends, as if the receiver had been dropped
+/// (it is removed from the server, unless a live watch of the session
+/// shares the server's watch on its path, and a warning is logged); the
+/// receiver yields the events it holds, then reports the channel
+/// disconnected, and [`overflowed`](Self::overflowed) says why. Drop it to
+/// end the watch.
 ///
 /// A clone is another receiver of the same watch, as a cloned channel
 /// receiver is: each event goes to one of them, and the watch lives while
@@ -152,8 +154,10 @@ impl WatchSender {
 
     /// Sends `event`, unless the receiver is gone or the session's end
     /// was sent. A receiver already holding `capacity` events unread gets
-    /// no more: the watch is abandoned (the caller, seeing it, has it
-    /// removed, and forgetting the sender disconnects the channel).
+    /// no more node changes: the watch is abandoned (the caller, seeing
+    /// it, has it removed, and forgetting the sender disconnects the
+    /// channel). The events the client makes itself, the session's end and
+    /// the watch's removal, still go: each is the watch's last.
     pub(crate) fn send(&self, event: &WatchedEvent) {
         if self.is_abandoned() {
             return;
@@ -162,10 +166,12 @@ impl WatchSender {
         if *ended {
             return;
         }
-        if self.capacity.is_some_and(|most| self.events.len() >= most) {
+        let full = self.capacity.is_some_and(|most| self.events.len() >= most);
+        if full && event.event_type.is_node_change() {
             self.overflowed.store(true, Ordering::SeqCst);
             log::warn!(
-                "a watch on {} ended: its receiver held {} events unread (see Config::watch_buffer)",
+                "a persistent watch ended at an event on {}: its receiver held {} events \
+                 unread (see Config::watch_buffer)",
                 event.path,
                 self.events.len()
             );
@@ -397,5 +403,46 @@ mod tests {
         drop((sender, other));
         let got: Vec<WatchedEvent> = receiver.iter().collect();
         assert_eq!(got, [node_event("/a"), end]);
+    }
+
+    /// A receiver holding its capacity unread is sent no more node
+    /// changes, and is abandoned; the session's end and a removal's event,
+    /// which the client makes and which end the watch, still go, and do
+    /// not count as an overflow. A one-shot watch has no capacity.
+    #[test]
+    fn a_full_receiver_gets_no_more_changes_but_still_its_end() {
+        let end = WatchedEvent {
+            event_type: EventType::None,
+            state: KeeperState::Expired,
+            path: String::new(),
+        };
+        let removed = WatchedEvent {
+            event_type: EventType::PersistentWatchRemoved,
+            state: KeeperState::SyncConnected,
+            path: "/a".into(),
+        };
+        for last in [end, removed] {
+            let (sender, receiver) = watch_channel(Weak::new(), Some(2));
+            sender.send(&node_event("/a"));
+            sender.send(&node_event("/b"));
+            assert!(!receiver.overflowed() && !sender.is_abandoned());
+            sender.send(&last);
+            assert!(!receiver.overflowed(), "{last:?}");
+            let (sender, receiver) = watch_channel(Weak::new(), Some(2));
+            for path in ["/a", "/b", "/c"] {
+                sender.send(&node_event(path));
+            }
+            assert!(receiver.overflowed() && sender.is_abandoned_persistent());
+            sender.send(&last);
+            drop(sender);
+            let got: Vec<WatchedEvent> = receiver.iter().collect();
+            assert_eq!(got, [node_event("/a"), node_event("/b")]);
+        }
+        let (sender, receiver) = watch_channel(Weak::new(), None);
+        for path in ["/a", "/b", "/c"] {
+            sender.send(&node_event(path));
+        }
+        assert!(!receiver.overflowed());
+        assert_eq!(receiver.len(), 3);
     }
 }

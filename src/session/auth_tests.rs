@@ -183,7 +183,8 @@ fn without_a_request_timeout_the_bound_counts_from_the_last_answer() {
             assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(data_v())))]);
         }
     }
-    assert_eq!(s.poll_timeout(), Some(at(answer_first + 6000)));
+    s.handle_timeout(at(answer_first + 5999));
+    assert_eq!(s.poll_disconnect(), None);
     s.handle_timeout(at(answer_first + 6000));
     assert_eq!(replies(&mut s), [(2, Err(unanswered()))]);
     assert_eq!(s.poll_disconnect(), Some(unanswered()));
@@ -261,4 +262,35 @@ fn credentials_added_again_go_once_with_each_later_handshake() {
     );
     let frames = reconnect(&mut s, at(3000));
     assert_eq!(frames.len(), 1, "the credentials, once");
+}
+
+/// Without a request timeout, an auth packet's answer does not extend the
+/// bound of a call sent before it, nor a call's answer that of an auth
+/// packet: the server answers an auth packet as it reads it, ahead of the
+/// calls before it, so neither says anything of the other. A server that
+/// answers pings and credentials but never the call still fails it at
+/// twice the session timeout.
+#[test]
+fn without_a_request_timeout_an_auths_answer_does_not_extend_a_calls_bound() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let mut s = connected_with(config(), start);
+    s.submit(at(0), OpCode::GetData, &get_data("/app/a"), 1, None)
+        .unwrap();
+    s.add_auth(at(100), digest_auth(), 2).unwrap();
+    assert_eq!(sent(&mut s).len(), 2);
+    for ms in (1000..6000).step_by(1000) {
+        s.handle_timeout(at(ms));
+        sent(&mut s);
+        s.handle_bytes(at(ms), &reply(PING_XID, 0, 0, &()));
+        if ms == 5000 {
+            s.handle_bytes(at(ms), &reply(AUTH_XID, 0, 0, &()));
+            assert_eq!(replies(&mut s), [(2, Ok(Response::Empty))]);
+        }
+    }
+    s.handle_timeout(at(5999));
+    assert_eq!(s.poll_disconnect(), None);
+    s.handle_timeout(at(6000));
+    assert_eq!(replies(&mut s), [(1, Err(unanswered()))]);
+    assert_eq!(s.poll_disconnect(), Some(unanswered()));
 }

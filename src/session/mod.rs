@@ -308,9 +308,13 @@ pub struct Session<T, W> {
     inbox: Vec<u8>,
     outbox: Vec<u8>,
     last_recv: Instant,
-    /// When the server last answered a request (an auth packet included; a
-    /// ping or a notification is no answer), on any connection.
-    last_answer: Instant,
+    /// When the server last answered a request other than an auth packet
+    /// (a ping or a notification is no answer), on any connection.
+    last_reply: Instant,
+    /// When the server last answered an auth packet: it does as it reads
+    /// one, ahead of the requests before it, so its answers say nothing of
+    /// theirs, nor theirs of its.
+    last_auth_reply: Instant,
     /// When anything last arrived from any server; unlike `last_recv`, a
     /// new connection does not reset it.
     last_heard: Instant,
@@ -377,7 +381,8 @@ impl<T, W: Clone> Session<T, W> {
             inbox: Vec::new(),
             outbox: Vec::new(),
             last_recv: now,
-            last_answer: now,
+            last_reply: now,
+            last_auth_reply: now,
             last_heard: now,
             last_send: now,
             pending: VecDeque::new(),
@@ -1070,20 +1075,35 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// When the oldest request in flight times out (see
-    /// [`request_timeout`](Self::request_timeout)). Replies come in order, so it is the first to, except that an
-    /// auth packet's reply may overtake those of requests sent before it
-    /// (the server answers it as it reads it): the older of the first auth
-    /// packet and the first other request. `closeSession` is left to the
+    /// [`request_timeout`](Self::request_timeout)): the earlier of the
+    /// first auth packet's deadline and the first other request's. Replies
+    /// come in order, so those are the first to, except that an auth
+    /// packet's reply may overtake those of requests sent before it (the
+    /// server answers it as it reads it). `closeSession` is left to the
     /// close's own deadline.
     fn request_deadline(&self) -> Option<Instant> {
-        let request = self.oldest_request_sent();
-        let auth = self.auth_waiters.front().map(|a| a.sent);
-        let oldest = request.into_iter().chain(auth).min()?;
-        let from = match self.config.request_timeout {
-            Some(_) => oldest,
-            None => oldest.max(self.last_answer),
+        let (request, auth) = self.request_deadlines();
+        request.into_iter().chain(auth).min()
+    }
+
+    /// The first request's deadline (other than an auth packet's), and the
+    /// first auth packet's. With a request timeout set, each counts from
+    /// its sending; without, from that or from the server's last answer to
+    /// the same kind of request, whichever is later.
+    fn request_deadlines(&self) -> (Option<Instant>, Option<Instant>) {
+        let bound = self.request_timeout();
+        let deadline = |sent: Instant, last_answer: Instant| match self.config.request_timeout {
+            Some(_) => sent + bound,
+            None => sent.max(last_answer) + bound,
         };
-        Some(from + self.request_timeout())
+        let request = self
+            .oldest_request_sent()
+            .map(|sent| deadline(sent, self.last_reply));
+        let auth = self
+            .auth_waiters
+            .front()
+            .map(|a| deadline(a.sent, self.last_auth_reply));
+        (request, auth)
     }
 
     /// When the first request in flight that the request timeout applies to
@@ -1099,9 +1119,9 @@ impl<T, W: Clone> Session<T, W> {
     /// auth packet (on a tie too: the packets a reconnect re-sends go
     /// first).
     fn oldest_unanswered_is_auth(&self) -> bool {
-        match (self.auth_waiters.front(), self.oldest_request_sent()) {
-            (Some(auth), Some(request)) => auth.sent <= request,
-            (auth, _) => auth.is_some(),
+        match self.request_deadlines() {
+            (Some(request), Some(auth)) => auth <= request,
+            (_, auth) => auth.is_some(),
         }
     }
 

@@ -150,7 +150,7 @@ impl<T, W: Clone> Session<T, W> {
                         received: AUTH_XID,
                     });
                 };
-                self.last_answer = self.last_recv;
+                self.last_auth_reply = self.last_recv;
                 let result = match header.err {
                     0 => Ok(Response::Empty),
                     code => Err(Error::from_code(code)),
@@ -171,7 +171,7 @@ impl<T, W: Clone> Session<T, W> {
                         received: xid,
                     });
                 };
-                self.last_answer = self.last_recv;
+                self.last_reply = self.last_recv;
                 if pending.xid != xid {
                     let expected = Some(pending.xid);
                     // A server refuses an operation it does not know (a

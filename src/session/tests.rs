@@ -277,9 +277,9 @@ fn a_long_sessions_idle_connection_pings_every_ten_seconds() {
 /// A server may grant more than the session timeout asked for: its
 /// `minSessionTimeout` is higher, which the client's timers honour, or it
 /// is hostile and grants days, which they do not: past a minute (or the
-/// timeout asked for, if longer), a silent connection is dropped and a
-/// call waits as if the grant were that. The session's expiry still goes
-/// by the grant.
+/// timeout asked for, if longer), a silent connection is dropped, and a
+/// call waits for its reply, or for a connection, as if the grant were
+/// that. The session's expiry still goes by the grant.
 #[test]
 fn a_grant_above_the_requested_timeout_is_followed_up_to_a_minute() {
     let requested_2s = SessionConfig {
@@ -313,6 +313,23 @@ fn a_grant_above_the_requested_timeout_is_followed_up_to_a_minute() {
             s.poll_disconnect(),
             Some(Error::Timeout { after, .. }) if after == read_timeout
         ));
+        if granted_ms != i32::MAX {
+            // The session expires locally (4/3 of the grant after it was
+            // last heard) before a call made now would time out.
+            continue;
+        }
+        // A call made while disconnected waits for a connection by the
+        // same bound; the session, by the grant, has not expired.
+        let cut = start + read_timeout;
+        s.handle_disconnected(cut);
+        events(&mut s);
+        s.submit(cut, OpCode::GetData, &get_data("/app/q"), 9, None)
+            .unwrap();
+        s.handle_timeout(cut + in_use - Duration::from_millis(1));
+        assert_eq!(replies(&mut s), [], "granted {granted_ms}");
+        s.handle_timeout(cut + in_use);
+        assert_eq!(replies(&mut s), [(9, Err(Error::ConnectionLoss))]);
+        assert_eq!(s.state(), State::Disconnected, "granted {granted_ms}");
     }
 }
 
