@@ -123,13 +123,18 @@ impl Client {
             });
         }
         let chroot_len = self.chroot().map_or(0, str::len);
-        // Nodes to delete, with how many times each was listed; a node's
-        // children go above it.
-        let mut pending = vec![(path.to_owned(), 0)];
-        while let Some((node, listings)) = pending.pop() {
+        // Nodes to delete; a node's children go above it, so that each
+        // entry's parent is still below it when it is taken.
+        let mut pending = vec![Pending {
+            parent: None,
+            name: path.to_owned(),
+            listings: 0,
+        }];
+        while let Some(entry) = pending.pop() {
+            let node = full_path(&pending, &entry);
             match self.delete(&node, None) {
                 Ok(()) | Err(Error::NoNode) => continue,
-                Err(Error::NotEmpty) if listings < MAX_LISTINGS => {}
+                Err(Error::NotEmpty) if entry.listings < MAX_LISTINGS => {}
                 Err(e) => return Err(e),
             }
             let children = match self.get_children(&node) {
@@ -139,7 +144,11 @@ impl Client {
             };
             #[cfg(feature = "testing")]
             crate::testing::pause::reached(crate::testing::PausePoint::SubtreeListed);
-            pending.push((node.clone(), listings + 1));
+            let at = pending.len();
+            pending.push(Pending {
+                listings: entry.listings + 1,
+                ..entry
+            });
             for names in batches(&children, chroot_len + node.len()) {
                 let deletes: Vec<Op> = names
                     .iter()
@@ -150,7 +159,11 @@ impl Client {
                     // One has children or is gone; or the batch is over
                     // `max_request`, refused unsent: one by one, then.
                     Err(Error::MultiFailed { .. } | Error::InvalidArgument(_)) => {
-                        pending.extend(names.iter().map(|name| (join(&node, name), 0)));
+                        pending.extend(names.iter().map(|name| Pending {
+                            parent: Some(at),
+                            name: name.clone(),
+                            listings: 0,
+                        }));
                     }
                     Err(e) => return Err(e),
                 }
@@ -158,6 +171,41 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// A node [`Client::delete_recursive`] has still to delete: its name, and
+/// where its parent is on the stack (the subtree's root holds its whole
+/// path, and no parent). Each entry holds only its own name, so the stack
+/// grows with the nodes it holds, not with their depth times their
+/// number: a server that gives every node a child, level after level, up
+/// to the longest path a request takes, would otherwise make it hold every
+/// prefix of that path.
+struct Pending {
+    parent: Option<usize>,
+    name: String,
+    listings: u32,
+}
+
+/// `entry`'s full path, from its ancestors on `stack`.
+fn full_path(stack: &[Pending], entry: &Pending) -> String {
+    let mut names = vec![entry.name.as_str()];
+    let mut parent = entry.parent;
+    // Bounded by the stack: a parent is always below its children.
+    while let Some(at) = parent {
+        let Some(up) = stack.get(at) else {
+            break;
+        };
+        names.push(up.name.as_str());
+        parent = up.parent.filter(|p| *p < at);
+    }
+    let mut path = String::with_capacity(names.iter().map(|n| n.len() + 1).sum());
+    for (i, name) in names.iter().rev().enumerate() {
+        if i > 0 && !path.ends_with('/') {
+            path.push('/');
+        }
+        path.push_str(name);
+    }
+    path
 }
 
 /// `names`, children of a node whose server path is `dir_len` bytes long,
@@ -203,5 +251,32 @@ mod tests {
             [1]
         );
         assert_eq!(batches(&[], 1).count(), 0);
+    }
+
+    /// A pending node's path is made from its ancestors on the stack, each
+    /// of which holds its own name only: a chain a thousand levels deep
+    /// holds a thousand names, not a thousand paths.
+    #[test]
+    fn a_pending_nodes_path_is_made_from_its_ancestors() {
+        let entry = |parent, name: &str| Pending {
+            parent,
+            name: name.into(),
+            listings: 0,
+        };
+        let mut stack = vec![entry(None, "/app/tree")];
+        for level in 0..1000 {
+            stack.push(entry(Some(level), "n"));
+        }
+        let deepest = stack.pop().expect("the deepest");
+        let path = full_path(&stack, &deepest);
+        assert_eq!(path, format!("/app/tree{}", "/n".repeat(1000)));
+        let held: usize = stack.iter().map(|e| e.name.len()).sum();
+        assert_eq!(held, "/app/tree".len() + 999);
+        let sibling = entry(Some(0), "other");
+        assert_eq!(full_path(&stack, &sibling), "/app/tree/other");
+        // A parent index at or above the entry's own (never made) ends the
+        // walk there instead of looping.
+        let looped = vec![entry(None, "/a"), entry(Some(1), "b")];
+        assert_eq!(full_path(&looped, &entry(Some(1), "c")), "b/c");
     }
 }
