@@ -113,7 +113,11 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// Sends, or queues for the next connection, the delayed requests due
-    /// by `now`, in the order they fall due. None while this connection is
+    /// by `now`, in the order they fall due, except that re-registrations
+    /// of watches due now go first, as they go ahead of any request made
+    /// meanwhile (see [`Session::send_delayed_set_watches`]): a request
+    /// due a moment earlier would otherwise overtake one due in the same
+    /// tick. None while this connection is
     /// being dropped (a timeout in this same tick): written into it, they
     /// would fail with `ConnectionLoss`, unsent. They wait for the drop,
     /// which takes the re-registrations of watches (the next handshake
@@ -124,7 +128,10 @@ impl<T, W: Clone> Session<T, W> {
         }
         let due = self.delayed.partition_point(|d| d.due <= now);
         let timeout = self.timeout_in_use();
-        for Delayed { request, .. } in self.delayed.drain(..due).collect::<Vec<_>>() {
+        let mut due_now: Vec<Delayed<T, W>> = self.delayed.drain(..due).collect();
+        // Stable: otherwise in the order they fell due.
+        due_now.sort_by_key(|d| !d.is_rewatch());
+        for Delayed { request, .. } in due_now {
             if self.conn == Conn::Established {
                 self.send_held_back(now);
                 if let Some(request) = self.still_wanted(request) {

@@ -374,6 +374,38 @@ fn a_request_made_during_a_set_watches_back_off_goes_after_it() {
     assert!(sent(&mut s).iter().all(|f| header(f).xid == PING_XID));
 }
 
+/// A delayed request (a look again after a back-off, say) that falls due
+/// a moment before a throttled re-registration, both handled in the same
+/// tick, goes after it, as a request made during its back-off does.
+/// Before, it went first, and its reply could show data newer than a
+/// change whose event the re-registration was still to bring.
+#[test]
+fn a_delayed_request_due_in_the_same_tick_as_a_set_watches_goes_after_it() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let (mut s, first) = rewatching(start);
+    s.handle_bytes(at(10), &reply(header(&first).xid, 0, throttled(), &()));
+    assert!(sent(&mut s).is_empty(), "backing off");
+    // The re-registration is due at 110 ms; the read a millisecond before.
+    s.submit_at(
+        at(11),
+        at(109),
+        OpCode::GetData,
+        &get_data("/app/w"),
+        2,
+        None,
+    )
+    .unwrap();
+    assert!(sent(&mut s).is_empty(), "neither due yet");
+    s.handle_timeout(at(110));
+    let ops: Vec<i32> = sent(&mut s).iter().map(|f| header(f).op).collect();
+    assert_eq!(
+        ops,
+        [OpCode::SetWatches.code(), OpCode::GetData.code()],
+        "the re-registration first"
+    );
+}
+
 #[test]
 fn a_throttled_set_watches_cut_off_goes_with_the_next_handshake_as_of_its_zxid() {
     let start = Instant::now();
