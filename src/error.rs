@@ -185,11 +185,12 @@ pub enum Error {
     /// No more calls can be made.
     #[error("client closed")]
     Closed,
-    /// A deadline passed. `what` says which one. A call gets it when its
-    /// reply is later than [`request_timeout`](crate::Config::request_timeout)
-    /// (unset: when the server has answered none of the calls in flight for
-    /// twice the session timeout) (the connection is then dropped: the calls sent after it fail with
-    /// `ConnectionLoss`), an auth packet included
+    /// A deadline passed. `deadline` says which one (see [`Deadline`]). A
+    /// call gets it when its reply is later than
+    /// [`request_timeout`](crate::Config::request_timeout) (unset: when the
+    /// server has answered none of the calls in flight for twice the
+    /// session timeout; the connection is then dropped, and the calls sent
+    /// after it fail with `ConnectionLoss`), an auth packet included
     /// ([`Client::add_auth`](crate::Client::add_auth), or `connect` with a
     /// [`digest`](crate::ClientBuilder::digest), which also waits for its
     /// answer no longer than [`connect_timeout`](crate::Config::connect_timeout));
@@ -197,8 +198,10 @@ pub enum Error {
     /// when no read-write server confirmed the close within
     /// [`connect_timeout`](crate::Config::connect_timeout); and
     /// [`Client::wait_connected`](crate::Client::wait_connected). The
-    /// client's other deadlines (the handshake's, the read timeout) drop
-    /// the connection, and the calls on it fail with `ConnectionLoss`.
+    /// client's other deadlines (the handshake's, the read timeout,
+    /// closeSession's share on one connection) only drop the connection,
+    /// and the calls on it fail with `ConnectionLoss`: their `Timeout` is
+    /// the reason logged.
     #[error("timed out after {after:?} waiting for {deadline}")]
     Timeout {
         /// The deadline that fired.
@@ -331,21 +334,29 @@ pub enum Error {
     LockLost,
 }
 
-/// The protocol error of a reply that decodes but makes no sense (another
-/// kind than its request's, a wrong count...): `what` says how.
 /// Which of the client's deadlines an [`Error::Timeout`] is for. Its
-/// `Display` says what was waited for, and by which setting.
+/// `Display` says what was waited for, and by which setting where one
+/// applies. A call gets `Request`, `Unanswered`, `Close`, `ConnectAuth` or
+/// `WaitConnected`; `Handshake`, `Read` and `CloseReply` only drop a
+/// connection (the calls on it fail with `ConnectionLoss`): they show in
+/// the log, in [`Session::poll_disconnect`](crate::session::Session::poll_disconnect),
+/// and in the last error of
+/// [`ConnectFailed`](Error::ConnectFailed).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Deadline {
-    /// A call's reply, past [`request_timeout`](crate::Config::request_timeout).
+    /// A call's reply (an auth packet's included), past
+    /// [`request_timeout`](crate::Config::request_timeout). The connection
+    /// is dropped: the calls sent after it fail with `ConnectionLoss`.
     Request,
     /// Without a `request_timeout` set, no answer to any call in flight for
-    /// twice the session timeout (a server answering pings only).
+    /// twice the session timeout (a server answering pings only). The
+    /// connection is dropped, as for `Request`.
     Unanswered,
     /// The server's answer to a handshake, past
-    /// [`connect_timeout`](crate::Config::connect_timeout) or its share of
-    /// the session timeout (it drops the connection).
+    /// [`connect_timeout`](crate::Config::connect_timeout), its share of
+    /// the session timeout, or, during a close, its share of the close's
+    /// deadline (it drops the connection).
     Handshake,
     /// Anything from the server, past the read timeout, 2/3 of the session
     /// timeout (it drops the connection).
@@ -383,6 +394,8 @@ impl fmt::Display for Deadline {
     }
 }
 
+/// The protocol error of a reply that decodes but makes no sense (another
+/// kind than its request's, a wrong count...): `what` says how.
 pub(crate) fn malformed(what: &'static str) -> Error {
     Error::Protocol(crate::proto::DecodeError::Malformed(what))
 }

@@ -1190,8 +1190,7 @@ fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
 const OPERATION_TIMEOUT: i32 = -7;
 
 /// A dropped persistent watch's receiver has its watch removed from the
-/// server. A
-/// removal the server times out itself (`OperationTimeout`, as ClickHouse
+/// server. A removal the server times out itself (`OperationTimeout`, as ClickHouse
 /// Keeper may) on a connection that stays up is looked at again after a
 /// back-off, with an exists whose answer, whatever it is, has the removal
 /// sent again; a look the server times out too still does, and the removal

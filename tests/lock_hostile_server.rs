@@ -475,8 +475,8 @@ fn a_joined_create_answered_with_a_result_more_than_asked_is_not_the_lock() {
     let mutex = Mutex::new(&client, DIR).unwrap();
     let first = mutex.lock().unwrap();
     let released = first.node().to_owned();
-    // Where the fake server says the new node went: a name the client's
-    // own create could have got.
+    // Where the fake server says the new node went: a lock node's name,
+    // though not one the new attempt (with a prefix of its own) could get.
     let made_up = format!("{}9", &released[..released.len() - 1]);
     let fake_path = made_up.clone();
     let hostile = Hostile::start(move |peer| {

@@ -200,7 +200,8 @@ fn full_path(stack: &[Pending], entry: &Pending) -> String {
     }
     let mut path = String::with_capacity(names.iter().map(|n| n.len() + 1).sum());
     for (i, name) in names.iter().rev().enumerate() {
-        if i > 0 && !path.ends_with('/') {
+        // As `join`: the root is never `/`, which is refused.
+        if i > 0 {
             path.push('/');
         }
         path.push_str(name);
