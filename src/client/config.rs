@@ -22,9 +22,9 @@ pub(crate) type StateHandler = Arc<dyn Fn(State) + Send + Sync>;
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), before
 /// connecting, on one out of range: a timeout under 1 ms or over
 /// `i32::MAX` ms, a frame or request limit under 1024 bytes or over
-/// `i32::MAX` bytes, a release linger over 1 s, a watch buffer of 0, a session to take over
-/// with id 0 or a password that is not 16 bytes, or a digest user name
-/// containing `:`.
+/// `i32::MAX` bytes, a release linger over 1 s, a watch buffer of 0, a
+/// session to take over with id 0 or a password that is not 16 bytes, or a
+/// digest user name containing `:`.
 #[derive(Clone)]
 pub struct Config {
     pub(crate) session_timeout: Duration,
@@ -397,7 +397,8 @@ impl ClientBuilder {
     }
 
     /// Sets how long a call waits for its reply once sent (default `None`:
-    /// twice the session timeout; otherwise from 1 ms to `i32::MAX` ms). See [`Config::request_timeout`].
+    /// twice the session timeout; otherwise from 1 ms to `i32::MAX` ms).
+    /// See [`Config::request_timeout`].
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.request_timeout = timeout;
         self

@@ -120,11 +120,9 @@ impl Deref for WatchReceiver {
 pub(crate) struct WatchSender {
     events: Sender<WatchedEvent>,
     receiver: Weak<()>,
-    /// Whether it is a persistent watch's, which the server goes on
-    /// telling until it is removed.
-    persistent: bool,
-    /// How many events its receiver may hold unread (a persistent watch's
-    /// only: a one-shot watch gets one event, and the session's end).
+    /// How many events its receiver may hold unread: a persistent watch's,
+    /// which the server goes on telling until it is removed; `None` for a
+    /// one-shot watch, which gets one event, and the session's end.
     capacity: Option<usize>,
     /// Shared with the receiver: set when the watch ended at `capacity`.
     overflowed: Arc<AtomicBool>,
@@ -149,7 +147,7 @@ impl WatchSender {
 
     /// True for a persistent watch's sender whose receiver is dropped.
     pub(crate) fn is_abandoned_persistent(&self) -> bool {
-        self.persistent && self.is_abandoned()
+        self.capacity.is_some() && self.is_abandoned()
     }
 
     /// Sends `event`, unless the receiver is gone or the session's end
@@ -200,7 +198,6 @@ pub(crate) fn watch_channel(
     let sender = WatchSender {
         events: tx,
         receiver: Arc::downgrade(&alive),
-        persistent,
         capacity,
         overflowed: overflowed.clone(),
         ended: Arc::default(),
