@@ -1215,13 +1215,7 @@ fn a_removal_whose_look_again_the_server_times_out_looks_again() {
         let _ = removed_tx.try_send(());
         Ok(After::Hold)
     });
-    let connect_string = h.connect_string();
-    let client = within(BOUND, "connect", move || {
-        Client::builder()
-            .connect_timeout(Duration::from_secs(1))
-            .connect(&connect_string)
-    })
-    .expect("connect to the fake server");
+    let client = hostile::connect_to(&h, BOUND, |builder| builder);
     let caller = client.clone();
     let watch = within(BOUND, "add_watch", move || {
         caller.add_watch("/watched", AddWatchMode::Persistent)

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hostile::{
-    assert_logged, assert_no_client_panics, capture_log, watch_client_panics, within, After,
-    Hostile, Peer,
+    assert_logged, assert_no_client_panics, capture_log, connect_to, watch_client_panics, within,
+    After, Hostile, Peer,
 };
 use zklock::proto::{OpCode, PING_XID};
 use zklock::{Client, Deadline, Error, Stat, State};
@@ -58,7 +58,7 @@ fn an_unanswered_add_auth_fails_at_the_request_timeout() {
     setup();
     let after = Duration::from_millis(310);
     let h = Hostile::start(mute_on_auth);
-    let client = connect(h.connect_string(), after);
+    let client = connect(&h, after);
     let caller = client.clone();
     let result = within(BOUND, "add_auth", move || {
         caller.add_auth("digest", b"user:password")
@@ -154,17 +154,12 @@ fn first_timed_out(after: Duration) -> Vec<zklock::Result<Stat>> {
     results
 }
 
-/// A client of the fake server at `connect_string`, with `after` as its
-/// request timeout and calls that each go as a request of their own.
-fn connect(connect_string: String, after: Duration) -> Client {
-    within(BOUND, "connect", move || {
-        Client::builder()
-            .request_timeout(Some(after))
-            .batch_writes(false)
-            .connect_timeout(Duration::from_secs(1))
-            .connect(&connect_string)
+/// A client of `hostile`, with `after` as its request timeout and calls
+/// that each go as a request of their own.
+fn connect(hostile: &Hostile, after: Duration) -> Client {
+    connect_to(hostile, BOUND, move |builder| {
+        builder.request_timeout(Some(after)).batch_writes(false)
     })
-    .expect("connect to the fake server")
 }
 
 #[test]
@@ -199,7 +194,7 @@ fn the_request_timeout_fires_while_the_io_thread_is_stuck_writing() {
             }
         }
     });
-    let client = connect(h.connect_string(), after);
+    let client = connect(&h, after);
     let states = client.state_changes();
     close_first_tx.send(()).expect("the first connection waits");
     assert_eq!(states.recv_timeout(BOUND), Ok(State::Disconnected));
@@ -234,7 +229,7 @@ fn the_request_timeout_fires_while_a_calling_thread_is_stuck_writing() {
         }
         Ok(After::Hold)
     });
-    let client = connect(h.connect_string(), after);
+    let client = connect(&h, after);
     let caller = client.clone();
     let results = within(BOUND, "the calls", move || big_writes(&caller));
     assert_eq!(results, first_timed_out(after));
@@ -269,7 +264,7 @@ fn the_request_timeout_fires_while_the_io_thread_waits_on_an_idle_connection() {
     // 650 ms before the late reply: room for a loaded machine.
     let after = Duration::from_millis(250);
     let h = Hostile::start(slow_exists);
-    let client = connect(h.connect_string(), after);
+    let client = connect(&h, after);
     let states = client.state_changes();
     for round in 0..4 {
         let caller = client.clone();
@@ -305,13 +300,7 @@ fn trickle(peer: &mut Peer) -> io::Result<After> {
 fn a_frame_trickled_and_never_finished_does_not_keep_the_connection() {
     setup();
     let h = Hostile::start(trickle);
-    let connect_string = h.connect_string();
-    let client = within(BOUND, "connect", move || {
-        Client::builder()
-            .connect_timeout(Duration::from_secs(1))
-            .connect(&connect_string)
-    })
-    .expect("connect to the fake server");
+    let client = connect_to(&h, BOUND, |builder| builder);
     let caller = client.clone();
     let result = within(BOUND, "exists", move || caller.exists("/trickled"));
     assert_eq!(result, Err(Error::ConnectionLoss));
@@ -352,14 +341,9 @@ fn without_a_request_timeout_a_server_answering_only_pings_fails_a_call_at_twice
     setup();
     let session_timeout = Duration::from_millis(1_500);
     let h = Hostile::start(pings_only);
-    let connect_string = h.connect_string();
-    let client = within(BOUND, "connect", move || {
-        Client::builder()
-            .session_timeout(session_timeout)
-            .connect_timeout(Duration::from_secs(1))
-            .connect(&connect_string)
-    })
-    .expect("connect to the fake server");
+    let client = connect_to(&h, BOUND, move |builder| {
+        builder.session_timeout(session_timeout)
+    });
     let caller = client.clone();
     let started = Instant::now();
     let result = within(BOUND, "exists", move || caller.exists("/never-answered"));

@@ -455,6 +455,21 @@ pub fn assert_logged_times(line: &str, times: usize, within: Duration) {
     }
 }
 
+/// A client of `hostile`, made within `bound` by a builder with a 1 s
+/// connect timeout that `configure` sets further.
+pub fn connect_to(
+    hostile: &Hostile,
+    bound: Duration,
+    configure: impl FnOnce(zklock::ClientBuilder) -> zklock::ClientBuilder + Send + 'static,
+) -> zklock::Client {
+    let connect_string = hostile.connect_string();
+    within(bound, "connect", move || {
+        configure(zklock::Client::builder().connect_timeout(Duration::from_secs(1)))
+            .connect(&connect_string)
+    })
+    .expect("connect to the fake server")
+}
+
 /// Runs `f` on a thread of its own and returns its result, or panics if it
 /// does not return within `bound` (a hung call).
 pub fn within<T: Send + 'static>(
