@@ -112,7 +112,8 @@ impl Config {
     /// established, a reconnect attempt gets at
     /// most a third of the negotiated session timeout shared among the
     /// other hosts (T/6 with three hosts): a
-    /// silent server is given up on only 2/3 of T after it was last heard,
+    /// silent server is given up on only (at most) 2/3 of T after it was
+    /// last heard,
     /// and a whole connect timeout spent on another silent one would let
     /// the session expire with a healthy server in reach.
     pub fn connect_timeout(&self) -> Duration {
@@ -182,7 +183,8 @@ impl Config {
     /// How long a call waits for its reply once sent (default `None`: the
     /// calls in flight fail once the server has answered none of them for
     /// twice the session timeout, counted from the oldest one's sending or
-    /// the server's last answer, whichever is later; a real server answers
+    /// the server's last answer to a call, whichever is later (an auth
+    /// packet's answer counts for auth packets only); a real server answers
     /// pings after the calls sent before them, so a stuck reply is noticed
     /// sooner by the read timeout, 2/3 of the session timeout, and this
     /// bound is only for a server that answers pings but never a call).

@@ -522,7 +522,10 @@ impl Client {
 
     /// Adds a persistent watch on `path` (which need not exist). Every
     /// matching event arrives on the receiver until
-    /// [`Client::remove_watches`] or the end of the session. Dropping the
+    /// [`Client::remove_watches`], the end of the session, or a node change
+    /// that finds the receiver holding
+    /// [`watch_buffer`](crate::Config::watch_buffer) events unread (see
+    /// [`WatchReceiver::overflowed`](crate::WatchReceiver::overflowed)). Dropping the
     /// receiver removes the watch from the server too: at once, or, while
     /// another watch of this client on `path` shares the server's, once
     /// none does (see [`WatchReceiver`]).

@@ -15,7 +15,8 @@ use crate::session::{answered_for_now, throttled_back_off, WatchKind, WatchedEve
 /// Receives the events of one watch: exactly one event for a one-shot
 /// watch, a stream for a persistent one. When the session ends, a last event
 /// with `EventType::None` and the final state arrives, then the channel
-/// disconnects. It dereferences to the channel's
+/// disconnects (a persistent watch that ended by overflowing, see below,
+/// just disconnects). It dereferences to the channel's
 /// [`Receiver`](crossbeam_channel::Receiver): `recv`, `recv_timeout`,
 /// `try_recv`, `iter`, and `select!` on `&*receiver`.
 ///
