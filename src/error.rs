@@ -256,9 +256,10 @@ pub enum Error {
     /// call whose reply it was fails with this (unless it went in a batch
     /// of reads), the others in flight with `ConnectionLoss`. A reply
     /// to [`Client::multi`](crate::Client::multi) or
-    /// [`multi_read`](crate::Client::multi_read) that decodes but holds a
-    /// result count unlike the request's, or a result unlike its op, fails
-    /// that call alone, and the connection stays.
+    /// [`multi_read`](crate::Client::multi_read) with more results than
+    /// the request has ops is refused before they are decoded, and drops
+    /// the connection; one that decodes but holds fewer, or a result unlike
+    /// its op, fails that call alone, and the connection stays.
     #[error("protocol error: {0}")]
     Protocol(#[from] DecodeError),
     /// A reply whose xid is not the oldest outstanding request's: replies

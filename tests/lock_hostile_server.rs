@@ -462,8 +462,9 @@ fn a_search_answered_with_timeouts_asks_again_after_a_back_off() {
 
 /// An acquisition joined to a lingering release goes as one transaction of
 /// two ops, the delete and the create. A reply with a result more (a
-/// create the request never asked for ahead of them) is unlike the
-/// request: it is not taken as the lock. The attempt searches for its node,
+/// create the request never asked for ahead of them) is refused before
+/// its results are decoded, and the connection dropped: it is not taken
+/// as the lock. The attempt searches for its node,
 /// back on the real server, finds none (the fake server applied nothing)
 /// and creates it there; the release is still made. Before, the last two
 /// results were taken as the delete and the create, and the attempt went

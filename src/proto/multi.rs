@@ -121,6 +121,10 @@ pub struct MultiRequest {
 impl Record for MultiRequest {
     const MIN_SIZE: usize = MultiHeader::MIN_SIZE;
 
+    fn transaction_ops(&self) -> usize {
+        self.ops.len()
+    }
+
     fn write(&self, w: &mut Writer<'_>) {
         for op in &self.ops {
             MultiHeader {

@@ -14,6 +14,12 @@ pub trait Record: Sized {
     /// Reads one record from the cursor.
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 
+    /// A transaction request's op count, which bounds its reply's results;
+    /// 0 for any other record.
+    fn transaction_ops(&self) -> usize {
+        0
+    }
+
     /// The encoding of `self`, without a frame prefix.
     fn to_bytes(&self) -> Vec<u8> {
         let mut buf = Vec::new();

@@ -51,6 +51,7 @@ impl<T, W: Clone> Session<T, W> {
         }
         let request = Queued {
             op,
+            ops: body.transaction_ops(),
             frame: self.encode_unsent(op, body)?,
             purpose,
             // Set when it is due.
@@ -165,6 +166,7 @@ impl<T, W: Clone> Session<T, W> {
         self.pending.push_back(Pending {
             xid,
             op: request.op,
+            ops: request.ops,
             purpose: request.purpose,
             sent: now,
         });

@@ -247,6 +247,8 @@ enum Purpose<T, W> {
 struct Pending<T, W> {
     xid: i32,
     op: OpCode,
+    /// A transaction's op count: its reply may hold no more results.
+    ops: usize,
     purpose: Purpose<T, W>,
     /// When it was written to the outbox.
     sent: Instant,
@@ -266,6 +268,8 @@ struct AuthWaiter<T> {
 #[derive(Debug)]
 struct Queued<T, W> {
     op: OpCode,
+    /// As [`Pending::ops`].
+    ops: usize,
     frame: Vec<u8>,
     purpose: Purpose<T, W>,
     deadline: Instant,
@@ -1247,6 +1251,7 @@ impl<T, W: Clone> Session<T, W> {
         let deadline = now + self.timeout_in_use();
         self.queued.push_back(Queued {
             op,
+            ops: body.transaction_ops(),
             frame,
             purpose,
             deadline,
@@ -1285,6 +1290,7 @@ impl<T, W: Clone> Session<T, W> {
         self.pending.push_back(Pending {
             xid,
             op,
+            ops: body.transaction_ops(),
             purpose,
             sent: now,
         });

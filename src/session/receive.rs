@@ -423,18 +423,17 @@ pub(crate) fn answered_for_now(error: &Error) -> bool {
     )
 }
 
-/// Decodes a successful reply's body. A batch's reply may hold no more
-/// results than the batch has requests.
+/// Decodes a successful reply's body. A transaction's reply may hold no
+/// more results than it has ops, and a batch's than it has requests: a
+/// result past them is refused before it is decoded.
 fn decode_reply<T, W>(pending: &Pending<T, W>, body: &[u8]) -> Result<Response, DecodeError> {
-    match &pending.purpose {
-        Purpose::Reads { reads } => {
-            MultiResponse::from_bytes_for(body, reads.len()).map(Response::Multi)
-        }
-        Purpose::Writes { tokens, .. } if tokens.len() > 1 => {
-            MultiResponse::from_bytes_for(body, tokens.len()).map(Response::Multi)
-        }
-        _ => Response::decode(pending.op, body),
-    }
+    let results = match &pending.purpose {
+        Purpose::Reads { reads } => reads.len(),
+        Purpose::Writes { tokens, .. } if tokens.len() > 1 => tokens.len(),
+        _ if matches!(pending.op, OpCode::Multi | OpCode::MultiRead) => pending.ops,
+        _ => return Response::decode(pending.op, body),
+    };
+    MultiResponse::from_bytes_for(body, results).map(Response::Multi)
 }
 
 /// An addWatch reply carries an error code in its body too (servers send

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::proto::{
-    ConnectResponse, CreateMode, CreateResponse, ErrorCode, ErrorResponse, EventType,
+    ConnectResponse, CreateMode, CreateResponse, DecodeError, ErrorCode, ErrorResponse, EventType,
     GetDataRequest, GetDataResponse, MultiOp, MultiRequest, MultiResponse, OpResult, ReplyHeader,
     RequestHeader, SetWatches, Stat, WatcherEvent, NOTIFICATION_XID,
 };
@@ -829,6 +829,62 @@ fn failed_at(index: usize, err: i32, len: usize) -> MultiResponse {
             .map(|i| OpResult::Error(ErrorResponse { err: code(i) }))
             .collect(),
     }
+}
+
+#[test]
+fn a_transaction_reply_with_more_results_than_ops_is_refused_before_they_are_decoded() {
+    let now = Instant::now();
+    let deletes = MultiRequest {
+        ops: ["/app/a", "/app/b"]
+            .map(|path| {
+                MultiOp::Delete(DeleteRequest {
+                    path: path.into(),
+                    version: -1,
+                })
+            })
+            .into(),
+    };
+    let one_too_many = |frame: &[u8], ops: usize| {
+        let results = vec![OpResult::Delete; ops + 1];
+        reply(header(frame).xid, 30, 0, &MultiResponse { results })
+    };
+    let refused = Some(Error::Protocol(DecodeError::Malformed(
+        "multi reply with more results than ops",
+    )));
+
+    // A call sent at once.
+    let mut s = connected(now);
+    s.submit(now, OpCode::Multi, &deletes, 1, None).unwrap();
+    let frames = sent(&mut s);
+    s.handle_bytes(now, &one_too_many(&frames[0], 2));
+    assert_eq!(s.poll_disconnect(), refused);
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(1, Err(Error::Protocol(_)))]
+    ));
+
+    // A call made while disconnected, sent after the handshake.
+    s.handle_disconnected(now);
+    s.submit(now, OpCode::Multi, &deletes, 2, None).unwrap();
+    s.handle_connected(now);
+    sent(&mut s);
+    s.handle_bytes(now, &accepted(0x1234, 3000));
+    let frames = sent(&mut s);
+    assert_eq!(multi_ops(&frames[0]).len(), 2);
+    s.handle_bytes(now, &one_too_many(&frames[0], 2));
+    assert_eq!(s.poll_disconnect(), refused);
+    assert!(matches!(
+        replies(&mut s)[..],
+        [(2, Err(Error::Protocol(_)))]
+    ));
+
+    // A noted release, sent by the session itself.
+    let mut s = connected(now);
+    s.defer_background_delete(now, noted("/app/lock/n1"), now)
+        .unwrap();
+    let frames = sent(&mut s);
+    s.handle_bytes(now, &one_too_many(&frames[0], 3));
+    assert_eq!(s.poll_disconnect(), refused);
 }
 
 #[test]
