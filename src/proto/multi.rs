@@ -121,7 +121,7 @@ pub struct MultiRequest {
 impl Record for MultiRequest {
     const MIN_SIZE: usize = MultiHeader::MIN_SIZE;
 
-    fn transaction_ops(&self) -> usize {
+    fn max_results(&self) -> usize {
         self.ops.len()
     }
 

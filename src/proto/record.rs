@@ -14,10 +14,11 @@ pub trait Record: Sized {
     /// Reads one record from the cursor.
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 
-    /// A transaction request's op count, which bounds its reply's results;
-    /// 0 for any other record.
-    fn transaction_ops(&self) -> usize {
-        0
+    /// How many results a reply to this request may hold, a bound its
+    /// decoding keeps to: a transaction's op count. Other replies hold no
+    /// results, and other records leave it unbounded.
+    fn max_results(&self) -> usize {
+        usize::MAX
     }
 
     /// The encoding of `self`, without a frame prefix.

@@ -51,7 +51,7 @@ impl<T, W: Clone> Session<T, W> {
         }
         let request = Queued {
             op,
-            ops: body.transaction_ops(),
+            max_results: body.max_results(),
             frame: self.encode_unsent(op, body)?,
             purpose,
             // Set when it is due.
@@ -166,7 +166,7 @@ impl<T, W: Clone> Session<T, W> {
         self.pending.push_back(Pending {
             xid,
             op: request.op,
-            ops: request.ops,
+            max_results: request.max_results,
             purpose: request.purpose,
             sent: now,
         });

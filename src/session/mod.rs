@@ -247,8 +247,8 @@ enum Purpose<T, W> {
 struct Pending<T, W> {
     xid: i32,
     op: OpCode,
-    /// A transaction's op count: its reply may hold no more results.
-    ops: usize,
+    /// How many results its reply may hold (see [`Record::max_results`]).
+    max_results: usize,
     purpose: Purpose<T, W>,
     /// When it was written to the outbox.
     sent: Instant,
@@ -268,8 +268,8 @@ struct AuthWaiter<T> {
 #[derive(Debug)]
 struct Queued<T, W> {
     op: OpCode,
-    /// As [`Pending::ops`].
-    ops: usize,
+    /// As [`Pending::max_results`].
+    max_results: usize,
     frame: Vec<u8>,
     purpose: Purpose<T, W>,
     deadline: Instant,
@@ -1251,7 +1251,7 @@ impl<T, W: Clone> Session<T, W> {
         let deadline = now + self.timeout_in_use();
         self.queued.push_back(Queued {
             op,
-            ops: body.transaction_ops(),
+            max_results: body.max_results(),
             frame,
             purpose,
             deadline,
@@ -1290,7 +1290,7 @@ impl<T, W: Clone> Session<T, W> {
         self.pending.push_back(Pending {
             xid,
             op,
-            ops: body.transaction_ops(),
+            max_results: body.max_results(),
             purpose,
             sent: now,
         });

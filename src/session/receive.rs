@@ -430,7 +430,7 @@ fn decode_reply<T, W>(pending: &Pending<T, W>, body: &[u8]) -> Result<Response, 
     let results = match &pending.purpose {
         Purpose::Reads { reads } => reads.len(),
         Purpose::Writes { tokens, .. } if tokens.len() > 1 => tokens.len(),
-        _ if matches!(pending.op, OpCode::Multi | OpCode::MultiRead) => pending.ops,
+        _ if matches!(pending.op, OpCode::Multi | OpCode::MultiRead) => pending.max_results,
         _ => return Response::decode(pending.op, body),
     };
     MultiResponse::from_bytes_for(body, results).map(Response::Multi)

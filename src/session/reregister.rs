@@ -144,7 +144,7 @@ impl<T, W: Clone> Session<T, W> {
         match frame {
             Ok(frame) => Some(Queued {
                 op,
-                ops: 0,
+                max_results: usize::MAX,
                 frame,
                 purpose: Purpose::SetWatches { record, throttled },
                 deadline,
