@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use zklock::proto::{
     read_notification, read_reply_header, split_frame, Acl, AddWatchMode, AddWatchRequest,
     AuthPacket, CheckVersionRequest, ConnectResponse, CreateMode, CreateRequest, DecodeError,
-    DeleteRequest, EventType, ExistsRequest, GetChildrenRequest, GetDataRequest, MultiOp,
-    MultiRequest, MultiResponse, OpCode, OpResult, PathRecord, Reader, Record,
+    DeleteRequest, EventType, ExistsRequest, GetChildrenRequest, GetDataRequest, KeeperState,
+    MultiOp, MultiRequest, MultiResponse, OpCode, OpResult, PathRecord, Reader, Record,
     RemoveWatchesRequest, ReplyHeader, RequestHeader, Response, SetDataRequest, WatcherEvent,
     WatcherType, Writer, AUTH_XID, DEFAULT_MAX_FRAME, MULTI_TERMINATOR, NOTIFICATION_XID, PING_XID,
 };
@@ -643,10 +643,15 @@ fn check_watcher_event(header: &ReplyHeader, body: &[u8]) -> Option<WatcherEvent
     let direct = WatcherEvent::from_bytes(body);
     if header.xid == NOTIFICATION_XID {
         match &direct {
-            // Only a node's change comes from a server.
+            // Only a node's change, in state SyncConnected, comes from a
+            // server.
             Ok(event) if !event.event_type.is_node_change() => {
                 let field = got.as_ref().err().and_then(DecodeError::field);
                 assert_eq!(field, Some("WatcherEvent.event_type"), "{got:?}");
+            }
+            Ok(event) if event.state != KeeperState::SyncConnected => {
+                let field = got.as_ref().err().and_then(DecodeError::field);
+                assert_eq!(field, Some("WatcherEvent.state"), "{got:?}");
             }
             _ => assert_eq!(got, direct, "read_notification vs WatcherEvent::from_bytes"),
         }

@@ -3,8 +3,8 @@
 use super::{
     Create2Response, CreateResponse, DecodeError, ErrorResponse, ExistsResponse, GetAclResponse,
     GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    GetEphemeralsResponse, MultiResponse, OpCode, Reader, Record, ReplyHeader, SetAclResponse,
-    SetDataResponse, SyncResponse, WatcherEvent, WhoAmIResponse, NOTIFICATION_XID,
+    GetEphemeralsResponse, KeeperState, MultiResponse, OpCode, Reader, Record, ReplyHeader,
+    SetAclResponse, SetDataResponse, SyncResponse, WatcherEvent, WhoAmIResponse, NOTIFICATION_XID,
 };
 
 /// A decoded reply body. Which variant is expected depends on the opcode of
@@ -104,9 +104,11 @@ pub fn read_reply_header(payload: &[u8]) -> Result<(ReplyHeader, &[u8]), DecodeE
 }
 
 /// Decodes a notification frame's body, checking the header says it is one
-/// and that it reports a change to a node: the other event types (a state
-/// change, a watch removed) are made by a client for its own watchers, and
-/// a server never sends them.
+/// and that it reports a change to a node in state `SyncConnected`: the
+/// other event types (a state change, a watch removed) and states (an
+/// expiry, a disconnect) are made by a client for its own watchers, and a
+/// server never sends them. Passed on, a hostile server's `Expired` would
+/// tell a watcher its session had ended while it lives.
 pub fn read_notification(header: &ReplyHeader, body: &[u8]) -> Result<WatcherEvent, DecodeError> {
     if header.xid != NOTIFICATION_XID {
         return Err(DecodeError::Malformed("notification xid"));
@@ -116,6 +118,12 @@ pub fn read_notification(header: &ReplyHeader, body: &[u8]) -> Result<WatcherEve
         return Err(
             DecodeError::Malformed("notification of an event type only a client makes")
                 .in_field("WatcherEvent.event_type"),
+        );
+    }
+    if event.state != KeeperState::SyncConnected {
+        return Err(
+            DecodeError::Malformed("notification of a state only a client makes")
+                .in_field("WatcherEvent.state"),
         );
     }
     Ok(event)

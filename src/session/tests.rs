@@ -611,6 +611,50 @@ fn a_notification_of_a_client_only_event_type_drops_the_connection() {
     }
 }
 
+#[test]
+fn a_notification_in_a_state_other_than_sync_connected_drops_the_connection() {
+    let now = Instant::now();
+    for state in [
+        KeeperState::Disconnected,
+        KeeperState::Expired,
+        KeeperState::AuthFailed,
+        KeeperState::ConnectedReadOnly,
+        KeeperState::Closed,
+    ] {
+        let mut s = connected(now);
+        let watch = WatchRequest {
+            kind: WatchKind::Data,
+            path: "/app/w".into(),
+            watcher: 5,
+        };
+        let request = GetDataRequest {
+            path: "/app/w".into(),
+            watch: true,
+        };
+        s.submit(now, OpCode::GetData, &request, 1, Some(watch))
+            .unwrap();
+        sent(&mut s);
+        s.handle_bytes(now, &reply(1, 20, 0, &data_v()));
+        assert_eq!(replies(&mut s).len(), 1);
+        let notification = WatcherEvent {
+            event_type: EventType::NodeDeleted,
+            state,
+            path: "/app/w".into(),
+        };
+        s.handle_bytes(now, &reply(NOTIFICATION_XID, -1, 0, &notification));
+        let Some(Error::Protocol(error)) = s.poll_disconnect() else {
+            panic!("{state:?}: the connection stays");
+        };
+        assert_eq!(error.field(), Some("WatcherEvent.state"), "{error}");
+        s.handle_disconnected(now);
+        let got = events(&mut s);
+        assert!(
+            !got.iter().any(|e| matches!(e, Event::Watch { .. })),
+            "{state:?}: delivered as {got:?}"
+        );
+    }
+}
+
 /// A handshake that grants session id 0, which names no session, is a
 /// broken server's: believed, the next handshake would ask for a new
 /// session, and the client would move to it with no expiry told.
