@@ -98,8 +98,19 @@ fn to_json(path: &str, queue: &[QueueEntry], now_ms: i64) -> String {
 /// `\u{1b}`), so that data, which anyone may have written, neither breaks
 /// the line nor reaches the terminal as an escape sequence.
 pub fn printable(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len());
-    for c in String::from_utf8_lossy(data).chars() {
+    printable_cut(data, usize::MAX)
+}
+
+/// [`printable`], cut after `max` characters of the data, with how much
+/// there was: a line repeated while waiting should not carry a holder's
+/// whole data, up to a megabyte (six times that escaped).
+pub fn printable_cut(data: &[u8], max: usize) -> String {
+    let mut out = String::with_capacity(data.len().min(max));
+    for (shown, c) in String::from_utf8_lossy(data).chars().enumerate() {
+        if shown == max {
+            out.push_str(&format!("... ({} bytes in all)", data.len()));
+            break;
+        }
         if c.is_control() {
             out.extend(c.escape_default());
         } else {
@@ -126,4 +137,24 @@ pub fn quote(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_control_characters_and_a_cut_says_how_much_there_was() {
+        assert_eq!(printable(b"host\n\x1b[2Jx"), "host\\n\\u{1b}[2Jx");
+        assert_eq!(printable_cut(b"abc", 3), "abc");
+        assert_eq!(printable_cut(b"abcd", 3), "abc... (4 bytes in all)");
+        // Escaped characters count as one each.
+        assert_eq!(printable_cut(b"\n\n\nz", 2), "\\n\\n... (4 bytes in all)");
+        let megabyte = vec![0x1b; 1 << 20];
+        let cut = printable_cut(&megabyte, 200);
+        assert_eq!(
+            cut.len(),
+            200 * "\\u{1b}".len() + "... (1048576 bytes in all)".len()
+        );
+    }
 }

@@ -15,7 +15,10 @@ use std::time::Duration;
 use zklock::recipes::{holding, queue_order};
 use zklock::Client;
 
-use crate::holders::printable;
+use crate::holders::printable_cut;
+
+/// How many characters of the holder's node data a waiting line shows.
+const HOLDER_DATA_SHOWN: usize = 200;
 
 /// How often the queue is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
@@ -107,7 +110,8 @@ impl Progress<'_> {
             Some((name, said)) if name == first => said.clone(),
             _ => {
                 let (data, stat) = self.client.get_data(&self.node(first)).ok()?;
-                let said = format!("{} (token {})", printable(&data), stat.czxid);
+                let data = printable_cut(&data, HOLDER_DATA_SHOWN);
+                let said = format!("{data} (token {})", stat.czxid);
                 self.holder = Some(((*first).to_owned(), said.clone()));
                 said
             }
