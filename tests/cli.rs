@@ -1237,6 +1237,36 @@ fn a_lost_lock_terminates_the_commands_descendants_too() {
     wait_until("the worker to be gone", WAIT, || !is_running(worker));
 }
 
+/// A SIGTERM the command traps and lives through, then a Ctrl-C that
+/// kills it: zklock dies of SIGINT, as when the Ctrl-C comes first. Before,
+/// only a first signal counted, and zklock exited 130, so a script
+/// running it went on.
+#[test]
+fn a_ctrl_c_after_a_trapped_sigterm_still_ends_zklock_by_sigint() {
+    const PATH: &str = "/cli/ctrl-c-after-term";
+    let dir = TempDir::new("ctrl-c-after-term");
+    let (started, trapped) = (dir.join("started"), dir.join("trapped"));
+    let script = format!(
+        "trap \"touch '{trapped}'\" TERM; \
+         echo $$ > '{started}.new' && mv '{started}.new' '{started}'; \
+         while :; do sleep 0.1; done",
+        trapped = trapped.display(),
+        started = started.display(),
+    );
+    let run = Run::spawn(&mut exec(&[], PATH, &script));
+    let command: u32 = wait_for_file(&started).trim().parse().expect("a pid");
+    let _command_group = KillGroupOnDrop(command);
+    run.signal("TERM");
+    wait_until("the command to trap SIGTERM", WAIT, || trapped.exists());
+    run.signal("INT");
+    let out = run.finish(WAIT);
+    assert_eq!(out.status.signal(), Some(SIGINT), "{}", out.stderr);
+    assert!(
+        children(&client(), PATH).is_empty(),
+        "the lock was released"
+    );
+}
+
 /// A Ctrl-C (SIGINT to the terminal's foreground group: a bash script and
 /// the zklock it runs) while the command runs: zklock passes it on, the
 /// command dies of it, and zklock, once the lock is released, dies of

@@ -18,7 +18,7 @@
 //! session, so the command stays stopped until the lock is confirmed held
 //! (see `supervise`).
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, unbounded, Receiver};
@@ -45,6 +45,15 @@ static FIRST_ENDING: AtomicI32 = AtomicI32::new(0);
 /// interrupted it, when a signal did.
 pub fn first_ending() -> Option<Signal> {
     Signal::try_from(FIRST_ENDING.load(Ordering::SeqCst)).ok()
+}
+
+/// Whether zklock has received a SIGINT, first or not.
+static GOT_SIGINT: AtomicBool = AtomicBool::new(false);
+
+/// Whether zklock has received a SIGINT (and so passed it on, if the
+/// command runs), whichever ending signal came first.
+pub fn got_sigint() -> bool {
+    GOT_SIGINT.load(Ordering::SeqCst)
 }
 
 /// What the signal thread reports.
@@ -82,6 +91,11 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
                 Ok(signal) => {
                     let _ =
                         FIRST_ENDING.compare_exchange(0, raw, Ordering::SeqCst, Ordering::SeqCst);
+                    // Before it is passed on: set by the time it can kill
+                    // the command.
+                    if signal == Signal::SIGINT {
+                        GOT_SIGINT.store(true, Ordering::SeqCst);
+                    }
                     if tx.send(signal).is_err() {
                         return;
                     }

@@ -252,11 +252,10 @@ pub fn run<'a>(
                 return match status {
                     _ if lost => Outcome::Exit(EXIT_LOST),
                     // Ctrl-C, passed on: see `Outcome::Signal`. (Not a
-                    // SIGINT sent to the command alone.)
-                    Ok(s)
-                        if s.signal() == Some(Signal::SIGINT as i32)
-                            && signals::first_ending() == Some(Signal::SIGINT) =>
-                    {
+                    // SIGINT sent to the command alone.) It need not be
+                    // the first signal: a command that trapped a SIGTERM
+                    // may die of a later Ctrl-C.
+                    Ok(s) if s.signal() == Some(Signal::SIGINT as i32) && signals::got_sigint() => {
                         Outcome::Signal(Signal::SIGINT)
                     }
                     status => Outcome::Exit(status.map_or(1, exit_code)),
