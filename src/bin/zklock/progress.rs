@@ -18,7 +18,7 @@ use zklock::Client;
 use crate::holders::printable_cut;
 
 /// How many characters of the holder's node data a waiting line shows.
-const HOLDER_DATA_SHOWN: usize = 200;
+const HOLDER_DATA_SHOWN: usize = 1000;
 
 /// How often the queue is looked at.
 const PERIOD: Duration = Duration::from_secs(1);
