@@ -244,6 +244,11 @@ impl From<zklock::Error> for Outcome {
 const STDERR_FLUSH: Duration = Duration::from_secs(2);
 
 fn main() -> ExitCode {
+    die_at_once_on_panic();
+    // Started before anything can need it: a writer thread that could not
+    // be started later (the command's threads having used up the user's
+    // process limit) would leave lines to block the thread saying them.
+    stderr::start();
     let outcome = match arguments() {
         Ok(argv) => dispatch(argv),
         Err(outcome) => outcome,
@@ -267,6 +272,19 @@ fn main() -> ExitCode {
     };
     stderr::flush(STDERR_FLUSH);
     code
+}
+
+/// A panic (a bug) aborts the process, with its message, instead of
+/// unwinding: unwinding would drop the lock's guard, releasing the lock
+/// while the command may still run, then wait to close the session. Dying
+/// at once acts as a SIGKILL of zklock: the parent-death signal and the
+/// watchdog kill the command's group, and the node goes with the session.
+fn die_at_once_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
 }
 
 /// The arguments after the program's name. `std::env::args` would panic

@@ -88,6 +88,11 @@ fn writer() -> Option<&'static Sender<Line>> {
         .as_ref()
 }
 
+/// Starts the writer thread, if it has not started yet.
+pub fn start() {
+    writer();
+}
+
 /// Queues `line` for stderr, without waiting: dropped if the writer is that
 /// far behind. Written here only if no writer thread could be started.
 pub fn say(line: String) {
