@@ -193,7 +193,7 @@ fn handshake_cases() -> Vec<HandshakeCase> {
         ),
         case(
             "bytes after the record",
-            "protocol error: 2 unexpected trailing byte(s) after the record",
+            "protocol error: ConnectResponse: 2 unexpected trailing byte(s) after the record",
             true,
             raw_answer(frame(&trailing), After::Hold),
         ),
@@ -548,7 +548,10 @@ fn a_malformed_reply_fails_its_call_with_the_decode_error() {
                 },
             ),
         ),
-        (with_trailing, DecodeError::TrailingBytes(1)),
+        (
+            with_trailing,
+            DecodeError::TrailingBytes(1).in_field("GetDataResponse"),
+        ),
     ] {
         let h = d.via(answer_get_data(move |xid| reply_frame(xid, 0, &body)));
         d.expect_states(&[State::Connected]);

@@ -579,7 +579,7 @@ pub fn multi_response(data: &[u8]) {
         if used < data.len() {
             assert_eq!(
                 decoded,
-                Err(DecodeError::TrailingBytes(data.len() - used)),
+                Err(DecodeError::TrailingBytes(data.len() - used).in_field("MultiResponse")),
                 "bytes after the terminator"
             );
         }
@@ -668,7 +668,10 @@ fn check_watcher_event(header: &ReplyHeader, body: &[u8]) -> Option<WatcherEvent
         let used = with_tail.len() - r.remaining();
         assert_eq!(WatcherEvent::from_bytes(&with_tail[..used]).as_ref(), Ok(e));
         if used < body.len() {
-            assert_eq!(direct, Err(DecodeError::TrailingBytes(body.len() - used)));
+            assert_eq!(
+                direct,
+                Err(DecodeError::TrailingBytes(body.len() - used).in_field("WatcherEvent"))
+            );
         }
     }
     let Ok(event) = direct else {

@@ -37,7 +37,10 @@ fn check_with_legacy<T: Record + PartialEq + Debug>(
     let decoded = T::read(&mut r);
     prop_assert_eq!(decoded.as_ref(), Ok(value));
     prop_assert_eq!(r.rest(), &[0xAB, 0xCD, 0xEF][..]);
-    prop_assert_eq!(T::from_bytes(&longer), Err(DecodeError::TrailingBytes(3)));
+    let trailing = T::from_bytes(&longer).expect_err("3 bytes more");
+    prop_assert_eq!(trailing.reason(), &DecodeError::TrailingBytes(3));
+    // Named by its record.
+    prop_assert!(trailing.field().is_some(), "{}", trailing);
 
     for len in 0..bytes.len() {
         match T::from_bytes(&bytes[..len]) {

@@ -106,7 +106,13 @@ impl MultiOp {
             OpCode::Check => MultiOp::Check(Record::read(r)?),
             OpCode::GetChildren => MultiOp::GetChildren(Record::read(r)?),
             OpCode::GetData => MultiOp::GetData(Record::read(r)?),
-            _ => return Err(DecodeError::Malformed("multi op type")),
+            other => {
+                return Err(DecodeError::UnknownValue {
+                    kind: "multi op type",
+                    value: other.code(),
+                }
+                .in_field("MultiHeader.op_type"))
+            }
         })
     }
 }
@@ -268,7 +274,8 @@ impl MultiResponse {
     pub fn from_bytes_for(bytes: &[u8], ops: usize) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
         let record = MultiResponse::read_at_most(&mut r, ops)?;
-        r.finish()?;
+        r.finish()
+            .map_err(|e| e.in_field(super::record::name_of::<Self>()))?;
         Ok(record)
     }
 
@@ -297,9 +304,77 @@ impl MultiResponse {
                 OpCode::GetChildren => OpResult::GetChildren(Record::read(r)?),
                 OpCode::GetData => OpResult::GetData(Record::read(r)?),
                 OpCode::Error => OpResult::Error(Record::read(r)?),
-                _ => return Err(DecodeError::Malformed("multi result type")),
+                other => {
+                    return Err(DecodeError::UnknownValue {
+                        kind: "multi result type",
+                        value: other.code(),
+                    }
+                    .in_field("MultiHeader.op_type"))
+                }
             };
             results.push(result);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{GetDataResponse, WatcherEvent};
+
+    #[test]
+    fn errors_name_the_record_and_the_value_that_broke_it() {
+        // A setACL (7) result: a valid opcode, not a multi result type.
+        let mut bytes = MultiHeader {
+            op_type: OpCode::SetAcl.code(),
+            done: false,
+            err: 0,
+        }
+        .to_bytes();
+        bytes.extend(MULTI_TERMINATOR.to_bytes());
+        let error = MultiResponse::from_bytes(&bytes).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "MultiHeader.op_type: unknown multi result type value 7"
+        );
+        let error = MultiRequest::from_bytes(&bytes).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "MultiHeader.op_type: unknown multi op type value 7"
+        );
+
+        let mut data = GetDataResponse {
+            data: None,
+            stat: crate::proto::Stat::default(),
+        }
+        .to_bytes();
+        data.push(0);
+        assert_eq!(
+            GetDataResponse::from_bytes(&data).unwrap_err().to_string(),
+            "GetDataResponse: 1 unexpected trailing byte(s) after the record"
+        );
+        assert_eq!(
+            <()>::from_bytes(&[0, 0]).unwrap_err().to_string(),
+            "empty body: 2 unexpected trailing byte(s) after the record"
+        );
+        let mut reply = MultiResponse::default().to_bytes();
+        reply.push(0);
+        assert_eq!(
+            MultiResponse::from_bytes_for(&reply, 1)
+                .unwrap_err()
+                .field(),
+            Some("MultiResponse")
+        );
+        let mut event = WatcherEvent {
+            event_type: crate::proto::EventType::NodeDeleted,
+            state: crate::proto::KeeperState::SyncConnected,
+            path: "/a".into(),
+        }
+        .to_bytes();
+        event.push(0);
+        assert_eq!(
+            WatcherEvent::from_bytes(&event).unwrap_err().field(),
+            Some("WatcherEvent")
+        );
     }
 }

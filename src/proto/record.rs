@@ -28,12 +28,23 @@ pub trait Record: Sized {
         buf
     }
 
-    /// Decodes a record that must fill `bytes` exactly.
+    /// Decodes a record that must fill `bytes` exactly. Bytes left over
+    /// are an error in the record's name (`GetDataResponse: 1 unexpected
+    /// trailing byte(s)`).
     fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
         let record = Self::read(&mut r)?;
-        r.finish()?;
+        r.finish().map_err(|e| e.in_field(name_of::<Self>()))?;
         Ok(record)
+    }
+}
+
+/// A type's name without its module path, as errors name a record; the
+/// unit record is the empty body of a reply that carries none.
+pub(crate) fn name_of<T>() -> &'static str {
+    match std::any::type_name::<T>() {
+        "()" => "empty body",
+        name => name.rsplit("::").next().unwrap_or(name),
     }
 }
 
