@@ -586,6 +586,9 @@ impl Shared {
         loop {
             std::mem::swap(&mut buf, &mut core.spare);
             buf.clear();
+            // Every buffer written comes back here, the room a large
+            // request took given back.
+            buf.shrink_to(crate::session::KEPT_BUFFER);
             if !core.unsent.is_empty() {
                 std::mem::swap(&mut buf, &mut core.unsent);
             }

@@ -282,6 +282,10 @@ enum Conn {
     Established,
 }
 
+/// How much room a buffer keeps between uses: a buffer grown past it for a
+/// large frame gives the rest back.
+pub(crate) const KEPT_BUFFER: usize = 1 << 20;
+
 /// One ZooKeeper session across any number of TCP connections.
 #[derive(Debug)]
 pub struct Session<T, W> {
@@ -678,6 +682,12 @@ impl<T, W: Clone> Session<T, W> {
             }
         }
         inbox.drain(..consumed.min(inbox.len()));
+        // The room a large reply took (a batch's may be many times
+        // `max_frame`) is not kept for the client's life; while one is
+        // still arriving, the room it needs is.
+        if inbox.len() <= KEPT_BUFFER {
+            inbox.shrink_to(KEPT_BUFFER);
+        }
         self.inbox = inbox;
     }
 

@@ -179,6 +179,36 @@ fn pipelined_replies_reach_their_callers_in_order() {
 }
 
 #[test]
+fn the_room_a_large_reply_took_is_given_back_once_it_is_read() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        max_frame: 8 << 20,
+        ..config()
+    };
+    let mut s = connected_with(config, now);
+    s.submit(now, OpCode::GetData, &get_data("/app/big"), 1, None)
+        .unwrap();
+    sent(&mut s);
+    let big = GetDataResponse {
+        data: Some(vec![7; 6 << 20]),
+        stat: Stat::default(),
+    };
+    let bytes = reply(1, 10, 0, &big);
+    // In pieces, as a socket gives it: the room is kept while it arrives.
+    let (head, tail) = bytes.split_at(bytes.len() - 1000);
+    s.handle_bytes(now, head);
+    assert!(s.inbox.capacity() >= head.len());
+    s.handle_bytes(now, tail);
+    assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(big)))]);
+    assert!(s.inbox.is_empty());
+    assert!(
+        s.inbox.capacity() <= KEPT_BUFFER,
+        "{} bytes kept",
+        s.inbox.capacity()
+    );
+}
+
+#[test]
 fn an_out_of_order_xid_drops_the_connection_and_fails_the_calls() {
     let now = Instant::now();
     let mut s = connected(now);
