@@ -102,7 +102,7 @@ impl ConnectResponse {
         if payload.len() >= Self::MIN_SIZE {
             return None;
         }
-        let header = ReplyHeader::read(&mut Reader::new(payload)).ok()?;
+        let header = ReplyHeader::from_bytes(payload).ok()?;
         (header.err != 0).then_some(header.err)
     }
 }

@@ -140,8 +140,13 @@ impl<T, W: Clone> Session<T, W> {
                 }
                 Ok(())
             }
-            PING_XID => Ok(()),
+            PING_XID => Ok(no_body(body, "ping reply")?),
             AUTH_XID => {
+                // Refused as a whole, before it answers anyone: the waiter
+                // is then one of the connection's in flight.
+                if header.err == 0 {
+                    no_body(body, "auth reply")?;
+                }
                 // Only an auth packet sent on this connection is answered;
                 // an unasked-for auth failure must not end the session.
                 let Some(waiter) = self.auth_waiters.pop_front() else {
@@ -421,6 +426,15 @@ pub(crate) fn answered_for_now(error: &Error) -> bool {
         error,
         Error::ThrottledOp | Error::OperationTimeout | Error::RequestTimeout
     )
+}
+
+/// Checks that a reply that carries no body (a ping's, or an auth
+/// packet's success) has none.
+fn no_body(body: &[u8], reply: &'static str) -> Result<(), DecodeError> {
+    match body.len() {
+        0 => Ok(()),
+        extra => Err(DecodeError::TrailingBytes(extra).in_field(reply)),
+    }
 }
 
 /// Decodes a successful reply's body. A transaction's reply may hold no

@@ -1429,6 +1429,69 @@ fn a_handshake_refused_with_an_error_header_moves_on_with_that_error() {
     assert_ne!(second, first);
 }
 
+/// `payload` behind its length.
+fn raw_frame(payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap();
+    [&len.to_be_bytes()[..], payload].concat()
+}
+
+#[test]
+fn a_refusal_header_with_bytes_after_it_is_no_refusal() {
+    let now = Instant::now();
+    let mut s = Session::<u32, u32>::new(config(), vec!["127.0.0.1:1".into()], now);
+    s.handle_connected(now);
+    sent(&mut s);
+    let mut refusal = ReplyHeader {
+        xid: 0,
+        zxid: 0,
+        err: ErrorCode::NotReadOnly.code(),
+    }
+    .to_bytes();
+    refusal.push(0);
+    s.handle_bytes(now, &raw_frame(&refusal));
+    let Some(Error::Protocol(error)) = s.poll_disconnect() else {
+        panic!("taken as a refusal");
+    };
+    assert_eq!(error.field(), Some("ConnectResponse.passwd"), "{error}");
+}
+
+#[test]
+fn a_ping_or_auth_reply_with_a_body_drops_the_connection() {
+    let now = Instant::now();
+    let with_body = |xid| {
+        let mut payload = ReplyHeader {
+            xid,
+            zxid: 5,
+            err: 0,
+        }
+        .to_bytes();
+        payload.extend([0xde, 0xad]);
+        raw_frame(&payload)
+    };
+    let mut s = connected(now);
+    s.handle_bytes(now, &with_body(PING_XID));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(
+            DecodeError::TrailingBytes(2).in_field("ping reply")
+        ))
+    );
+    let mut s = connected(now);
+    s.add_auth(now, digest_auth(), 1).unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &with_body(AUTH_XID));
+    assert_eq!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(
+            DecodeError::TrailingBytes(2).in_field("auth reply")
+        ))
+    );
+    // Its caller is answered as any whose auth was in flight on a lost
+    // connection.
+    s.handle_disconnected(now);
+    assert_eq!(replies(&mut s), [(1, Err(Error::ConnectionLoss))]);
+}
+
 #[test]
 fn watches_are_reregistered_in_records_that_fit_max_request() {
     // A client whose servers take requests of 4 KiB at most (jute.maxbuffer
