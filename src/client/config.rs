@@ -267,9 +267,11 @@ impl Config {
     }
 
     /// How many events a persistent watch's receiver may hold unread
-    /// (default 65 536; a count of events, whatever their paths' lengths).
-    /// The client never waits for a slow reader, and holds no more than
-    /// this: at the next node change, the watch ends as if its receiver had
+    /// (default 65 536). Their paths may take 64 MiB at most, too, counted
+    /// as the events held times the longest path sent to the receiver, so
+    /// that long paths cannot make the events gigabytes. The client never
+    /// waits for a slow reader, and holds no more than this: at the next
+    /// node change, the watch ends as if its receiver had
     /// been dropped (it is removed from the server, unless a live watch of
     /// the session shares the server's watch on its path, and a warning is
     /// logged), the receiver yields the events it holds and then reports

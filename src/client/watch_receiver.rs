@@ -1,7 +1,7 @@
 //! The receiving end of a user's watch.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -116,6 +116,12 @@ impl Deref for WatchReceiver {
     }
 }
 
+/// How many bytes of paths a persistent watch's receiver may hold unread,
+/// counted as the events it holds times the longest path it was sent: the
+/// events' count alone would let a server's long paths (up to a frame
+/// each) make `watch_buffer` events gigabytes.
+pub(crate) const WATCH_BUFFER_PATH_BYTES: usize = 64 << 20;
+
 /// The sending end of a [`WatchReceiver`].
 #[derive(Clone, Debug)]
 pub(crate) struct WatchSender {
@@ -127,6 +133,9 @@ pub(crate) struct WatchSender {
     capacity: Option<usize>,
     /// Shared with the receiver: set when the watch ended at `capacity`.
     overflowed: Arc<AtomicBool>,
+    /// The longest path sent to the receiver so far: with the count of
+    /// events it holds, a bound on their paths' bytes.
+    longest_path: Arc<AtomicUsize>,
     /// Set once the session's end is sent, under its lock: two threads may
     /// deliver (the I/O thread, a caller closing the session), and an
     /// event the I/O thread took in before the end must not follow it.
@@ -165,14 +174,20 @@ impl WatchSender {
         if *ended {
             return;
         }
-        let full = self.capacity.is_some_and(|most| self.events.len() >= most);
+        let held = self.events.len();
+        let longest = self
+            .longest_path
+            .fetch_max(event.path.len(), Ordering::SeqCst)
+            .max(event.path.len());
+        let full = self.capacity.is_some_and(|most| {
+            held >= most || held.saturating_mul(longest) >= WATCH_BUFFER_PATH_BYTES
+        });
         if full && event.event_type.is_node_change() {
             self.overflowed.store(true, Ordering::SeqCst);
             log::warn!(
-                "a persistent watch ended at an event on {}: its receiver held {} events \
-                 unread (see Config::watch_buffer)",
+                "a persistent watch ended at an event on {}: its receiver held {held} events \
+                 unread, of paths up to {longest} bytes long (see Config::watch_buffer)",
                 event.path,
-                self.events.len()
             );
             return;
         }
@@ -201,6 +216,7 @@ pub(crate) fn watch_channel(
         receiver: Arc::downgrade(&alive),
         capacity,
         overflowed: overflowed.clone(),
+        longest_path: Arc::default(),
         ended: Arc::default(),
     };
     (
@@ -401,6 +417,23 @@ mod tests {
         drop((sender, other));
         let got: Vec<WatchedEvent> = receiver.iter().collect();
         assert_eq!(got, [node_event("/a"), end]);
+    }
+
+    /// Long paths fill a receiver before its count does: held events times
+    /// the longest path sent may not pass the byte bound.
+    #[test]
+    fn long_paths_fill_a_receiver_before_its_count_does() {
+        let (sender, receiver) = watch_channel(Weak::new(), Some(1000));
+        let long = format!("/{}", "x".repeat(WATCH_BUFFER_PATH_BYTES / 2));
+        sender.send(&node_event(&long));
+        // One held, of half the bound: room for one more, however short.
+        sender.send(&node_event("/b"));
+        assert!(!receiver.overflowed());
+        sender.send(&node_event("/c"));
+        assert!(receiver.overflowed() && sender.is_abandoned_persistent());
+        drop(sender);
+        let got: Vec<String> = receiver.iter().map(|e| e.path).collect();
+        assert_eq!(got, [long, "/b".to_owned()]);
     }
 
     /// A receiver holding its capacity unread is sent no more node
