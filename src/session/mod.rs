@@ -685,7 +685,11 @@ impl<T, W: Clone> Session<T, W> {
         // The room a large reply took (a batch's may be many times
         // `max_frame`) is not kept for the client's life; while one is
         // still arriving, the room it needs is.
-        if inbox.len() <= KEPT_BUFFER {
+        let arriving = inbox
+            .get(..4)
+            .and_then(|prefix| <[u8; 4]>::try_from(prefix).ok())
+            .map_or(0, |prefix| u32::from_be_bytes(prefix) as usize);
+        if arriving <= KEPT_BUFFER {
             inbox.shrink_to(KEPT_BUFFER);
         }
         self.inbox = inbox;
@@ -698,6 +702,7 @@ impl<T, W: Clone> Session<T, W> {
         let was = std::mem::replace(&mut self.conn, Conn::None);
         self.disconnect = None;
         self.inbox.clear();
+        self.inbox.shrink_to(KEPT_BUFFER);
         self.outbox.clear();
         self.close_batch();
         // Still background deletes: the reconnect sends them.

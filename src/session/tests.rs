@@ -186,26 +186,37 @@ fn the_room_a_large_reply_took_is_given_back_once_it_is_read() {
         ..config()
     };
     let mut s = connected_with(config, now);
-    s.submit(now, OpCode::GetData, &get_data("/app/big"), 1, None)
-        .unwrap();
+    for token in [1, 2] {
+        s.submit(now, OpCode::GetData, &get_data("/app/big"), token, None)
+            .unwrap();
+    }
     sent(&mut s);
     let big = GetDataResponse {
         data: Some(vec![7; 6 << 20]),
         stat: Stat::default(),
     };
-    let bytes = reply(1, 10, 0, &big);
-    // In pieces, as a socket gives it: the room is kept while it arrives.
-    let (head, tail) = bytes.split_at(bytes.len() - 1000);
-    s.handle_bytes(now, head);
-    assert!(s.inbox.capacity() >= head.len());
-    s.handle_bytes(now, tail);
-    assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(big)))]);
+    let first = reply(1, 10, 0, &big);
+    let second = reply(2, 11, 0, &big);
+    // The first, and the start of the second in the same read: the room
+    // the second needs is kept while it arrives.
+    s.handle_bytes(now, &[&first[..], &second[..1000]].concat());
+    assert_eq!(replies(&mut s), [(1, Ok(Response::GetData(big.clone())))]);
+    assert!(s.inbox.capacity() >= 6 << 20, "{}", s.inbox.capacity());
+    s.handle_bytes(now, &second[1000..]);
+    assert_eq!(replies(&mut s), [(2, Ok(Response::GetData(big)))]);
     assert!(s.inbox.is_empty());
     assert!(
         s.inbox.capacity() <= KEPT_BUFFER,
         "{} bytes kept",
         s.inbox.capacity()
     );
+    // A large reply cut off by a disconnect leaves no room behind either.
+    s.submit(now, OpCode::GetData, &get_data("/app/big"), 3, None)
+        .unwrap();
+    sent(&mut s);
+    s.handle_bytes(now, &first[..first.len() - 1]);
+    s.handle_disconnected(now);
+    assert!(s.inbox.capacity() <= KEPT_BUFFER, "{}", s.inbox.capacity());
 }
 
 #[test]
