@@ -12,6 +12,7 @@
 //! | 2 | bad usage, one line on stderr |
 //! | 75 | `exec`: COMMAND did not run: the lock was not acquired (`--no-wait`, `--wait` ran out, or SIGTERM/SIGHUP/SIGQUIT while connecting, waiting or starting COMMAND), or it was no longer held when COMMAND was to start |
 //! | 76 | `exec`: the lock was lost while COMMAND ran; COMMAND's process group got SIGTERM, then SIGKILL if any of it was left, before the session could expire |
+//! | killed by SIGABRT | `exec`: a bug in zklock (a panic on its main thread) while COMMAND ran: zklock died at once, as if killed with SIGKILL, rather than release the lock |
 //!
 //! COMMAND's own status can be any number, 1, 2, 75 and 76 included.
 
@@ -106,7 +107,9 @@ exit status:
              --wait ran out, or SIGTERM, SIGHUP or SIGQUIT while connecting,
              waiting or starting COMMAND), or it was no longer held when
              COMMAND was to start
-  76         exec: the lock was lost while COMMAND ran; COMMAND was terminated";
+  76         exec: the lock was lost while COMMAND ran; COMMAND was terminated
+  SIGABRT    exec: a bug in zklock (a panic) while COMMAND ran: zklock died at
+             once, as if killed with SIGKILL, rather than release the lock";
 
 /// The environment variable with the digest credentials (`USER:PASSWORD`).
 pub const DIGEST_VAR: &str = "ZK_DIGEST";
@@ -244,7 +247,7 @@ impl From<zklock::Error> for Outcome {
 const STDERR_FLUSH: Duration = Duration::from_secs(2);
 
 fn main() -> ExitCode {
-    die_at_once_on_panic();
+    die_at_once_on_panic_under_the_lock();
     // Started before anything can need it: a writer thread that could not
     // be started later (the command's threads having used up the user's
     // process limit) would leave lines to block the thread saying them.
@@ -274,18 +277,33 @@ fn main() -> ExitCode {
     code
 }
 
-/// A panic (a bug) aborts the process, with its message, instead of
-/// unwinding: unwinding would drop the lock's guard, releasing the lock
-/// while the command may still run, then wait to close the session. Dying
-/// at once acts as a SIGKILL of zklock: the parent-death signal and the
-/// watchdog kill the command's group, and the node goes with the session.
-fn die_at_once_on_panic() {
+/// A panic (a bug) on the main thread while the command runs aborts the
+/// process: unwinding would drop the lock's guard, releasing the lock while
+/// the command still runs, then wait to close the session. Dying at once
+/// acts as a SIGKILL of zklock: the parent-death signal and the watchdog
+/// kill the command's group, and the node goes with the session. Other
+/// panics unwind as they did: another thread's is contained where it is
+/// caught (the client's I/O thread's ends the session, and the command is
+/// stopped as for any loss of the lock), and with no command running a
+/// release harms no one.
+fn die_at_once_on_panic_under_the_lock() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        report(info);
+        let main = std::thread::current().name() == Some("main");
+        if !(main && supervise::command_runs()) {
+            return report(info);
+        }
+        // Through the writer thread, for a moment at most: a stderr nobody
+        // reads must not keep zklock from dying.
+        let what = info.to_string().replace('\n', " ");
+        say!("zklock: bug: {what}; dying at once, the lock not released");
+        stderr::flush(PANIC_FLUSH);
         std::process::abort();
     }));
 }
+
+/// How long a panic's line may take to reach stderr before zklock dies.
+const PANIC_FLUSH: Duration = Duration::from_millis(500);
 
 /// The arguments after the program's name. `std::env::args` would panic
 /// on one that is not UTF-8; this makes it a usage error.

@@ -21,6 +21,7 @@ use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -185,6 +186,7 @@ pub fn run<'a>(
         return Outcome::Error(format!("{program:?} got an unexpected pid {}", child.id())).into();
     };
     group.started(pid);
+    let _runs = CommandRuns::start();
     // While zklock, continued, confirms the lock, the group stays stopped:
     // the confirmation, and the stop count it was asked at. One asked
     // before a later stop is stale, and does not continue the group.
@@ -534,6 +536,31 @@ fn exit_code(status: ExitStatus) -> u8 {
         (Some(code), _) => u8::try_from(code).unwrap_or(1),
         (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
         (None, None) => 1,
+    }
+}
+
+/// Set while a command runs under the lock (see [`command_runs`]).
+static COMMAND_RUNS: AtomicBool = AtomicBool::new(false);
+
+/// Whether a command runs under the lock: from its start until `run`
+/// returns, having reaped it or given up on it.
+pub fn command_runs() -> bool {
+    COMMAND_RUNS.load(Ordering::SeqCst)
+}
+
+/// Marks a command running for as long as it lives.
+struct CommandRuns;
+
+impl CommandRuns {
+    fn start() -> CommandRuns {
+        COMMAND_RUNS.store(true, Ordering::SeqCst);
+        CommandRuns
+    }
+}
+
+impl Drop for CommandRuns {
+    fn drop(&mut self) {
+        COMMAND_RUNS.store(false, Ordering::SeqCst);
     }
 }
 
