@@ -44,6 +44,10 @@ pub enum DecodeError {
         max: usize,
     },
     /// Bytes left over after a record that should have filled its frame.
+    /// Decoding reports it within the record's name (`GetDataResponse:
+    /// 1 unexpected trailing byte(s) after the record`), as an
+    /// [`InField`](DecodeError::InField): match on
+    /// [`reason`](DecodeError::reason).
     #[error("{0} unexpected trailing byte(s) after the record")]
     TrailingBytes(usize),
     /// A value outside an enumeration (opcode, error code, event type, ...).
@@ -59,7 +63,8 @@ pub enum DecodeError {
     Malformed(&'static str),
     /// The field a decoding failure happened in, so that a broken reply
     /// says where it broke: `field` is the innermost record field
-    /// (`Stat.mzxid`), `within` the outermost one holding it
+    /// (`Stat.mzxid`), or the record bytes were left after, `within` the
+    /// outermost one holding it
     /// (`GetDataResponse.stat`), if it is nested.
     #[error("{field}{}: {error}", Within(*.within))]
     InField {
@@ -103,7 +108,8 @@ impl DecodeError {
     }
 
     /// The innermost record field the failure happened in, as
-    /// `Record.field`, if it happened in one.
+    /// `Record.field`, if it happened in one; for bytes left over, the
+    /// record they were left after (`GetDataResponse`, `ping reply`).
     pub fn field(&self) -> Option<&'static str> {
         match self {
             DecodeError::InField { field, .. } => Some(field),
