@@ -1189,6 +1189,59 @@ fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
     d.expect_back();
 }
 
+/// A close while the I/O thread is blocked writing to a server that stopped
+/// reading ends at the close's deadline: the write gives way at the
+/// session's longest blind wait, the connect timeout, as a read does, and
+/// the timers then see the close. Before, the write kept to the read
+/// timeout, 20 s for the 30 s session granted here, and `close()` waited
+/// for it.
+#[test]
+fn a_close_is_not_held_up_by_the_io_threads_blocked_write() {
+    const CALLS: usize = 12;
+    let connect_timeout = Duration::from_secs(2);
+    let d = detour("unread-close", |b| b.connect_timeout(connect_timeout));
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let waiting = d.client.clone();
+    // Answered once the calls below wait for it, so that the I/O thread,
+    // handling the answer, writes them all (see the test above).
+    let h = d.via(move |peer| {
+        let request = peer.read_connect()?;
+        let started = Instant::now();
+        while waiting.queued_request_count() < CALLS && started.elapsed() < BOUND {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        peer.accept(&request, 30_000)?;
+        let _ = release_rx.recv_timeout(2 * BOUND);
+        Ok(After::Close)
+    });
+    let calls: Vec<_> = (0..CALLS)
+        .map(|_| {
+            let (client, node) = (d.client.clone(), d.node.clone());
+            std::thread::spawn(move || client.set_data(&node, &[7u8; 1_000_000], None))
+        })
+        .collect();
+    d.expect_states(&[State::Connected]);
+    let closing = d.client.clone();
+    let (closed, took) = within(2 * BOUND, "close", move || {
+        let started = Instant::now();
+        (closing.close(), started.elapsed())
+    });
+    assert!(
+        took < 2 * connect_timeout + PROMPT,
+        "close took {took:?}: {closed:?}"
+    );
+    assert!(
+        matches!(closed, Err(Error::Timeout { .. })),
+        "{closed:?}: closeSession was never read"
+    );
+    let _ = release_tx.send(());
+    for call in calls {
+        let result = within(BOUND, "set_data", move || call.join().expect("caller"));
+        assert!(result.is_err(), "{result:?}");
+    }
+    drop(h);
+}
+
 /// ZooKeeper's code for an operation the server timed out itself.
 const OPERATION_TIMEOUT: i32 = -7;
 

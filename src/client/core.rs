@@ -559,7 +559,8 @@ impl Shared {
     /// A write into a full send buffer (a server that stopped reading)
     /// blocks whoever makes it, the I/O thread included, and meanwhile no
     /// timer of the session runs there. So a write gives way at the
-    /// session's [`write_deadline`](Session::write_deadline), keeping the
+    /// session's [`write_deadline`](Session::write_deadline), or after its
+    /// [`longest_blind_wait`](Session::longest_blind_wait), keeping the
     /// rest for later: the I/O thread then runs the timers, which drop the
     /// connection with the error of the deadline that passed, or (a reply
     /// having come meanwhile) the rest goes out next.
@@ -600,11 +601,20 @@ impl Shared {
                 return;
             };
             // Without a deadline (the connection is over for the session),
-            // the read timeout still bounds a blocked write.
+            // the read timeout still bounds a blocked write. Nor does a
+            // write block past the session's longest blind wait, as a read
+            // does not: a close begun meanwhile, on another thread, has
+            // nearer deadlines, which only the timers run after the write
+            // would see.
+            let now = Instant::now();
             let deadline = core
                 .session
                 .write_deadline()
-                .unwrap_or_else(|| Instant::now() + core.session.read_timeout());
+                .unwrap_or_else(|| now + core.session.read_timeout());
+            let deadline = core
+                .session
+                .longest_blind_wait()
+                .map_or(deadline, |blind| deadline.min(now + blind));
             let mut write_timeout = core.write_timeout;
             drop(core);
             let written = write_until(&stream, &buf, deadline, &mut write_timeout);
