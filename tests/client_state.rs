@@ -6,7 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    builder, connect, expect_silence, fails_fast, mk, open, proxy, server, states_until, WAIT,
+    builder, connect, expect_silence, fails_fast, mk, open, proxy, server, states_until,
+    wait_until, WAIT,
 };
 use zklock::{CreateMode, Error, EventType, KeeperState, State};
 
@@ -319,8 +320,16 @@ fn dropped_state_change_receivers_are_unregistered() {
 /// client's own included) asks again for ever.
 #[test]
 fn a_panic_on_the_io_thread_fails_calls_instead_of_hanging_them() {
-    let zk = server();
-    let c = connect(&zk.connect_string());
+    // A session longer than the waits below: the server would shut its
+    // connection at its expiry anyway.
+    let zk = zklock::testing::TestServer::builder()
+        .max_session_timeout(60_000)
+        .start()
+        .expect("start a ZooKeeper server");
+    let c = builder()
+        .session_timeout(Duration::from_secs(40))
+        .connect(&zk.connect_string())
+        .expect("connect");
     let other = connect(&zk.connect_string());
     zklock::testing::panic_io_thread_on_creation(&c, "/boom").expect("the hook");
     c.sync("/").expect("the hook's watch is set");
@@ -354,5 +363,13 @@ fn a_panic_on_the_io_thread_fails_calls_instead_of_hanging_them() {
     });
     let listed = rx.recv_timeout(WAIT).expect("lock_queue returned");
     assert_eq!(listed, Err(panicked.clone()));
+    // Its connection is shut, so that nothing still to be written reaches
+    // the server later (before, it stayed open until the client was
+    // dropped, and a close's flush could write requests already failed).
+    let connection = format!("sid=0x{:x}", c.session_id());
+    wait_until("the connection to be shut", WAIT, || {
+        zk.four_letter("cons")
+            .is_ok_and(|cons| !cons.contains(&connection))
+    });
     assert_eq!(c.close(), Err(panicked));
 }

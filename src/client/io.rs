@@ -81,6 +81,14 @@ impl Drop for EndsSessionOnPanic {
             core.session.abort(crate::Error::Internal(
                 "the client's I/O thread panicked".into(),
             ));
+            // The connection goes too, with whatever was still to be
+            // written: a request whose caller was just told of the end must
+            // not reach the server by a later flush.
+            if let Some(stream) = core.stream.clone() {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+            core.set_stream(None);
+            core.session.handle_disconnected(Instant::now());
             drain_events(&mut core.session, &mut events);
         }
         // A callback panicking again here would abort the process.
