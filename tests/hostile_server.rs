@@ -1141,27 +1141,45 @@ fn multi_results_unlike_their_ops_are_malformed() {
     }
 }
 
-#[test]
-fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
-    const CALLS: usize = 12;
-    let d = detour("unread", |b| b);
-    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
-    let waiting = d.client.clone();
-    // The handshake is answered once the calls below wait for it, so that
-    // the I/O thread, handling the answer, writes them all: some 12 MB,
-    // far more than the socket buffers take while nothing reads them.
-    let h = d.via(move |peer| {
+/// How many 1 MB writes the tests of a server that stops reading make:
+/// some 12 MB, far more than the socket buffers take while nothing reads
+/// them.
+const UNREAD_CALLS: usize = 12;
+
+/// A fake server that answers the handshake, granting `timeout_ms`, once
+/// `waiting` has [`UNREAD_CALLS`] calls waiting for it, so that the I/O
+/// thread, handling the answer, writes them all; then it reads nothing
+/// until `release` says so, or `hold` has passed.
+fn stops_reading_after_the_handshake(
+    waiting: Client,
+    timeout_ms: i32,
+    release: crossbeam_channel::Receiver<()>,
+    hold: Duration,
+) -> impl Fn(&mut Peer) -> io::Result<After> + Send + Sync + 'static {
+    move |peer| {
         let request = peer.read_connect()?;
         let started = Instant::now();
-        while waiting.queued_request_count() < CALLS && started.elapsed() < BOUND {
+        while waiting.queued_request_count() < UNREAD_CALLS && started.elapsed() < BOUND {
             std::thread::sleep(Duration::from_millis(10));
         }
-        // 3 s: a read timeout of 2 s.
-        peer.accept(&request, 3000)?;
-        let _ = release_rx.recv_timeout(BOUND);
+        peer.accept(&request, timeout_ms)?;
+        let _ = release.recv_timeout(hold);
         Ok(After::Close)
-    });
-    let calls: Vec<_> = (0..CALLS)
+    }
+}
+
+#[test]
+fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
+    let d = detour("unread", |b| b);
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+    // 3 s: a read timeout of 2 s.
+    let h = d.via(stops_reading_after_the_handshake(
+        d.client.clone(),
+        3000,
+        release_rx,
+        BOUND,
+    ));
+    let calls: Vec<_> = (0..UNREAD_CALLS)
         .map(|_| {
             let (client, node) = (d.client.clone(), d.node.clone());
             std::thread::spawn(move || {
@@ -1197,24 +1215,16 @@ fn a_server_that_stops_reading_cannot_stall_the_io_thread() {
 /// for it.
 #[test]
 fn a_close_is_not_held_up_by_the_io_threads_blocked_write() {
-    const CALLS: usize = 12;
     let connect_timeout = Duration::from_secs(2);
     let d = detour("unread-close", |b| b.connect_timeout(connect_timeout));
     let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
-    let waiting = d.client.clone();
-    // Answered once the calls below wait for it, so that the I/O thread,
-    // handling the answer, writes them all (see the test above).
-    let h = d.via(move |peer| {
-        let request = peer.read_connect()?;
-        let started = Instant::now();
-        while waiting.queued_request_count() < CALLS && started.elapsed() < BOUND {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        peer.accept(&request, 30_000)?;
-        let _ = release_rx.recv_timeout(2 * BOUND);
-        Ok(After::Close)
-    });
-    let calls: Vec<_> = (0..CALLS)
+    let h = d.via(stops_reading_after_the_handshake(
+        d.client.clone(),
+        30_000,
+        release_rx,
+        2 * BOUND,
+    ));
+    let calls: Vec<_> = (0..UNREAD_CALLS)
         .map(|_| {
             let (client, node) = (d.client.clone(), d.node.clone());
             std::thread::spawn(move || client.set_data(&node, &[7u8; 1_000_000], None))
