@@ -336,7 +336,7 @@ impl<T, W: Clone> Session<T, W> {
 
     /// After a removeWatches succeeded: removes the local watchers it took
     /// and tells each.
-    fn remove_local_watchers(&mut self, path: String, watcher_type: WatcherType) {
+    pub(super) fn remove_local_watchers(&mut self, path: String, watcher_type: WatcherType) {
         let kinds: &[WatchKind] = match watcher_type {
             WatcherType::Children => &[WatchKind::Child],
             WatcherType::Data => &[WatchKind::Data, WatchKind::Exist],

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use crate::error::Error;
-use crate::proto::{OpCode, Response, SetWatches, SetWatches2};
+use crate::proto::{OpCode, Response, SetWatches, SetWatches2, WatcherType};
 
 use super::release::throttled_back_off;
 use super::{Purpose, Queued, Session, WatchKind, WatchRegistry};
@@ -58,8 +58,40 @@ impl<T, W: Clone> Session<T, W> {
     ) {
         match result {
             Ok(_) => {
-                self.rewatch_refusals = 0;
                 self.record_confirmed();
+                // Only a whole re-registration set counts: one record taken
+                // while another is refused is no end to the refusals.
+                if self.rewatch.is_none() {
+                    self.rewatch_refusals = 0;
+                }
+            }
+            // A server that does not know setWatches2 (3.5) refuses it, and
+            // closes the connection: the persistent and recursive watches
+            // can be set on no such server, and asked again on every
+            // connection, they would be refused on every one, for ever.
+            // They end, each told as a removal; the one-shot watches go on,
+            // set again by the next handshake in a plain setWatches.
+            Err(Error::Unimplemented) if is_v2(&record) => {
+                let ended =
+                    record.persistent_watches.len() + record.persistent_recursive_watches.len();
+                log::warn!(
+                    "the server does not take persistent watches (setWatches2 refused): \
+                     {ended} persistent watch(es) ended"
+                );
+                let one_shot = !(record.data_watches.is_empty()
+                    && record.exist_watches.is_empty()
+                    && record.child_watches.is_empty());
+                for path in record.persistent_watches {
+                    self.remove_local_watchers(path, WatcherType::Persistent);
+                }
+                for path in record.persistent_recursive_watches {
+                    self.remove_local_watchers(path, WatcherType::PersistentRecursive);
+                }
+                if one_shot {
+                    self.request_disconnect(Error::Unimplemented);
+                } else {
+                    self.record_confirmed();
+                }
             }
             // Not after closeSession, which the server answers last.
             Err(Error::ThrottledOp) if self.background_can_go() => {
@@ -252,8 +284,14 @@ fn list(record: &mut SetWatches2, kind: WatchKind) -> &mut Vec<String> {
     }
 }
 
+/// Whether `record` needs `setWatches2`: it holds a persistent or
+/// recursive watch.
+fn is_v2(record: &SetWatches2) -> bool {
+    !(record.persistent_watches.is_empty() && record.persistent_recursive_watches.is_empty())
+}
+
 fn finish(record: SetWatches2) -> (OpCode, SetWatchesRecord) {
-    if record.persistent_watches.is_empty() && record.persistent_recursive_watches.is_empty() {
+    if !is_v2(&record) {
         let v1 = SetWatches {
             relative_zxid: record.relative_zxid,
             data_watches: record.data_watches,

@@ -596,3 +596,91 @@ fn a_set_watches_refused_otherwise_drops_the_connection_and_goes_again() {
     }
     assert_eq!(s.state(), State::Connected);
 }
+
+/// A server that does not know setWatches2 (3.5, during a downgrade or a
+/// rolling upgrade) refuses a re-registration holding a persistent watch,
+/// and closes the connection. The persistent watch ends, told as a
+/// removal, and the next handshake sets the one-shot watch alone, in a
+/// setWatches the server takes. Before, every handshake sent the same
+/// setWatches2, refused and cut off again, for ever: the three refusals'
+/// cap stopped only the client's own disconnects.
+#[test]
+fn persistent_watches_a_server_cannot_set_end_and_the_one_shot_ones_go_on() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    watch_data(&mut s, start, 1, "/app/w", 20);
+    let request = crate::proto::AddWatchRequest {
+        path: "/app/p".into(),
+        mode: crate::proto::AddWatchMode::Persistent,
+    };
+    let watch = WatchRequest {
+        kind: WatchKind::Persistent,
+        path: "/app/p".into(),
+        watcher: 7,
+    };
+    s.submit(start, OpCode::AddWatch, &request, 2, Some(watch))
+        .unwrap();
+    let xid = header(&sent(&mut s)[0]).xid;
+    s.handle_bytes(
+        start,
+        &reply(xid, 21, 0, &crate::proto::ErrorResponse { err: 0 }),
+    );
+    events(&mut s);
+    for connection in 1..=5 {
+        let frames = reconnect(&mut s, start);
+        assert_eq!(frames.len(), 1, "connection {connection}");
+        if header(&frames[0]).op == OpCode::SetWatches.code() {
+            assert_eq!(set_watches_of(&frames[0]), (21, vec!["/app/w".to_owned()]));
+            assert!(connection > 1);
+            return;
+        }
+        assert_eq!(header(&frames[0]).op, OpCode::SetWatches2.code());
+        let unimplemented = ErrorCode::Unimplemented.code();
+        s.handle_bytes(start, &reply(header(&frames[0]).xid, 0, unimplemented, &()));
+        let ended: Vec<(crate::proto::EventType, String)> = events(&mut s)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Watch { watchers, event } if watchers == [7] => {
+                    Some((event.event_type, event.path))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ended,
+            [(
+                crate::proto::EventType::PersistentWatchRemoved,
+                "/p".to_owned()
+            )]
+        );
+        assert_eq!(s.poll_disconnect(), Some(Error::Unimplemented));
+    }
+    panic!("setWatches2 sent on every connection");
+}
+
+/// The refusals' cap counts re-registrations, not records: one record
+/// taken while another is refused is no end to the refusals. Before, the
+/// record taken reset the count, and a server that took one record and
+/// refused the other was reconnected to for ever.
+#[test]
+fn a_record_taken_beside_one_refused_does_not_reset_the_refusals() {
+    let start = Instant::now();
+    let mut s = connected(start);
+    // Over 128 KiB of paths: two records.
+    let long = "x".repeat(1000);
+    for token in 1..=140 {
+        watch_data(&mut s, start, token, &format!("/app/{long}/{token}"), 20);
+    }
+    let marshalling = ErrorCode::MarshallingError.code();
+    for refusal in 1..=4 {
+        let frames = reconnect(&mut s, start);
+        assert_eq!(frames.len(), 2, "two records, refusal {refusal}");
+        s.handle_bytes(start, &reply(header(&frames[0]).xid, 30, 0, &()));
+        s.handle_bytes(start, &reply(header(&frames[1]).xid, 0, marshalling, &()));
+        if refusal == 4 {
+            assert_eq!(s.poll_disconnect(), None, "refusal {refusal}");
+            return;
+        }
+        assert!(s.poll_disconnect().is_some(), "refusal {refusal}");
+    }
+}
