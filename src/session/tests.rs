@@ -1916,6 +1916,29 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     }
 }
 
+/// Sends an addWatch of a persistent watch on `path` (`token`, told to
+/// `watcher`), and returns its xid.
+pub(super) fn add_persistent_watch(
+    s: &mut TestSession,
+    now: Instant,
+    path: &str,
+    token: u32,
+    watcher: u32,
+) -> i32 {
+    let request = crate::proto::AddWatchRequest {
+        path: path.into(),
+        mode: crate::proto::AddWatchMode::Persistent,
+    };
+    let watch = WatchRequest {
+        kind: WatchKind::Persistent,
+        path: path.into(),
+        watcher,
+    };
+    s.submit(now, OpCode::AddWatch, &request, token, Some(watch))
+        .unwrap();
+    header(&sent(s)[0]).xid
+}
+
 /// An addWatch reply whose body carries an error (a server sends 0 there,
 /// and a failure in the header) fails the call, and its watcher is not
 /// registered: before, the watcher was kept, set again on every reconnect,
@@ -1924,22 +1947,11 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
 fn an_add_watch_refused_in_its_reply_body_registers_no_watcher() {
     let now = Instant::now();
     let mut s = connected(now);
-    let request = crate::proto::AddWatchRequest {
-        path: "/app/w".into(),
-        mode: crate::proto::AddWatchMode::Persistent,
-    };
-    let watch = WatchRequest {
-        kind: WatchKind::Persistent,
-        path: "/app/w".into(),
-        watcher: 7,
-    };
-    s.submit(now, OpCode::AddWatch, &request, 1, Some(watch))
-        .unwrap();
-    let frames = sent(&mut s);
+    let xid = add_persistent_watch(&mut s, now, "/app/w", 1, 7);
     let refused = ErrorResponse {
         err: ErrorCode::NoAuth.code(),
     };
-    s.handle_bytes(now, &reply(header(&frames[0]).xid, 5, 0, &refused));
+    s.handle_bytes(now, &reply(xid, 5, 0, &refused));
     assert_eq!(replies(&mut s), [(1, Err(Error::NoAuth))]);
     assert_eq!(s.watcher_count(), 0);
     assert_eq!(s.poll_disconnect(), None);

@@ -609,18 +609,7 @@ fn persistent_watches_a_server_cannot_set_end_and_the_one_shot_ones_go_on() {
     let start = Instant::now();
     let mut s = connected(start);
     watch_data(&mut s, start, 1, "/app/w", 20);
-    let request = crate::proto::AddWatchRequest {
-        path: "/app/p".into(),
-        mode: crate::proto::AddWatchMode::Persistent,
-    };
-    let watch = WatchRequest {
-        kind: WatchKind::Persistent,
-        path: "/app/p".into(),
-        watcher: 7,
-    };
-    s.submit(start, OpCode::AddWatch, &request, 2, Some(watch))
-        .unwrap();
-    let xid = header(&sent(&mut s)[0]).xid;
+    let xid = super::tests::add_persistent_watch(&mut s, start, "/app/p", 2, 7);
     s.handle_bytes(
         start,
         &reply(xid, 21, 0, &crate::proto::ErrorResponse { err: 0 }),
