@@ -198,12 +198,41 @@ pub(super) fn note_failure(shared: &Shared, host: &str, step: &str) {
     *lock(&shared.last_connect_error) = Some(format!("{host}: {step}"));
 }
 
-/// A TCP connection to `target`'s address, looked up and connected on the
-/// calling thread. A failed connect's error names the address.
-pub(super) fn connect(target: &Target, timeout: Duration) -> io::Result<TcpStream> {
-    let addresses = resolve(target.host())?;
-    let addr = target.pick(&addresses).0.ok_or_else(no_address)?;
-    connect_to(addr, timeout)
+/// A TCP connection to `target`'s address, made within `timeout`, the
+/// name's lookup included. The lookup runs on a thread of its own, so a
+/// resolver that does not answer holds the caller no longer than the
+/// timeout; a lookup still under way then is left in `lookups`, whose next
+/// attempt at the host waits for it rather than start another. A failed
+/// connect's error names the address.
+pub(super) fn connect_within(
+    lookups: &mut Lookups,
+    target: &Target,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let deadline = Instant::now() + timeout;
+    let host = target.host();
+    let found = match lookups.start(host, Instant::now()) {
+        Started::Answered(found) => found,
+        Started::NoThread => resolve(host),
+        Started::UnderWay(lookup) => {
+            match lookup.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok((_, found)) => found,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    lookups.leave(host, lookup);
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, STILL_RESOLVING));
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(io::Error::other(
+                    "the lookup thread ended without an outcome",
+                )),
+            }
+        }
+    };
+    let addr = target.pick(&found?).0.ok_or_else(no_address)?;
+    let left = deadline
+        .checked_duration_since(Instant::now())
+        .filter(|left| !left.is_zero())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no time left to connect"))?;
+    connect_to(addr, left)
 }
 
 fn no_address() -> io::Error {

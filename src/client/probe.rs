@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
-use super::connect::connect;
+use super::connect::{connect_within, Lookups};
 use super::core::Shared;
 use crate::session::{Probe, Target};
 
@@ -48,6 +48,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: Arc<TcpStream>) -> Option<Probe
 }
 
 fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
+    let mut lookups = Lookups::default();
     loop {
         let probe = {
             let mut core = shared.core();
@@ -65,7 +66,7 @@ fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
                 }
             }
             Probe::Ask(target) => {
-                let read_write = match ask_isro(&target) {
+                let read_write = match ask_isro(&mut lookups, &target) {
                     Ok(answer) => answer == *READ_WRITE,
                     Err(e) => {
                         log::debug!("asking {target} whether it is read-write: {e}");
@@ -89,8 +90,9 @@ fn run(shared: &Shared, stream: &Arc<TcpStream>, stopped: &Receiver<()>) {
 }
 
 /// The first two bytes of `target`'s answer to `isro`, or fewer if it
-/// closed first; all within [`PROBE_TIMEOUT`].
-fn ask_isro(target: &Target) -> io::Result<[u8; 2]> {
+/// closed first; all within [`PROBE_TIMEOUT`], the name's lookup included
+/// (a lookup that outlives it is left in `lookups` for the next question).
+fn ask_isro(lookups: &mut Lookups, target: &Target) -> io::Result<[u8; 2]> {
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let left = || {
         deadline
@@ -98,7 +100,7 @@ fn ask_isro(target: &Target) -> io::Result<[u8; 2]> {
             .filter(|d| !d.is_zero())
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no answer in time"))
     };
-    let stream = connect(target, PROBE_TIMEOUT)?;
+    let stream = connect_within(lookups, target, PROBE_TIMEOUT)?;
     stream.set_write_timeout(Some(left()?))?;
     (&stream).write_all(b"isro")?;
     let mut answer = [0u8; 2];
@@ -154,7 +156,10 @@ mod tests {
     #[test]
     fn a_read_write_server_is_told_by_its_answer() {
         let (host, peer) = peer(vec![(Duration::ZERO, b"rw")]);
-        assert_eq!(ask_isro(&at(&host)).unwrap(), *READ_WRITE);
+        assert_eq!(
+            ask_isro(&mut Lookups::default(), &at(&host)).unwrap(),
+            *READ_WRITE
+        );
         assert_eq!(peer.join().unwrap(), b"isro");
     }
 
@@ -163,7 +168,7 @@ mod tests {
         let refusal = b"isro is not executed because it is not in the whitelist.";
         for reply in [&b"ro"[..], &refusal[..], &b"r"[..], &b""[..]] {
             let (host, peer) = peer(vec![(Duration::ZERO, reply)]);
-            let answer = ask_isro(&at(&host)).unwrap();
+            let answer = ask_isro(&mut Lookups::default(), &at(&host)).unwrap();
             assert_ne!(answer, *READ_WRITE, "{reply:?}");
             peer.join().unwrap();
         }
@@ -175,7 +180,7 @@ mod tests {
         let trickling = vec![(PROBE_TIMEOUT / 4, &b"r"[..]), (PROBE_TIMEOUT, &b"w"[..])];
         for replies in [silent, trickling] {
             let (host, peer) = peer(replies);
-            let error = ask_isro(&at(&host)).unwrap_err();
+            let error = ask_isro(&mut Lookups::default(), &at(&host)).unwrap_err();
             assert!(
                 matches!(
                     error.kind(),
@@ -188,10 +193,38 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "testing")]
+    fn a_resolver_that_does_not_answer_holds_a_question_no_longer_than_the_probe_timeout() {
+        let (addr, peer) = peer(vec![(Duration::ZERO, b"rw")]);
+        let name = crate::testing::FakeName::new(
+            "probe-unit.zklock.test:2181",
+            vec![addr.parse().unwrap()],
+        );
+        let target = at(name.host());
+        let held =
+            crate::testing::ReleasedOnDrop(crate::testing::Pause::arm_resolving(name.host()));
+        let mut lookups = Lookups::default();
+        let error = ask_isro(&mut lookups, &target).unwrap_err();
+        assert_eq!(
+            (error.kind(), error.to_string()),
+            (
+                io::ErrorKind::TimedOut,
+                "its name was still being resolved".to_owned()
+            )
+        );
+        assert!(held.0.wait_reached(Duration::ZERO), "the lookup was made");
+        // The next question waits for the lookup left under way, not a new
+        // one (the pause was armed once: a second lookup would not stop).
+        drop(held);
+        assert_eq!(ask_isro(&mut lookups, &target).unwrap(), *READ_WRITE);
+        assert_eq!(peer.join().unwrap(), b"isro");
+    }
+
+    #[test]
     fn a_closed_port_is_an_error() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let host = listener.local_addr().unwrap().to_string();
         drop(listener);
-        assert!(ask_isro(&at(&host)).is_err());
+        assert!(ask_isro(&mut Lookups::default(), &at(&host)).is_err());
     }
 }
