@@ -766,6 +766,57 @@ fn a_killed_exec_takes_its_command_with_it() {
     wait_until("the command to die with it", WAIT, || !is_running(pid));
 }
 
+/// A panic on zklock's main thread while its command runs (a bug) kills
+/// zklock at once, as a SIGKILL would: the command goes with it, and the
+/// lock is not released while the command may still run, its node staying
+/// until the session expires. Unwinding would have released it first. A
+/// debug build's fault point makes the panic (the variable set, the signal
+/// it names is not passed on but panicked at).
+#[test]
+fn a_panic_while_the_command_runs_dies_at_once_without_releasing() {
+    const PATH: &str = "/cli/panic";
+    const SIGABRT: i32 = 6;
+    if !cfg!(debug_assertions) {
+        eprintln!("skipped: the fault point is in debug builds only");
+        return;
+    }
+    let dir = TempDir::new("panic");
+    let pid_file = dir.join("pid");
+    let script = format!(
+        "echo $$ > '{0}.new' && mv '{0}.new' '{0}' && exec sleep 60",
+        pid_file.display()
+    );
+    let mut command = exec(&["--session-timeout", "4000"], PATH, &script);
+    command.env("ZKLOCK_DEBUG_PANIC_ON_SIGNAL", "SIGHUP");
+    let run = Run::spawn(&mut command);
+    let pid: u32 = wait_for_file(&pid_file).trim().parse().expect("a pid");
+    let _cleanup = KillOnDrop(pid);
+    let client = client();
+    let held = children(&client, PATH);
+    assert_eq!(held.len(), 1, "{held:?}");
+    run.signal("HUP");
+    let out = run.finish(WAIT);
+    assert_eq!(out.status.signal(), Some(SIGABRT), "{}", out.stderr);
+    let line = one_line(&out);
+    let said = line
+        .strip_prefix("zklock: bug: panicked at src/bin/zklock/supervise.rs:")
+        .and_then(|rest| rest.split_once(": "))
+        .map(|(_, said)| said);
+    assert_eq!(
+        said,
+        Some(
+            "ZKLOCK_DEBUG_PANIC_ON_SIGNAL asked for a panic on SIGHUP; \
+             dying at once, the lock not released"
+        ),
+        "{line}"
+    );
+    assert_eq!(children(&client, PATH), held, "released");
+    wait_until("the command to die with zklock", WAIT, || !is_running(pid));
+    wait_until("the node to go with the session", WAIT, || {
+        children(&client, PATH).is_empty()
+    });
+}
+
 /// The command's descendants go too: a watchdog outside its process group
 /// kills what is left of the group when zklock dies without a word. (The
 /// parent-death signal reaches the command alone: a descendant ran on

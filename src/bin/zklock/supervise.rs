@@ -278,7 +278,10 @@ pub fn run<'a>(
                 Ok(_) | Err(_) => return lost_lock(&mut child, grace_ends, false),
             },
             recv(signals) -> signal => match signal {
-                Ok(signal) => group.signal_or_say(signal),
+                Ok(signal) => {
+                    panic_if_asked(signal);
+                    group.signal_or_say(signal);
+                }
                 Err(_) => signals = never(),
             },
             recv(resumed) -> resumed_now => match resumed_now {
@@ -538,6 +541,23 @@ fn exit_code(status: ExitStatus) -> u8 {
         (None, None) => 1,
     }
 }
+
+/// The environment variable that makes a debug build panic, on the main
+/// thread, instead of passing on the signal it names while a command
+/// runs: how the tests reach the panic hook of `main`, which no release
+/// build has a way to.
+#[cfg(debug_assertions)]
+const PANIC_ON_SIGNAL: &str = "ZKLOCK_DEBUG_PANIC_ON_SIGNAL";
+
+#[cfg(debug_assertions)]
+fn panic_if_asked(signal: Signal) {
+    if std::env::var_os(PANIC_ON_SIGNAL).is_some_and(|asked| asked == signal.as_str()) {
+        panic!("{PANIC_ON_SIGNAL} asked for a panic on {signal}");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn panic_if_asked(_: Signal) {}
 
 /// Set while a command runs under the lock (see [`command_runs`]).
 static COMMAND_RUNS: AtomicBool = AtomicBool::new(false);
