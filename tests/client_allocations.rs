@@ -2,7 +2,8 @@
 //! bound on how many allocations a `get_data`, a `set_data` and a
 //! lock/unlock cycle make, counted by an instrumented global allocator
 //! over many calls (every thread of this process counts: the caller's, the
-//! I/O thread's and the release timer's). Counts, not timings.
+//! I/O thread's and the release timer's), and the bytes a client keeps
+//! after a large request and reply. Counts, not timings.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use common::{builder, connect, mk, server};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+use zklock::testing::TestServer;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -81,4 +83,35 @@ fn a_lock_cycle_allocates_at_most_32_times() {
     let per_cycle = allocations_per_call(|| drop(lock.lock().expect("lock")));
     // 56 before the allocation cuts of 2026-11-22, 32 after them.
     assert!(per_cycle <= 32.2, "{per_cycle} allocations per lock cycle");
+}
+
+#[test]
+fn the_room_a_large_request_and_its_reply_took_is_given_back() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const LARGE: usize = 4 << 20;
+    let zk = TestServer::builder()
+        .system_property("jute.maxbuffer", (2 * LARGE).to_string())
+        .start()
+        .expect("start a server with a larger jute.maxbuffer");
+    let client = builder()
+        .max_request(2 * LARGE)
+        .max_frame(2 * LARGE)
+        .connect(&zk.connect_string())
+        .expect("connect");
+    mk(&client, "/large", &[1]);
+    let data = vec![7; LARGE];
+    let region = Region::new(GLOBAL);
+    client.set_data("/large", &data, None).expect("set_data");
+    let (read, _) = client.get_data("/large").expect("get_data");
+    assert_eq!(read, data);
+    drop(read);
+    let change = region.change();
+    // The write and read buffers the client keeps for its life, shrunk to
+    // 1 MiB each once a large frame is through (before, the write side
+    // kept over 8 MiB), and room for the small allocations of the calls
+    // and pings.
+    let kept = change
+        .bytes_allocated
+        .saturating_sub(change.bytes_deallocated);
+    assert!(kept <= (2 << 20) + (64 << 10), "{kept} bytes kept");
 }
