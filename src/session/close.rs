@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::hosts::share_among;
+use super::receive::answered_for_now;
 use super::{Conn, Deadline, Error, Purpose, Response, Result, Session, State};
 use crate::proto::OpCode;
 
@@ -92,6 +93,12 @@ impl<T, W: Clone> Session<T, W> {
             // A session another connection has taken over lives on there:
             // the next handshake takes it back, and closes it.
             Err(e @ (Error::NotReadOnly | Error::SessionMoved)) => self.request_disconnect(e),
+            // Throttled, or timed out by the server itself (ClickHouse
+            // Keeper's RequestTimeout): not closed, and asking again may
+            // close it, through the next handshake, while the close's
+            // time lasts. Ending here would leave the session's nodes, its
+            // locks, for a whole session timeout.
+            Err(e) if answered_for_now(&e) => self.request_disconnect(e),
             Err(e) => self.end_close(Err(e)),
         }
     }

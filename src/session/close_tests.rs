@@ -281,6 +281,24 @@ fn a_moved_session_is_closed_through_the_next_connection() {
     assert_eq!(s.close_outcome(), Some(Ok(())));
 }
 
+/// A server that throttles closeSession, or times it out itself, has not
+/// closed the session: the close goes on through the next handshake.
+#[test]
+fn a_close_session_answered_for_now_is_asked_again_through_the_next_connection() {
+    for (code, error) in [
+        (ErrorCode::ThrottledOp, Error::ThrottledOp),
+        (ErrorCode::OperationTimeout, Error::OperationTimeout),
+        (ErrorCode::RequestTimeout, Error::RequestTimeout),
+    ] {
+        let now = Instant::now();
+        let mut s = two_hosts(config(), now);
+        let (request, at) = close_refused(&mut s, now, code, error);
+        assert_eq!(request.session_id, 0x1234, "{code:?}");
+        resume_and_close(&mut s, at);
+        assert_eq!(s.close_outcome(), Some(Ok(())), "{code:?}");
+    }
+}
+
 /// A session with two hosts, connected to the first as 0x1234.
 fn two_hosts(config: SessionConfig, now: Instant) -> TestSession {
     let hosts = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
