@@ -272,6 +272,74 @@ fn a_waiter_disconnected_during_the_release_still_acquires() {
     assert!(children(&holder, DIR).is_empty());
 }
 
+/// A waiter keeps retrying through connection losses until two session
+/// timeouts pass without progress, counted from its latest progress: its
+/// predecessor's release note is progress. Here the waiter's first watch
+/// is lost with a cut, it then waits well past two session timeouts, a
+/// blip makes it list again on the note (its watches having been set
+/// again), and that listing is lost with a cut too: it is asked again, and
+/// the waiter acquires. Before, the budget dated from the first loss, and
+/// `lock()` failed with `ConnectionLoss` just as the waiter became the
+/// lowest, its node deleted.
+#[test]
+fn a_release_note_renews_a_waiters_retry_budget() {
+    const DIR: &str = "/budget/lock";
+    const GET_DATA: i32 = 4;
+    const GET_CHILDREN: [i32; 2] = [8, 12];
+    let server = server();
+    let proxy = proxy(&server);
+    let first = connect(&server.connect_string());
+    let first_mutex = Mutex::new(&first, DIR).unwrap();
+    let first_guard = first_mutex.lock().unwrap();
+    // The waiter's predecessor: it waits, so it announces its release.
+    let second = Contender::mutex(&first, DIR, "second");
+    wait_children(&first, DIR, 2);
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(2000));
+    let session = waiter.session_id();
+    let budget = waiter.negotiated_timeout().unwrap() * 2;
+    let accepted = proxy.connections_accepted();
+    proxy.cut_after_request(|opcode| opcode == GET_DATA);
+    let (acquired, waiter_thread) = {
+        let waiter = waiter.clone();
+        spawn("waiter", move || {
+            let mutex = Mutex::new(&waiter, DIR).unwrap();
+            let guard = mutex.lock()?;
+            let token = guard.fencing_token();
+            guard.unlock()?;
+            Ok::<_, Error>(token)
+        })
+    };
+    wait_until("the predecessor's watch to be cut", WAIT, || {
+        !proxy.is_cut_armed()
+    });
+    let first_loss = std::time::Instant::now();
+    wait_until("the waiter to reconnect", WAIT, || {
+        proxy.connections_accepted() > accepted && waiter.state().is_connected()
+    });
+    wait_watching_under(&server, DIR, session);
+    drop(first_guard);
+    second.wait_held();
+    // A blip: the waiter's watches are set again on the reconnect, so the
+    // note, when it comes, is checked by a listing.
+    proxy.cut();
+    wait_until("the waiter to reconnect after the blip", WAIT, || {
+        proxy.connections_accepted() > accepted + 1 && waiter.state().is_connected()
+    });
+    // Well past the budget from the first loss (a condition of the scene,
+    // not a wait for something to happen).
+    std::thread::sleep(
+        (first_loss + budget + QUIET).saturating_duration_since(std::time::Instant::now()),
+    );
+    proxy.cut_after_request(|opcode| GET_CHILDREN.contains(&opcode));
+    second.release();
+    let token = recv(&acquired, WAIT, "the waiter's attempt to end");
+    waiter_thread.join().unwrap();
+    assert!(token.is_ok(), "{token:?}");
+    assert!(!proxy.is_cut_armed(), "the listing was not cut");
+    assert_eq!(waiter.session_id(), session);
+    assert!(children(&first, DIR).is_empty());
+}
+
 /// A waiter cut off while an operator deletes its node and the holder
 /// releases: on the reconnect the server tells both deletions, in the
 /// order the re-registration listed the watches. Told of its

@@ -750,8 +750,11 @@ impl Attempt<'_> {
                         return Ok(None);
                     }
                 }
-                Some(Woken::Event(_)) => retry_budget.reset(),
-                Some(Woken::Released | Woken::PredecessorGone) => {}
+                // The queue moved, or the server told of a change: progress,
+                // from which the budget counts again.
+                Some(Woken::Event(_) | Woken::Released | Woken::PredecessorGone) => {
+                    retry_budget.reset()
+                }
             }
         }
     }

@@ -82,7 +82,8 @@ impl Mutex {
     /// server...). Lost connections and throttled creates are retried: the
     /// create (with, on a path's first use, its directory's) up to 10
     /// times, the wait's other requests until two session
-    /// timeouts pass without progress, and then their last error ends it.
+    /// timeouts pass without progress (a listing or watch event, or the
+    /// predecessor's release), and then their last error ends it.
     pub fn lock(&self) -> Result<MutexGuard<'_>> {
         self.acquire(Patience::FOREVER)?
             .ok_or_else(crate::error::ended_without_deadline)
