@@ -142,9 +142,12 @@ impl Config {
     /// The largest frame accepted from a server (default 1,114,111 bytes:
     /// the default `jute.maxbuffer`, 1,048,575, plus 64 KiB for the header
     /// and Stat around a maximal payload). A reply over it drops the
-    /// connection and fails its call with `Protocol(FrameTooLarge)` (a
-    /// batch of reads, whose limit is this for each read, fails with
-    /// `ConnectionLoss` instead, each read then asked again).
+    /// connection and fails its call with `Protocol(FrameTooLarge)`. A
+    /// read that shared a request with others fails the same way if its
+    /// reply alone would have been over it; a reply to such a request over
+    /// this for each read is not read, and its reads fail with
+    /// `ConnectionLoss`, the next connection sending reads one by one, so
+    /// that each read asked again gets its own outcome.
     pub fn max_frame(&self) -> usize {
         self.max_frame
     }

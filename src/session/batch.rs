@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use super::{malformed, Conn, Error, Event, Pending, Purpose, Result, Session};
 use crate::proto::{
-    write_request, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, OpCode, OpResult,
-    Response,
+    write_request, DecodeError, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, OpCode,
+    OpResult, Response,
 };
 
 /// The most reads in one batch. A batch's reply may be this many times
@@ -26,6 +26,15 @@ pub const MAX_BATCHED_READS: usize = 16;
 /// (9 bytes), the path's length (4) and the watch flag (1), plus, when a
 /// lone read becomes a multiRead, the terminator (9).
 const READ_OVERHEAD: usize = 32;
+
+/// A Stat's encoded length.
+const STAT_LEN: usize = 68;
+
+/// The length of a lone reply frame (its reply header, 16 bytes, and
+/// `body`), as its length prefix gives it.
+fn reply_len(body: usize) -> usize {
+    16usize.saturating_add(body)
+}
 
 /// A read that may share a `multiRead` with others. Its watch flag is
 /// cleared: a batched read leaves no watch.
@@ -99,8 +108,10 @@ impl<T, W: Clone> Session<T, W> {
             return Ok(());
         };
         let purpose = Purpose::User { token, watch: None };
-        let batchable =
-            self.config.batch_reads && !self.batch_refused && self.conn == Conn::Established;
+        let batchable = self.config.batch_reads
+            && !self.batch_refused
+            && self.reads_alone_on != Some(self.connections)
+            && self.conn == Conn::Established;
         // Held-back deletes go first, so that a batch starts at the tail.
         if batchable {
             self.send_held_back(now);
@@ -233,8 +244,16 @@ impl<T, W: Clone> Session<T, W> {
         };
         for ((token, op), result) in reads.into_iter().zip(results) {
             let result = match (op, result) {
-                (OpCode::GetData, OpResult::GetData(r)) => Ok(Response::GetData(r)),
-                (OpCode::GetChildren, OpResult::GetChildren(r)) => Ok(Response::GetChildren(r)),
+                (OpCode::GetData, OpResult::GetData(r)) => self
+                    .fits_alone(reply_len(
+                        4 + r.data.as_ref().map_or(0, Vec::len) + STAT_LEN,
+                    ))
+                    .map(|()| Response::GetData(r)),
+                (OpCode::GetChildren, OpResult::GetChildren(r)) => {
+                    let names: usize = r.children.iter().map(|name| 4 + name.len()).sum();
+                    self.fits_alone(reply_len(4 + names))
+                        .map(|()| Response::GetChildren(r))
+                }
                 (_, OpResult::Error(e)) if e.err != 0 => Err(Error::from_code(e.err)),
                 _ => {
                     let error = malformed("multiRead result unlike its read");
@@ -243,6 +262,18 @@ impl<T, W: Clone> Session<T, W> {
                 }
             };
             self.events.push_back(Event::Reply { token, result });
+        }
+    }
+
+    /// A read's result fails as the read alone would have, its reply frame
+    /// `len` bytes long, if that is over `max_frame`: whether another read
+    /// shared its request changes no outcome. (The batch's frame, with room
+    /// for `max_frame` per read, was read whole, so the connection stays.)
+    fn fits_alone(&self, len: usize) -> Result<()> {
+        let max = self.config.max_frame;
+        match len > max {
+            true => Err(Error::Protocol(DecodeError::FrameTooLarge { len, max })),
+            false => Ok(()),
         }
     }
 

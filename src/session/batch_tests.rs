@@ -8,8 +8,8 @@ use super::tests::{
 };
 use super::*;
 use crate::proto::{
-    ErrorCode, ErrorResponse, GetChildrenRequest, GetChildrenResponse, GetDataResponse, MultiOp,
-    MultiRequest, MultiResponse, OpResult, RequestHeader, Stat,
+    DecodeError, ErrorCode, ErrorResponse, GetChildrenRequest, GetChildrenResponse,
+    GetDataResponse, MultiOp, MultiRequest, MultiResponse, OpResult, RequestHeader, Stat,
 };
 
 fn read(path: &str) -> BatchRead {
@@ -359,6 +359,126 @@ fn a_batch_reply_may_be_max_frame_per_read_and_no_more() {
         Some(Error::Protocol(
             crate::proto::DecodeError::FrameTooLarge { .. }
         ))
+    ));
+}
+
+/// A batch's read whose reply alone would have been over `max_frame` fails
+/// as it would have alone, with `FrameTooLarge` and the length of that
+/// frame; the other reads keep their results, and the connection stays.
+#[test]
+fn a_batched_read_over_max_frame_fails_as_it_would_alone() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        max_frame: 256,
+        ..config()
+    };
+    let listing = GetChildrenResponse {
+        children: vec!["c".repeat(100), "d".repeat(100)],
+    };
+    let mixed = MultiResponse {
+        results: vec![
+            // 16 + 4 + 169 + 68 = 257 bytes alone.
+            OpResult::GetData(data(&[b'x'; 169])),
+            OpResult::GetData(data(b"y")),
+        ],
+    };
+    let mut s = two_reads_sent(config.clone(), now);
+    s.handle_bytes(now, &reply(1, 3, 0, &mixed));
+    assert!(s.poll_disconnect().is_none());
+    let got = replies(&mut s);
+    assert!(
+        matches!(
+            &got[..],
+            [
+                (
+                    1,
+                    Err(Error::Protocol(DecodeError::FrameTooLarge { len: 257, max: 256 }))
+                ),
+                (2, Ok(Response::GetData(r))),
+            ] if r.data.as_deref() == Some(b"y")
+        ),
+        "{got:?}"
+    );
+    // A listing: 16 + 4 + 2 * (4 + 100) = 228 bytes alone fits; one more
+    // name of 25 makes it 257.
+    for (extra, fits) in [(None, true), (Some("e".repeat(25)), false)] {
+        let mut listing = listing.clone();
+        listing.children.extend(extra);
+        let mut s = connected_with(config.clone(), now);
+        s.submit_read(now, read("/app/a"), 1).unwrap();
+        let children = GetChildrenRequest {
+            path: "/app/dir".into(),
+            watch: false,
+        };
+        s.submit_read(now, BatchRead::Children(children), 2)
+            .unwrap();
+        assert_eq!(sent_ops(&mut s), [OpCode::MultiRead.code()]);
+        let results = vec![
+            OpResult::GetData(data(b"a")),
+            OpResult::GetChildren(listing),
+        ];
+        s.handle_bytes(now, &reply(1, 3, 0, &MultiResponse { results }));
+        let got = replies(&mut s);
+        match fits {
+            true => assert!(matches!(got[1], (2, Ok(_))), "{got:?}"),
+            false => assert!(
+                matches!(
+                    got[1],
+                    (
+                        2,
+                        Err(Error::Protocol(DecodeError::FrameTooLarge {
+                            len: 257,
+                            max: 256
+                        }))
+                    )
+                ),
+                "{got:?}"
+            ),
+        }
+    }
+}
+
+/// A batch's reply over `max_frame` per read is not read: its reads fail
+/// with `ConnectionLoss` with the connection, and the next connection's
+/// reads go one by one, so that each, asked again, gets its own outcome;
+/// the connection after that batches again.
+#[test]
+fn after_a_batch_reply_too_large_to_read_the_next_connections_reads_go_alone() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        max_frame: 256,
+        ..config()
+    };
+    let mut s = two_reads_sent(config, now);
+    let mut too_large = 513i32.to_be_bytes().to_vec();
+    too_large.extend(1i32.to_be_bytes());
+    s.handle_bytes(now, &too_large);
+    assert!(matches!(
+        s.poll_disconnect(),
+        Some(Error::Protocol(DecodeError::FrameTooLarge {
+            len: 513,
+            max: 512
+        }))
+    ));
+    let two_reads = |s: &mut TestSession| {
+        reconnect(s, now);
+        s.submit_read(now, read("/app/a"), 3).unwrap();
+        s.submit_read(now, read("/app/b"), 4).unwrap();
+        sent_ops(s)
+    };
+    assert_eq!(
+        two_reads(&mut s),
+        [OpCode::GetData.code(), OpCode::GetData.code()]
+    );
+    assert_eq!(two_reads(&mut s), [OpCode::MultiRead.code()]);
+    assert!(matches!(
+        replies(&mut s)[..],
+        [
+            (1, Err(Error::ConnectionLoss)),
+            (2, Err(Error::ConnectionLoss)),
+            (3, Err(Error::ConnectionLoss)),
+            (4, Err(Error::ConnectionLoss)),
+        ]
     ));
 }
 

@@ -333,6 +333,9 @@ pub struct Session<T, W> {
     open_batch: Option<batch::OpenBatch>,
     /// Set once a server refused a multiRead: reads then go one by one.
     batch_refused: bool,
+    /// The connection whose reads go one by one: the one after a batch's
+    /// reply too large to read (see [`Session::refuse_oversized_reply`]).
+    reads_alone_on: Option<u64>,
     queued: VecDeque<Queued<T, W>>,
     /// Requests made to go later (see [`Session::submit_at`]), in the
     /// order they fall due.
@@ -396,6 +399,7 @@ impl<T, W: Clone> Session<T, W> {
             pending: VecDeque::new(),
             open_batch: None,
             batch_refused: false,
+            reads_alone_on: None,
             queued: VecDeque::new(),
             delayed: Vec::new(),
             background: Vec::new(),

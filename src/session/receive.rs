@@ -225,15 +225,19 @@ impl<T, W: Clone> Session<T, W> {
     /// length and `xid`, not waited for: replies come in order, so it is
     /// the reply to the call at the front if it carries that call's xid (a
     /// notification over a limit lowered below a long path does not). The
-    /// client's own requests go on as after any lost connection: a batch
-    /// of reads (one of them is too large, but which is unknown, and the
-    /// others may be small), a release, closeSession. The frame's bytes
-    /// are not read, so the connection goes.
+    /// client's own requests go on as after any lost connection: a release,
+    /// closeSession, and a batch of reads, one of them too large, but
+    /// which is unknown, and the others may be small. Those reads fail
+    /// with `ConnectionLoss`, and the next connection's reads go one by
+    /// one: each read asked again then gets its own outcome, the large one
+    /// this error, rather than be batched, and refused, again and again.
+    /// The frame's bytes are not read, so the connection goes.
     pub(super) fn refuse_oversized_reply(&mut self, xid: i32, error: DecodeError) {
-        let blamed = self
-            .pending
-            .front()
-            .is_some_and(|p| matches!(p.purpose, Purpose::User { .. }) && xid == p.xid);
+        let front = self.pending.front().filter(|p| p.xid == xid);
+        if front.is_some_and(|p| matches!(p.purpose, Purpose::Reads { .. })) {
+            self.reads_alone_on = Some(self.connections.saturating_add(1));
+        }
+        let blamed = front.is_some_and(|p| matches!(p.purpose, Purpose::User { .. }));
         if blamed {
             if let Some(pending) = self.pending.pop_front() {
                 self.complete(pending.purpose, Err(Error::Protocol(error.clone())));
