@@ -219,6 +219,42 @@ fn closing_while_disconnected_still_ends_the_session() {
     assert_eq!(states.last(), Some(&State::Closed), "{states:?}");
 }
 
+/// A close under way ends the session for `wait_connected` too, though
+/// the close connects once more to send closeSession: it says `Closed`, as
+/// every call then does, rather than `Ok` for the close's connection (or
+/// a `Timeout`).
+#[test]
+fn wait_connected_during_a_close_says_closed() {
+    let zk = server();
+    let gate = proxy(&zk);
+    let c = builder()
+        .connect_timeout(Duration::from_secs(10))
+        .connect(&gate.connect_string())
+        .expect("connect through the proxy");
+    let states = c.state_changes();
+    gate.refuse(true);
+    gate.cut();
+    assert_eq!(
+        states_until(&states, State::Disconnected),
+        [State::Disconnected]
+    );
+    let closing = {
+        let c = c.clone();
+        std::thread::spawn(move || c.close())
+    };
+    wait_until("the close to begin", WAIT, || {
+        c.exists("/") == Err(Error::Closed)
+    });
+    let waiting = {
+        let c = c.clone();
+        std::thread::spawn(move || c.wait_connected(WAIT))
+    };
+    gate.refuse(false);
+    assert_eq!(waiting.join().expect("wait_connected"), Err(Error::Closed));
+    assert_eq!(closing.join().expect("close"), Ok(()));
+    assert_eq!(c.wait_connected(WAIT), Err(Error::Closed));
+}
+
 #[test]
 fn a_state_handler_may_close_while_another_thread_closes() {
     let zk = server();

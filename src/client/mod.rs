@@ -333,12 +333,22 @@ impl Client {
     /// Blocks until connected (to any server), the session ends, or
     /// `timeout` passes. With
     /// [`new_session_on_expiry`](ClientBuilder::new_session_on_expiry), an
-    /// expiry is no end: it waits on for the new session.
+    /// expiry is no end: it waits on for the new session. A session being
+    /// closed ([`close`](Self::close) under way) is ending: `Closed`, as
+    /// every call then says, though it may connect once more to send the
+    /// close.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
+        if let Some(ending) = self.open_error() {
+            return Err(ending);
+        }
         // A timeout too long to make a deadline of waits without one.
         let deadline = Instant::now().checked_add(timeout);
         let shared = &self.inner.shared;
         let state = shared.wait_state(deadline, |s| s.is_connected() || shared.is_final(s));
+        // A close begun meanwhile, whose connection may be the one waited for.
+        if let Some(ending) = self.open_error() {
+            return Err(ending);
+        }
         match state {
             s if s.is_connected() => Ok(()),
             _ => Err(self.fatal_error().unwrap_or(Error::Timeout {
