@@ -482,6 +482,57 @@ fn a_monitor_asked_after_the_release_leaves_no_watch() {
     }
 }
 
+/// A waiter that gives up removes its watch on its predecessor's release
+/// note from the server, also when a watch of the client's user on that
+/// path, whose receiver was dropped, shares it: nobody reads that one's
+/// event. (Before, the server kept the watch for the rest of the session,
+/// on a path that is made only if that predecessor is granted and then
+/// releases.)
+#[test]
+fn a_waiter_giving_up_removes_its_note_watch_that_a_dropped_user_watch_shared() {
+    const LOCK: &str = "/note-shared/lock";
+    let server = server();
+    let holder = connect(&server.connect_string());
+    let queued = connect(&server.connect_string());
+    let waiter = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, LOCK).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    // Waits behind the holder: when granted, it announces its release, so
+    // the waiter behind it watches its note too.
+    let predecessor = Contender::mutex(&queued, LOCK, "predecessor");
+    let nodes = wait_children(&holder, LOCK, 2);
+    let note = format!("{LOCK}/{}.released", nodes[1]);
+    let mutex = Mutex::new(&waiter, LOCK).unwrap();
+    let attempt = {
+        let waiter_session = waiter.session_id();
+        let server_ref = &server;
+        std::thread::scope(|scope| {
+            let attempt = scope.spawn(|| {
+                mutex
+                    .try_lock_for(Duration::from_secs(2))
+                    .map(|guard| guard.is_some())
+            });
+            wait_until("the waiter to watch the note", WAIT, || {
+                watches_by_path(server_ref)
+                    .get(&note)
+                    .is_some_and(|sessions| sessions.contains(&waiter_session))
+            });
+            let (_, dropped) = waiter.exists_w(&note).unwrap();
+            drop(dropped);
+            attempt.join().unwrap()
+        })
+    };
+    assert_eq!(attempt, Ok(false));
+    // A round trip behind anything the attempt sent.
+    waiter.exists(LOCK).unwrap();
+    let watched = watches_by_path(&server);
+    assert!(!watched.contains_key(&note), "{note} watched: {watched:?}");
+    assert_eq!(waiter.local_watcher_count(), 0);
+    drop(guard);
+    predecessor.wait_held();
+    predecessor.release();
+}
+
 /// A hold keeps a registration for each `state_changes` receiver of its
 /// guard and monitors only while the receiver lives: a long hold whose
 /// code asks for one per job keeps none of the dropped ones.

@@ -542,6 +542,13 @@ impl Forget {
         // Looked at and sent under one lock: a watch another caller sets in
         // between would be taken too.
         let mut core = shared.core();
+        // A user's one-shot watch whose receiver was dropped shares nothing:
+        // forgotten, rather than keep the server's watch for an event
+        // nobody reads (for the rest of the session, on a path never made).
+        for kind in [WatchKind::Data, WatchKind::Exist] {
+            core.session
+                .forget_watchers(kind, &self.path, Watcher::is_abandoned);
+        }
         let shared_watch = core
             .session
             .is_watched_or_pending(&removed_kinds, &self.path, |w| !w.is_notify(own));
