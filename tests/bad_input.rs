@@ -36,6 +36,7 @@ const BOUND: Duration = Duration::from_secs(20);
 fn server() -> &'static TestServer {
     static SERVER: OnceLock<TestServer> = OnceLock::new();
     SERVER.get_or_init(|| {
+        common::abort_if_hung();
         TestServer::builder()
             .extended_types(true)
             .start()

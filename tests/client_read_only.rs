@@ -25,6 +25,7 @@ fn client(connect_string: &str, connect_timeout: Duration) -> Client {
 /// An ensemble whose members turn read-only when cut off from its quorum;
 /// `partitionable` for [`TestCluster::isolate`].
 fn read_only_ensemble(partitionable: bool) -> TestCluster {
+    common::abort_if_hung();
     TestCluster::builder()
         .partitionable(partitionable)
         .system_property("readonlymode.enabled", "true")

@@ -19,6 +19,7 @@ const T: Duration = Duration::from_millis(12_000);
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn cluster() -> TestCluster {
+    abort_if_hung();
     TestCluster::new().expect("start a 3-member ensemble")
 }
 
@@ -319,6 +320,7 @@ fn contenders_keep_their_places_across_a_leader_killed_under_a_create() {
     const LOCK: &str = "/election/lock";
     // Sessions long enough to outlive the election by far.
     const LONG: Duration = Duration::from_secs(10);
+    abort_if_hung();
     let zk = TestCluster::builder()
         .max_session_timeout(20_000)
         .start()

@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use lock_common::{leaf, owner, wait_until};
+use lock_common::{abort_if_hung, leaf, owner, wait_until};
 use zklock::testing::TestServer;
 use zklock::{Acl, AnyGuard, Client, CreateMode, Error, Mutex, RwLock};
 
@@ -585,6 +585,7 @@ impl Drop for Peer {
 // ---------------------------------------------------------------------------
 
 fn server() -> TestServer {
+    abort_if_hung();
     TestServer::new().expect("start a ZooKeeper server")
 }
 

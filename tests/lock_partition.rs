@@ -22,6 +22,7 @@ const TICK: Duration = Duration::from_millis(200);
 /// A 3-member ensemble with the given `syncLimit`, whose members reach each
 /// other through proxies, and one of its followers.
 fn cluster(sync_limit_ticks: u32) -> (TestCluster, usize) {
+    abort_if_hung();
     let zk = TestCluster::builder()
         .partitionable(true)
         .sync_limit(sync_limit_ticks)

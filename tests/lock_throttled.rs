@@ -31,6 +31,7 @@ const THROTTLED_AFTER: &str = "200";
 const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
 
 fn throttling_server() -> TestServer {
+    abort_if_hung();
     TestServer::builder()
         .system_property("zookeeper.request_throttle_max_requests", "1")
         .system_property("zookeeper.throttled_op_wait_time", THROTTLED_AFTER)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::process::{JvmProcess, Launch};
 use super::proxy::{FaultProxy, ProxyMode};
-use super::server::{option_setters, Options, START_ATTEMPTS, STOP_GRACE};
+use super::server::{option_setters, Options, ASKED_QUERY_TIMEOUT, START_ATTEMPTS, STOP_GRACE};
 use super::util::{
     create_dir_all, free_ports, is_port_clash, log_tail, ms, poll_pause, remaining, remove_all_but,
     server_mode, temp_dir, write_file, JavaSetup,
@@ -406,9 +406,9 @@ impl TestCluster {
         Ok(())
     }
 
-    /// Sends a four-letter word to member `i` (1 s timeout).
+    /// Sends a four-letter word to member `i` (5 s timeout).
     pub fn four_letter(&self, i: usize, command: &str) -> Result<String, Error> {
-        four_letter_word(self.member(i)?.addr(), command, QUERY_TIMEOUT)
+        four_letter_word(self.member(i)?.addr(), command, ASKED_QUERY_TIMEOUT)
     }
 
     /// What member `i` says it is (`srvr`); `None` if it is stopped, paused,

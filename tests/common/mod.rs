@@ -61,8 +61,9 @@ pub fn cluster() -> TestCluster {
 const HANG_LIMIT: Duration = Duration::from_secs(600);
 
 /// Arms, once per test binary, the abort after [`HANG_LIMIT`]. The servers'
-/// watchdogs then stop them and remove their directories.
-fn abort_if_hung() {
+/// watchdogs then stop them and remove their directories. [`server`] and
+/// [`cluster`] arm it; a binary that starts its servers otherwise calls it.
+pub fn abort_if_hung() {
     static ARMED: std::sync::Once = std::sync::Once::new();
     ARMED.call_once(|| {
         let _ = std::thread::Builder::new()
@@ -173,11 +174,14 @@ pub fn expect_spent(rx: &Receiver<WatchedEvent>, what: &str) {
     }
 }
 
-/// Every event that arrives within [`QUIET`] of the last one.
+/// Every event that arrives within [`QUIET`] of the last one; a stream
+/// that does not stop within [`WAIT`] fails the test.
 pub fn drain_events(rx: &Receiver<WatchedEvent>) -> Vec<(EventType, String)> {
+    let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();
     while let Ok(event) = rx.recv_timeout(QUIET) {
         out.push((event.event_type, event.path));
+        assert!(Instant::now() < deadline, "events still coming: {out:?}");
     }
     out
 }

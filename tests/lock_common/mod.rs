@@ -12,14 +12,14 @@ mod common;
 
 #[allow(unused_imports)] // each test binary uses some of them
 pub use common::{
-    dead_port, member_with_session, mk, poll_until as poll, proxy, server, wait_until,
-    watches_by_path,
+    abort_if_hung, dead_port, member_with_session, mk, poll_until as poll, proxy, server,
+    wait_until, watches_by_path,
 };
 
 use std::fmt::Debug;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zklock::{Client, Error, LockState};
 
@@ -217,8 +217,9 @@ impl Drop for KillOnDrop {
 
 /// Lock states received until `Held` or `Lost`, within `WAIT`.
 pub fn recv_lock_states(rx: &crossbeam_channel::Receiver<LockState>) -> Vec<LockState> {
+    let deadline = Instant::now() + WAIT;
     let mut seen = Vec::new();
-    while let Ok(state) = rx.recv_timeout(WAIT) {
+    while let Ok(state) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
         seen.push(state);
         if state != LockState::Suspended {
             return seen;
