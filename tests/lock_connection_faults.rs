@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use lock_common::*;
-use zklock::testing::{FaultProxy, ProxyMode, TestServer};
+use zklock::testing::{FaultProxy, Pause, PausePoint, ProxyMode, ReleasedOnDrop, TestServer};
 use zklock::{Client, Error, LockState, Mutex};
 
 /// The opcode of `create2`, which lock nodes are created with.
@@ -338,6 +338,60 @@ fn a_release_note_renews_a_waiters_retry_budget() {
     assert!(!proxy.is_cut_armed(), "the listing was not cut");
     assert_eq!(waiter.session_id(), session);
     assert!(children(&first, DIR).is_empty());
+}
+
+/// A waiter granted the lock, then cut off before its guard is made while an
+/// operator deletes its node, reconnects with the node gone: its guard is
+/// not `Held` before the server has shown the node (a round trip after the
+/// handshake, slowed here by a delay), but `Suspended`, then `Lost`. Before,
+/// it was `Held` until the node watch set again by the handshake told of
+/// the deletion: the guard's callback, registered after the reconnect, had
+/// not seen it.
+#[test]
+fn a_guard_made_after_a_reconnect_is_not_held_before_its_node_is_shown() {
+    const DIR: &str = "/granted-then-cut/lock";
+    let server = server();
+    let proxy = proxy(&server);
+    let holder = connect(&server.connect_string());
+    let operator = connect(&server.connect_string());
+    let holder_mutex = Mutex::new(&holder, DIR).unwrap();
+    let guard = holder_mutex.lock().unwrap();
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(10_000));
+    let mutex = Mutex::new(&waiter, DIR).unwrap();
+    std::thread::scope(|scope| {
+        let (paused_tx, paused) = mpsc::channel();
+        let mutex = &mutex;
+        let attempt = scope.spawn(move || {
+            let _ = paused_tx.send(Pause::arm(PausePoint::LockGranted));
+            let guard = mutex.lock().expect("granted");
+            let first = guard.state();
+            wait_until("the guard to be lost", WAIT, || {
+                guard.state() == LockState::Lost
+            });
+            first
+        });
+        let pause = ReleasedOnDrop(paused.recv_timeout(WAIT).expect("armed"));
+        let nodes = wait_children(&holder, DIR, 2);
+        guard.unlock().unwrap();
+        assert!(pause.0.wait_reached(WAIT), "the waiter was not granted");
+        proxy.refuse(true);
+        proxy.cut();
+        wait_until("the waiter to notice the cut", WAIT, || {
+            !waiter.state().is_connected()
+        });
+        operator
+            .delete(&format!("{DIR}/{}", nodes[1]), None)
+            .unwrap();
+        proxy.set_mode(ProxyMode::Delay(Duration::from_millis(300)));
+        proxy.refuse(false);
+        wait_until("the waiter to reconnect", WAIT, || {
+            waiter.state().is_connected()
+        });
+        drop(pause);
+        assert_eq!(attempt.join().unwrap(), LockState::Suspended);
+    });
+    proxy.set_mode(ProxyMode::Pass);
+    assert!(children(&holder, DIR).is_empty());
 }
 
 /// A waiter cut off while an operator deletes its node and the holder

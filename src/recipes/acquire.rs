@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::held::{HeldLock, NodeWatch};
+use super::held::{Grant, HeldLock, NodeWatch};
 use super::naming::{
     announces_release, contenders, next_sequence, node_prefix, release_note, Contender, ALL_MARKERS,
 };
@@ -673,7 +673,9 @@ impl Attempt<'_> {
                     let blocker = match decide_for(&self.rule, &children, &name) {
                         None => return Err(node_gone(client, session)),
                         Some(Decision::Acquired) => {
-                            return Ok(Some(self.held(&name, token, own_watch, session)?))
+                            return Ok(Some(
+                                self.held(&name, token, own_watch, session, listed_on)?,
+                            ))
                         }
                         Some(Decision::WouldDeadlock) => return Err(Error::WouldDeadlock),
                         Some(Decision::Wait(blocker)) => blocker,
@@ -733,10 +735,14 @@ impl Attempt<'_> {
                 Some(Woken::Event(EventType::NodeDeleted) | Woken::PredecessorGone)
                     if acquired_on_delete && own_watched =>
                 {
-                    return Ok(Some(self.held(&name, token, own_watch, session)?))
+                    return Ok(Some(
+                        self.held(&name, token, own_watch, session, listed_on)?,
+                    ))
                 }
                 Some(Woken::Released) if own_watched => {
-                    return Ok(Some(self.held(&name, token, own_watch, session)?))
+                    return Ok(Some(
+                        self.held(&name, token, own_watch, session, listed_on)?,
+                    ))
                 }
                 Some(Woken::Listed(listed)) => {
                     retry_budget.reset();
@@ -789,13 +795,15 @@ impl Attempt<'_> {
     /// the lowest without a listing.
     ///
     /// Granted only in the node's `session`: what granted it may have come
-    /// just before that session was replaced.
+    /// just before that session was replaced. What granted it was heard on
+    /// connection `granted_on` (see [`HeldLock::new`]).
     fn held(
         &self,
         name: &str,
         token: Option<i64>,
         watch: Option<NodeWatch>,
         session: u64,
+        granted_on: u64,
     ) -> Result<HeldLock> {
         let client = &self.spec.client;
         let node = client.server_path(&join(&self.spec.path, name))?;
@@ -813,7 +821,11 @@ impl Attempt<'_> {
         }
         #[cfg(feature = "testing")]
         crate::testing::pause::reached(crate::testing::PausePoint::LockGranted);
-        let held = HeldLock::new(client, node, token, watch, announce, successor, session);
+        let grant = Grant {
+            session,
+            connection: granted_on,
+        };
+        let held = HeldLock::new(client, node, token, watch, announce, successor, grant);
         // Asked once the hold follows the session's changes, which
         // leaves no gap: a new session that replaced the node's before
         // this fails the attempt (the lost hold sends nothing when

@@ -752,6 +752,17 @@ impl Tracker {
     }
 }
 
+/// Where a lock was granted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Grant {
+    /// The session the node was created in (see
+    /// [`Session::generation`](crate::session::Session::generation)).
+    pub(crate) session: u64,
+    /// The connection (see [`Shared::connection_count`](crate::client::core::Shared::connection_count)) on which what
+    /// granted the lock was heard: a listing, or a deletion or note.
+    pub(crate) connection: u64,
+}
+
 impl HeldLock {
     /// Starts tracking `node` (a server path), held by `client`'s session
     /// and watched by `watch` if the attempt had to wait for it;
@@ -759,9 +770,7 @@ impl HeldLock {
     /// the release with a note, which only a hold of the lowest contender
     /// node (an exclusive lock) may do. `successor`: what the release
     /// passes on to the same kind of hold, if it is plain (not announced,
-    /// as a note's create counts too). `session`: the session the node was
-    /// created in (see
-    /// [`Session::generation`](crate::session::Session::generation)).
+    /// as a note's create counts too). `grant`: where the lock was granted.
     pub(crate) fn new(
         client: &Client,
         node: String,
@@ -769,9 +778,13 @@ impl HeldLock {
         watch: Option<NodeWatch>,
         announce: bool,
         successor: Option<Successor>,
-        session: u64,
+        grant: Grant,
     ) -> HeldLock {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let Grant {
+            session,
+            connection: granted_on,
+        } = grant;
         let waited = watch.is_some();
         let (shared, watching) = match watch {
             Some(NodeWatch { shared, reply }) => (shared, Watching::Set(reply)),
@@ -817,6 +830,18 @@ impl HeldLock {
             if client.state() == state {
                 break;
             }
+        }
+        // A reconnect since the grant was heard, before the callback above
+        // was registered, went unseen by it: the node may have been deleted
+        // while the client was cut off, which the node watch, set again by
+        // the handshake, tells only a round trip later. Back from
+        // `Suspended` as after any reconnect: `Held` once the server shows
+        // the node. (A hold granted at once asks the server on its first
+        // state question anyway.)
+        let reconnected = client.shared().connection_count() != granted_on;
+        if waited && reconnected && held.tracker.shared.get() == LockState::Held {
+            held.tracker.shared.set(LockState::Suspended);
+            held.tracker.confirm_node(0);
         }
         held
     }
