@@ -1,9 +1,15 @@
 //! zklock: a synchronous ZooKeeper client with a hand-written wire protocol,
 //! and fair distributed locks built on it. No async runtime.
 //!
-//! ```no_run
+//! ```
+//! # #[cfg(feature = "testing")]
 //! # fn main() -> zklock::Result<()> {
-//! let client = zklock::Client::connect("127.0.0.1:2181")?;
+//! # let server = zklock::testing::TestServer::new().expect("a ZooKeeper server");
+//! # let hosts = server.connect_string();
+//! let client = zklock::Client::connect(&hosts)?; // "127.0.0.1:2181", say
+//! # let open = zklock::Acl::open_unsafe();
+//! # client.ensure_path("/stock", &open)?;
+//! # client.create("/stock/42", b"3", &open, zklock::CreateMode::Persistent)?;
 //! let stock = client.mutex("/locks/stock/42")?;
 //! {
 //!     let guard = stock.lock()?; // blocks until held; fair, first come first served
@@ -22,7 +28,10 @@
 //!         guard.multi(&[zklock::Op::set_data("/stock/42", now.to_string(), version)])?;
 //!     }
 //! } // dropping the guard releases the lock
+//! # assert_eq!(client.get_data("/stock/42")?.0, b"2");
 //! # Ok(()) }
+//! # #[cfg(not(feature = "testing"))]
+//! # fn main() {}
 //! ```
 //!
 //! - [`Client`]: one session shared by cheap clones; calls block the calling
