@@ -145,7 +145,8 @@ impl Config {
     /// connection and fails its call with `Protocol(FrameTooLarge)`. A
     /// read that shared a request with others fails the same way if its
     /// reply alone would have been over it; a reply to such a request over
-    /// this for each read is not read, and its reads fail with
+    /// this for each read (and 9 bytes for each result's header and the
+    /// reply's end) is not read, and its reads fail with
     /// `ConnectionLoss`, the next connection sending reads one by one, so
     /// that each read asked again gets its own outcome.
     pub fn max_frame(&self) -> usize {

@@ -30,6 +30,10 @@ const READ_OVERHEAD: usize = 32;
 /// A Stat's encoded length.
 const STAT_LEN: usize = 68;
 
+/// A multi result's header (type, done flag, error), as each result and the
+/// end of a multi reply carry one.
+const MULTI_HEADER_LEN: usize = 9;
+
 /// The length of a lone reply frame (its reply header, 16 bytes, and
 /// `body`), as its length prefix gives it.
 fn reply_len(body: usize) -> usize {
@@ -204,7 +208,8 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// The largest frame the next reply may be: `max_frame` per read of a
-    /// batch due first.
+    /// batch due first, and the multi headers of its results and its end,
+    /// so that reads whose replies alone would each fit fit together.
     pub(super) fn reply_frame_limit(&self) -> usize {
         let reads = match self.pending.front() {
             Some(Pending {
@@ -213,7 +218,14 @@ impl<T, W: Clone> Session<T, W> {
             }) => reads.len(),
             _ => 1,
         };
-        self.config.max_frame.saturating_mul(reads.max(1))
+        match reads {
+            0 | 1 => self.config.max_frame,
+            reads => self
+                .config
+                .max_frame
+                .saturating_mul(reads)
+                .saturating_add(MULTI_HEADER_LEN.saturating_mul(reads + 1)),
+        }
     }
 
     /// The server refused a multiRead (a server before 3.6): reads go one

@@ -349,6 +349,24 @@ fn a_batch_reply_may_be_max_frame_per_read_and_no_more() {
     s.handle_bytes(now, &reply(1, 3, 0, &big));
     assert!(s.poll_disconnect().is_none());
     assert_eq!(replies(&mut s).len(), 2);
+    // Two reads whose replies alone are max_frame each (16 + 4 + 168 + 68)
+    // fit together: 523 bytes with the multi headers, over two reads'
+    // max_frame (512), within the limit that counts the headers (539).
+    let at_limit = MultiResponse {
+        results: vec![
+            OpResult::GetData(data(&[b'x'; 168])),
+            OpResult::GetData(data(&[b'y'; 168])),
+        ],
+    };
+    let mut s = two_reads_sent(config.clone(), now);
+    let frame = reply(1, 3, 0, &at_limit);
+    assert_eq!(frame.len(), 4 + 523);
+    s.handle_bytes(now, &frame);
+    assert!(s.poll_disconnect().is_none());
+    assert!(
+        matches!(&replies(&mut s)[..], [(1, Ok(_)), (2, Ok(_))]),
+        "each read's reply alone is within max_frame"
+    );
     // A lone read's reply of that size is refused.
     let mut s = connected_with(config, now);
     s.submit_read(now, read("/app/a"), 1).unwrap();
@@ -450,14 +468,15 @@ fn after_a_batch_reply_too_large_to_read_the_next_connections_reads_go_alone() {
         ..config()
     };
     let mut s = two_reads_sent(config, now);
-    let mut too_large = 513i32.to_be_bytes().to_vec();
+    // Two reads' max_frame, and three multi headers: 539.
+    let mut too_large = 540i32.to_be_bytes().to_vec();
     too_large.extend(1i32.to_be_bytes());
     s.handle_bytes(now, &too_large);
     assert!(matches!(
         s.poll_disconnect(),
         Some(Error::Protocol(DecodeError::FrameTooLarge {
-            len: 513,
-            max: 512
+            len: 540,
+            max: 539
         }))
     ));
     let two_reads = |s: &mut TestSession| {
