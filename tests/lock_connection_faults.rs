@@ -294,7 +294,9 @@ fn a_release_note_renews_a_waiters_retry_budget() {
     // The waiter's predecessor: it waits, so it announces its release.
     let second = Contender::mutex(&first, DIR, "second");
     wait_children(&first, DIR, 2);
-    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(2000));
+    // Sessions of 4 s: a loaded machine's stalls of a third of one would
+    // drop connections this test does not cut.
+    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(4000));
     let session = waiter.session_id();
     let budget = waiter.negotiated_timeout().unwrap() * 2;
     let accepted = proxy.connections_accepted();
@@ -356,7 +358,14 @@ fn a_guard_made_after_a_reconnect_is_not_held_before_its_node_is_shown() {
     let operator = connect(&server.connect_string());
     let holder_mutex = Mutex::new(&holder, DIR).unwrap();
     let guard = holder_mutex.lock().unwrap();
-    let waiter = connect_with(&proxy.connect_string(), Duration::from_millis(10_000));
+    // A delay of 1 s each way below leaves the guard 2 s, a round trip
+    // after the handshake, to be made and asked before the deletion is
+    // told: within the connect timeout, and far from the session's.
+    let waiter = Client::builder()
+        .session_timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(10))
+        .connect(&proxy.connect_string())
+        .expect("connect through the proxy");
     let mutex = Mutex::new(&waiter, DIR).unwrap();
     std::thread::scope(|scope| {
         let (paused_tx, paused) = mpsc::channel();
@@ -382,7 +391,7 @@ fn a_guard_made_after_a_reconnect_is_not_held_before_its_node_is_shown() {
         operator
             .delete(&format!("{DIR}/{}", nodes[1]), None)
             .unwrap();
-        proxy.set_mode(ProxyMode::Delay(Duration::from_millis(300)));
+        proxy.set_mode(ProxyMode::Delay(Duration::from_secs(1)));
         proxy.refuse(false);
         wait_until("the waiter to reconnect", WAIT, || {
             waiter.state().is_connected()
