@@ -758,8 +758,10 @@ pub(crate) struct Grant {
     /// The session the node was created in (see
     /// [`Session::generation`](crate::session::Session::generation)).
     pub(crate) session: u64,
-    /// The connection (see [`Shared::connection_count`](crate::client::core::Shared::connection_count)) on which what
-    /// granted the lock was heard: a listing, or a deletion or note.
+    /// The connection on which what granted the lock was heard (a listing,
+    /// or a deletion or note), or an earlier one, which costs only a
+    /// needless confirmation of the node (see
+    /// [`Shared::connection_count`](crate::client::core::Shared::connection_count)).
     pub(crate) connection: u64,
 }
 
