@@ -27,6 +27,11 @@
 //! checks on made-up histories, which every run also does first). A test
 //! name filter that does not match `checker` skips it, as libtest would.
 //!
+//! Before its runs, every invocation also runs the whole machinery for 10 s
+//! on a lock split in two (half the contenders lock another path), which
+//! must be judged violating mutual exclusion: the checker can see a lock
+//! that grants twice, not only the made-up histories' violations.
+//!
 //! The same binary is every process of a run (a `harness = false` target):
 //!
 //! - the orchestrator starts the servers (`zklock::testing`), a
@@ -219,6 +224,55 @@ fn plan(o: &Options) -> Vec<(Kind, LockKind, Duration)> {
     runs
 }
 
+/// How long the end-to-end self-test runs.
+const SELF_TEST_RUN: Duration = Duration::from_secs(10);
+
+/// The whole machinery (servers, faults, contender processes, logs,
+/// checks) run on a lock split in two: half the contenders lock another
+/// path, so two of them hold at once. The run must be judged violating
+/// mutual exclusion (check 1), or the checker could not see a lock that
+/// double-grants, whatever the made-up histories say.
+fn end_to_end_self_test(
+    options: &Options,
+    exe: &std::path::Path,
+    base: &std::path::Path,
+) -> Result<(), String> {
+    println!(
+        "checker: end-to-end self-test, {} s on a lock split in two: its violations are expected",
+        SELF_TEST_RUN.as_secs()
+    );
+    let spec = RunSpec {
+        index: 0,
+        kind: Kind::Standalone,
+        lock: LockKind::Mutex,
+        seed: options.seed,
+        duration: SELF_TEST_RUN,
+        contenders: 4,
+        session: options.session,
+        wait: options.wait,
+        dir: base.join("self-test"),
+        exe: exe.to_path_buf(),
+        faults: options.faults.clone(),
+        renew: false,
+        split_lock: true,
+    };
+    let result = run(&spec).map_err(|e| format!("the end-to-end self-test could not run: {e}"))?;
+    let caught = result
+        .violations
+        .iter()
+        .filter(|v| v.starts_with("[check 1]"))
+        .count();
+    if caught == 0 {
+        return Err(format!(
+            "the end-to-end self-test saw no overlap on a lock split in two; logs kept in {}",
+            spec.dir.display()
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&spec.dir);
+    println!("checker: end-to-end self-test: the split lock was caught ({caught} overlaps)");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("contender") {
@@ -253,6 +307,10 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let base = std::env::temp_dir().join(format!("zklock-checker-{}", std::process::id()));
+    if let Err(e) = end_to_end_self_test(&options, &exe, &base) {
+        eprintln!("checker: {e}");
+        return ExitCode::FAILURE;
+    }
     let runs = plan(&options);
     if options.faults.len() < faults::FaultKind::ALL.len() {
         println!("checker: injecting only {:?}", options.faults);
@@ -284,6 +342,7 @@ fn main() -> ExitCode {
             exe: exe.clone(),
             faults: options.faults.clone(),
             renew: options.renew,
+            split_lock: false,
         };
         match run(&spec) {
             Ok(result) => {

@@ -126,6 +126,9 @@ pub struct Spawner {
     pub wait: Duration,
     /// See [`Settings::renew`].
     pub renew: bool,
+    /// The end-to-end self-test's broken lock: the odd slots' contenders
+    /// lock another path, so that two of them hold "the" lock at once.
+    pub split_lock: bool,
 }
 
 /// Every contender of a run, current and past.
@@ -186,7 +189,10 @@ impl Contenders {
             name: name.clone(),
             kind: s.kind,
             connect: connect.join(","),
-            lock: s.lock.clone(),
+            lock: match s.split_lock && i % 2 == 1 {
+                true => format!("{}-split", s.lock),
+                false => s.lock.clone(),
+            },
             counter: s.counter.clone(),
             log: s.dir.join(format!("{name}.log")),
             session: s.session,

@@ -42,6 +42,8 @@ pub struct RunSpec {
     pub faults: Vec<FaultKind>,
     /// Whether contenders may go on with a new session after an expiry.
     pub renew: bool,
+    /// See [`Spawner::split_lock`].
+    pub split_lock: bool,
 }
 
 /// What a run found.
@@ -169,6 +171,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         session: spec.session,
         wait: spec.wait,
         renew: spec.renew,
+        split_lock: spec.split_lock,
     };
     let mut contenders =
         Contenders::start(spawner, spec.contenders, &topology.addrs(), rng.fork())?;
