@@ -51,10 +51,14 @@ pub enum FaultKind {
     /// SIGKILL the contender that owns the lowest lock node (the holder),
     /// and start a replacement.
     HolderKill,
+    /// Cut an ensemble member (the leader half the time) off from the
+    /// others, while its clients still reach it, then heal the partition
+    /// (nothing on a standalone server).
+    MemberPartition,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::ServerKill,
         FaultKind::ServerPause,
         FaultKind::Blackhole,
@@ -65,6 +69,7 @@ impl FaultKind {
         FaultKind::CutAfterRequest,
         FaultKind::CutAfterCreateThenList,
         FaultKind::HolderKill,
+        FaultKind::MemberPartition,
     ];
 
     /// The kind named `name` (its variant name, any case).
@@ -90,6 +95,7 @@ impl FaultKind {
                 "cut right after a create2, then after the next getChildren"
             }
             FaultKind::HolderKill => "kill -9 of the lock holder + replacement",
+            FaultKind::MemberPartition => "partition of an ensemble member from the others",
         }
     }
 }
@@ -173,7 +179,10 @@ pub fn inject(
     let (want_holder, any) = (rng.chance(1, 2), rng.index(target.contenders.slots.len()));
     let network_fault = !matches!(
         kind,
-        FaultKind::ServerKill | FaultKind::ServerPause | FaultKind::HolderKill
+        FaultKind::ServerKill
+            | FaultKind::ServerPause
+            | FaultKind::HolderKill
+            | FaultKind::MemberPartition
     );
     let holder = if want_holder && network_fault {
         holder_pid(target.admin, target.lock).and_then(|pid| target.contenders.slot_of_pid(pid))
@@ -295,6 +304,13 @@ pub fn inject(
             };
             let (old, new) = target.contenders.kill_and_replace(slot)?;
             format!("{old} (pid {pid}) killed, {new} started")
+        }
+        FaultKind::MemberPartition => {
+            let held = rng.ms(t_ms / 2, 2 * t_ms);
+            let Some(who) = target.topology.partition_member(held, rng)? else {
+                return Ok(None);
+            };
+            format!("{who} cut off from the other members for {held:?}")
         }
     };
     Ok(Some(Fault {

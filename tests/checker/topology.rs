@@ -43,6 +43,7 @@ impl Topology {
                 .map(Topology::Standalone),
             Kind::Cluster => TestCluster::builder()
                 .startup_timeout(STARTUP)
+                .partitionable(true)
                 .start()
                 .map(Topology::Cluster),
         }
@@ -128,8 +129,41 @@ impl Topology {
         }
     }
 
+    /// Cuts a member of the cluster (the leader half the time) off from the
+    /// other members for `held`, its clients still reaching it, then heals
+    /// the partition and waits until the ensemble serves. Returns who was
+    /// cut off; `None` on a standalone server, which has no peers.
+    pub fn partition_member(
+        &self,
+        held: Duration,
+        rng: &mut Rng,
+    ) -> Result<Option<String>, String> {
+        let Topology::Cluster(c) = self else {
+            return Ok(None);
+        };
+        let leader = c.wait_leader(Duration::from_secs(20)).ok();
+        let member = match leader {
+            Some(l) if rng.chance(1, 2) => l,
+            _ => rng.index(c.size()),
+        };
+        let role = if Some(member) == leader {
+            "leader"
+        } else {
+            "follower"
+        };
+        c.isolate(member)
+            .map_err(|e| format!("isolate member {member}: {e}"))?;
+        std::thread::sleep(held);
+        c.heal(member)
+            .map_err(|e| format!("heal member {member}: {e}"))?;
+        c.wait_serving(STARTUP)
+            .map_err(|e| format!("the ensemble to serve after a partition: {e}"))?;
+        Ok(Some(format!("{role} (member {member})")))
+    }
+
     /// Brings every server back (after an interrupted fault): starts the
-    /// stopped ones, continues the paused ones, and waits until they serve.
+    /// stopped ones, continues the paused ones, heals partitions, and waits
+    /// until they serve.
     pub fn heal(&self) -> Result<(), String> {
         match self {
             Topology::Standalone(s) => {
@@ -140,6 +174,7 @@ impl Topology {
             }
             Topology::Cluster(c) => {
                 for i in 0..c.size() {
+                    c.heal(i).map_err(|e| e.to_string())?;
                     // SIGCONT is harmless to a running member.
                     let _ = c.resume(i);
                     if !c.is_running(i) {
