@@ -104,6 +104,8 @@ pub(crate) struct Section<'a> {
     pub first_left: Option<(u64, String)>,
     pub release: Option<u64>,
     pub write: Option<(u64, Option<Outcome>)>,
+    /// The counter's version an acknowledged write made.
+    pub written_as: Option<u64>,
     /// The counter as read: (time, value, token of its writer).
     pub reads: Vec<(u64, u64, i64)>,
     /// When it stopped holding (see the module docs).
@@ -133,6 +135,7 @@ pub fn check(run: &RunData) -> Verdict {
     let sections = v.sections();
     v.mutual_exclusion(&sections);
     v.fencing(&sections);
+    v.writes_in_token_order(&sections);
     v.bounded(&sections);
     v.leftovers();
     v.live_orphans();
@@ -207,6 +210,7 @@ impl<'a> Checker<'a> {
                             first_left: None,
                             release: None,
                             write: None,
+                            written_as: None,
                             reads: Vec::new(),
                             end: *t,
                         });
@@ -236,7 +240,11 @@ impl<'a> Checker<'a> {
                         }
                     }
                     Event::Wrote {
-                        t, outcome, err, ..
+                        t,
+                        outcome,
+                        version,
+                        err,
+                        ..
                     } => {
                         match outcome {
                             Outcome::Ok => self.figures.writes_ok += 1,
@@ -246,8 +254,11 @@ impl<'a> Checker<'a> {
                         if let Some(err) = err {
                             self.error_seen("write", err, &p.name, *t);
                         }
-                        if let Some((_, o)) = open.as_mut().and_then(|s| s.write.as_mut()) {
-                            *o = Some(*outcome);
+                        if let Some(s) = open.as_mut() {
+                            if let Some((_, o)) = s.write.as_mut() {
+                                *o = Some(*outcome);
+                            }
+                            s.written_as = *version;
                         }
                     }
                     Event::Release { t, .. } => {
@@ -373,6 +384,38 @@ impl<'a> Checker<'a> {
                     self.at(s.acq)
                 );
                 self.violate(2, text);
+            }
+        }
+    }
+
+    /// The counter's acknowledged writes, in the order the server applied
+    /// them (the versions they made), carry increasing tokens: none landed
+    /// after a later holder's. The sections' own logs order the holds; this
+    /// orders the writes as they landed.
+    fn writes_in_token_order(&mut self, sections: &[Section<'_>]) {
+        let mut written: Vec<(u64, &Section<'_>)> = sections
+            .iter()
+            .filter_map(|s| Some((s.written_as?, s)))
+            .collect();
+        written.sort_by_key(|&(version, _)| version);
+        let mut newest: Option<(u64, &Section<'_>)> = None;
+        for &(version, s) in &written {
+            if let Some((newer_version, newer)) = newest.filter(|(_, n)| s.token <= n.token) {
+                let text = format!(
+                    "the counter's write of {} under token {} (acquired at {}) landed as version \
+                     {version}, after the write of {} under token {} (acquired at {}) made version \
+                     {newer_version}",
+                    s.proc,
+                    s.token,
+                    self.at(s.acq),
+                    newer.proc,
+                    newer.token,
+                    self.at(newer.acq)
+                );
+                self.violate(2, text);
+            }
+            if newest.map_or(true, |(_, n)| s.token > n.token) {
+                newest = Some((version, s));
             }
         }
     }

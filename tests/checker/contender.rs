@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::select;
-use zklock::{AnyGuard, Client, Error, LockState, Mutex, Op, RwLock, State};
+use zklock::{AnyGuard, Client, Error, LockState, Mutex, Op, OpOutcome, RwLock, State};
 
 use crate::events::{now_ns, Event, EventLog, LoggedError, Outcome};
 use crate::rng::Rng;
@@ -460,20 +460,28 @@ fn body(
     let result = if rng.chance(1, 2) {
         guard
             .multi(&[Op::set_data(&settings.counter, data, None)])
-            .map(drop)
+            .map(|outcomes| match outcomes.first() {
+                Some(OpOutcome::DataSet(stat)) => Some(stat.version),
+                _ => None,
+            })
     } else {
         client
             .set_data(&settings.counter, data.as_bytes(), None)
-            .map(drop)
+            .map(|stat| Some(stat.version))
     };
-    let (outcome, err) = match result {
-        Ok(_) => (Outcome::Ok, None),
-        Err(e) => (write_outcome(&e), Some(LoggedError::of(&e))),
+    let (outcome, version, err) = match result {
+        Ok(version) => (
+            Outcome::Ok,
+            version.and_then(|v| u64::try_from(v).ok()),
+            None,
+        ),
+        Err(e) => (write_outcome(&e), None, Some(LoggedError::of(&e))),
     };
     log.put(&Event::Wrote {
         t: now_ns(),
         n,
         outcome,
+        version,
         err,
     });
     std::thread::sleep(rng.ms(0, 3));

@@ -108,11 +108,13 @@ pub enum Event {
     Skip { t: u64, n: u64, state: String },
     /// The guard was `Held` and the write of `value` is being sent.
     Write { t: u64, n: u64, value: u64 },
-    /// The write ended.
+    /// The write ended; an acknowledged one with the counter's version
+    /// it made, which tells where the server applied it among the others.
     Wrote {
         t: u64,
         n: u64,
         outcome: Outcome,
+        version: Option<u64>,
         err: Option<LoggedError>,
     },
     /// `unlock()` is being called: from here on the contender no longer
@@ -172,11 +174,18 @@ impl Event {
             Event::ReadErr { t, n, err } => (format!("READERR {t} {n}"), Some(err)),
             Event::Skip { t, n, state } => (format!("SKIP {t} {n} {state}"), None),
             Event::Write { t, n, value } => (format!("WRITE {t} {n} {value}"), None),
-            Event::Wrote { t, n, outcome, err } => {
-                let o = match outcome {
-                    Outcome::Ok => "ok",
-                    Outcome::Maybe => "maybe",
-                    Outcome::Failed => "failed",
+            Event::Wrote {
+                t,
+                n,
+                outcome,
+                version,
+                err,
+            } => {
+                let o = match (outcome, version) {
+                    (Outcome::Ok, Some(v)) => format!("ok {v}"),
+                    (Outcome::Ok, None) => "ok -".to_owned(),
+                    (Outcome::Maybe, _) => "maybe".to_owned(),
+                    (Outcome::Failed, _) => "failed".to_owned(),
                 };
                 (format!("WROTE {t} {n} {o}"), err.as_ref())
             }
@@ -257,17 +266,22 @@ impl Event {
                 n: f.num()?,
                 value: f.num()?,
             },
-            "WROTE" => Event::Wrote {
-                t,
-                n: f.num()?,
-                outcome: match f.word()? {
-                    "ok" => Outcome::Ok,
-                    "maybe" => Outcome::Maybe,
-                    "failed" => Outcome::Failed,
+            "WROTE" => {
+                let n = f.num()?;
+                let (outcome, version) = match f.word()? {
+                    "ok" => (Outcome::Ok, f.word()?.parse().ok()),
+                    "maybe" => (Outcome::Maybe, None),
+                    "failed" => (Outcome::Failed, None),
                     _ => return None,
-                },
-                err: f.err(),
-            },
+                };
+                Event::Wrote {
+                    t,
+                    n,
+                    outcome,
+                    version,
+                    err: f.err(),
+                }
+            }
             "RELEASE" => Event::Release { t, n: f.num()? },
             "END" => Event::End {
                 t,

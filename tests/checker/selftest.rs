@@ -36,7 +36,8 @@ impl Log {
     }
 
     /// A whole section: acquired at `acq`, released at `rel`, writing
-    /// `value` with `outcome` in between, after reading `read_token`.
+    /// `value` with `outcome` in between, after reading `read_token`. An
+    /// acknowledged write makes the counter's version `token`.
     fn section(self, acq: u64, rel: u64, token: i64, read_token: i64, outcome: Outcome) -> Log {
         let mid = (acq + rel) / 2;
         self.hold(acq, rel, token, format!("/l/n{token}"), |n| {
@@ -56,6 +57,10 @@ impl Log {
                     t: at(mid),
                     n,
                     outcome,
+                    version: match outcome {
+                        Outcome::Ok => u64::try_from(token).ok(),
+                        Outcome::Maybe | Outcome::Failed => None,
+                    },
                     err: None,
                 },
             ]
@@ -188,6 +193,15 @@ pub fn run() -> Result<(), String> {
         .done(4100);
     r.counter = Ok(5);
     cases.push(("b acquires while a holds", r, vec![1]));
+
+    // a's first write (token 10) lands after every later holder's.
+    let mut r = clean();
+    for e in &mut r.procs[0].events {
+        if let Event::Wrote { n: 1, version, .. } = e {
+            *version = Some(50);
+        }
+    }
+    cases.push(("a write landing after a later holder's", r, vec![2]));
 
     let mut r = clean();
     r.procs.push(Log::new("c").done(4100));
