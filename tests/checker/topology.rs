@@ -107,16 +107,7 @@ impl Topology {
                 Ok("server".into())
             }
             Topology::Cluster(c) => {
-                let leader = c.wait_leader(Duration::from_secs(20)).ok();
-                let member = match leader {
-                    Some(l) if rng.chance(1, 2) => l,
-                    _ => rng.index(c.size()),
-                };
-                let role = if Some(member) == leader {
-                    "leader"
-                } else {
-                    "follower"
-                };
+                let (member, role) = pick_member(c, rng);
                 c.pause(member)
                     .map_err(|e| format!("pause member {member}: {e}"))?;
                 std::thread::sleep(paused);
@@ -141,16 +132,7 @@ impl Topology {
         let Topology::Cluster(c) = self else {
             return Ok(None);
         };
-        let leader = c.wait_leader(Duration::from_secs(20)).ok();
-        let member = match leader {
-            Some(l) if rng.chance(1, 2) => l,
-            _ => rng.index(c.size()),
-        };
-        let role = if Some(member) == leader {
-            "leader"
-        } else {
-            "follower"
-        };
+        let (member, role) = pick_member(c, rng);
         c.isolate(member)
             .map_err(|e| format!("isolate member {member}: {e}"))?;
         std::thread::sleep(held);
@@ -184,5 +166,19 @@ impl Topology {
                 c.wait_serving(STARTUP).map_err(|e| e.to_string())
             }
         }
+    }
+}
+
+/// A member of `c` to fault: the leader half the time, else any member;
+/// with its role.
+fn pick_member(c: &TestCluster, rng: &mut Rng) -> (usize, &'static str) {
+    let leader = c.wait_leader(Duration::from_secs(20)).ok();
+    let member = match leader {
+        Some(l) if rng.chance(1, 2) => l,
+        _ => rng.index(c.size()),
+    };
+    match Some(member) == leader {
+        true => (member, "leader"),
+        false => (member, "follower"),
     }
 }
