@@ -1866,7 +1866,8 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
         ..config()
     };
     let too_large = |len, max| Error::Protocol(DecodeError::FrameTooLarge { len, max });
-    // Two reads batched: the batch may be 2 × max_frame; this is over.
+    // Two reads batched: the batch may be 2 × max_frame and three multi
+    // headers of 9 bytes (2075); this is over.
     let mut s = connected_with(config.clone(), now);
     s.submit_read(now, BatchRead::Data(get_data("/app/a")), 1)
         .unwrap();
@@ -1876,7 +1877,7 @@ fn a_frame_over_the_limit_blames_only_the_users_call_whose_reply_it_is() {
     assert_eq!(header(&frames[0]).op, OpCode::MultiRead.code());
     s.handle_bytes(now, &3000i32.to_be_bytes());
     s.handle_bytes(now, &header(&frames[0]).xid.to_be_bytes());
-    assert_eq!(s.poll_disconnect(), Some(too_large(3000, 2048)));
+    assert_eq!(s.poll_disconnect(), Some(too_large(3000, 2075)));
     s.handle_disconnected(now);
     assert_eq!(
         replies(&mut s),
