@@ -19,6 +19,9 @@ use crate::session::Target;
 /// What an attempt whose host's name was not looked up in time says.
 const STILL_RESOLVING: &str = "its name was still being resolved";
 
+/// What an attempt whose lookup thread died without answering says.
+const LOOKUP_THREAD_ENDED: &str = "the lookup thread ended without an outcome";
+
 /// How long a lookup's answer that no attempt was waiting for stays good
 /// for the host's next attempt: a JVM's default cache of positive answers.
 /// An older one is looked up again.
@@ -126,9 +129,7 @@ pub(super) fn connect_aside(
             };
             match serve_timers(shared, wake, until, &lookup) {
                 Waited::Got(Some((_, found))) => found,
-                Waited::Got(None) => Err(io::Error::other(
-                    "the lookup thread ended without an outcome",
-                )),
+                Waited::Got(None) => Err(io::Error::other(LOOKUP_THREAD_ENDED)),
                 Waited::Until => {
                     log::debug!("{host}: no answer from the resolver in the attempt's time");
                     lookups.leave(host, lookup);
@@ -221,9 +222,9 @@ pub(super) fn connect_within(
                     lookups.leave(host, lookup);
                     return Err(io::Error::new(io::ErrorKind::TimedOut, STILL_RESOLVING));
                 }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(io::Error::other(
-                    "the lookup thread ended without an outcome",
-                )),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    Err(io::Error::other(LOOKUP_THREAD_ENDED))
+                }
             }
         }
     };

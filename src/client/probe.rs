@@ -100,7 +100,7 @@ fn ask_isro(lookups: &mut Lookups, target: &Target) -> io::Result<[u8; 2]> {
             .filter(|d| !d.is_zero())
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no answer in time"))
     };
-    let stream = connect_within(lookups, target, PROBE_TIMEOUT)?;
+    let stream = connect_within(lookups, target, left()?)?;
     stream.set_write_timeout(Some(left()?))?;
     (&stream).write_all(b"isro")?;
     let mut answer = [0u8; 2];
