@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 
 use super::process::{JvmProcess, Launch};
 use super::proxy::{FaultProxy, ProxyMode};
-use super::server::{option_setters, Options, ASKED_QUERY_TIMEOUT, START_ATTEMPTS, STOP_GRACE};
+use super::server::{
+    option_setters, Options, ASKED_QUERY_TIMEOUT, QUERY_TIMEOUT, START_ATTEMPTS, STOP_GRACE,
+};
 use super::util::{
     create_dir_all, free_ports, is_port_clash, log_tail, ms, poll_pause, remaining, remove_all_but,
     server_mode, temp_dir, write_file, JavaSetup,
 };
 use super::{four_letter_word, Error, ServerMode};
 
-/// The timeout of one four-letter-word query while polling.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
 /// The default ensemble size.
 const DEFAULT_SIZE: usize = 3;
 

@@ -21,7 +21,7 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How many times a first start is retried on a port clash.
 pub(crate) const START_ATTEMPTS: usize = 3;
 /// The timeout of one four-letter-word query while polling.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
 /// The timeout of a four-letter word a test asks for: a JVM stalled for a
 /// second on a loaded machine must not fail the test that asked.
 pub(crate) const ASKED_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
