@@ -33,6 +33,8 @@ mod delayed_tests;
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]
+mod read_only_tests;
+#[cfg(test)]
 mod renew_tests;
 #[cfg(test)]
 mod tests;
@@ -307,6 +309,9 @@ pub struct Session<T, W> {
     passwd: Vec<u8>,
     last_zxid: i64,
     negotiated: Option<Duration>,
+    /// What a read-only server that resumed the session granted when that
+    /// is shorter than the session's timeout: see [`Session::read_timeout`].
+    shorter_connection_grant: Option<Duration>,
     seen_rw_server: bool,
     /// How many TCP connections have been up (see
     /// [`Session::connection_count`]).
@@ -386,6 +391,7 @@ impl<T, W: Clone> Session<T, W> {
             passwd: vec![0; PASSWORD_LEN],
             last_zxid: 0,
             negotiated: None,
+            shorter_connection_grant: None,
             seen_rw_server: false,
             connections: 0,
             next_xid: 1,
@@ -471,9 +477,17 @@ impl<T, W: Clone> Session<T, W> {
     }
 
     /// A connection stays up while something is heard at least this often:
-    /// 2/3 of the session timeout in use.
+    /// 2/3 of the session timeout in use, or of the connection's server's
+    /// grant if that is shorter. A read-only server that resumes a session
+    /// (before 3.8) grants it by its own bounds, which do not change the
+    /// session's expiry but do close a connection left idle that long: the
+    /// pings, at half the read timeout, go by the shorter.
     pub fn read_timeout(&self) -> Duration {
-        self.timeout_in_use() * 2 / 3
+        let in_use = self.timeout_in_use();
+        self.shorter_connection_grant
+            .map_or(in_use, |grant| grant.min(in_use))
+            * 2
+            / 3
     }
 
     /// The session timeout the client's own timers go by: the one the

@@ -66,10 +66,13 @@ impl<T, W: Clone> Session<T, W> {
         // heard of by the quorum (see `Session::kept_by_read_only`), which
         // expires it by the timeout it granted, not by this server's.
         let resumed_read_only = response.read_only && self.seen_rw_server;
-        if !resumed_read_only || self.negotiated.is_none() {
-            self.negotiated = Some(Duration::from_millis(
-                response.timeout_ms.unsigned_abs().into(),
-            ));
+        let granted = Duration::from_millis(response.timeout_ms.unsigned_abs().into());
+        self.shorter_connection_grant = None;
+        match self.negotiated {
+            Some(negotiated) if resumed_read_only => {
+                self.shorter_connection_grant = (granted < negotiated).then_some(granted);
+            }
+            _ => self.negotiated = Some(granted),
         }
         if !resumed_read_only {
             self.last_heard = now;

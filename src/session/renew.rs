@@ -63,6 +63,7 @@ impl<T, W: Clone> Session<T, W> {
         // cannot expire locally, as the first session could not before its
         // handshake, and its calls wait the requested session timeout.
         self.negotiated = None;
+        self.shorter_connection_grant = None;
         // Nothing of the new session is on any server yet: a close before
         // its handshake has nothing to close.
         self.seen_rw_server = false;

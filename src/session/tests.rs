@@ -1723,59 +1723,6 @@ fn durations_over_the_protocols_longest_are_taken_as_it() {
     s.handle_timeout(now + Duration::from_secs(1));
 }
 
-/// A session a read-write server has seen, resumed by a read-only one (as
-/// servers before 3.8 do): that server's answers do not count as hearing
-/// from the ensemble, whose quorum hears nothing of the session, and the
-/// session expires locally 4/3 of the timeout after a read-write server
-/// was last heard from, the connection still up. Before, the read-only
-/// server's pings kept it alive locally for as long as it answered.
-#[test]
-fn a_read_only_server_does_not_keep_a_quorum_session_alive() {
-    let start = Instant::now();
-    let at = |ms| start + Duration::from_millis(ms);
-    let config = SessionConfig {
-        can_be_read_only: true,
-        ..config()
-    };
-    let mut s = connected_with(config, start);
-    s.handle_bytes(at(100), &reply(PING_XID, 3, 0, &()));
-    s.handle_disconnected(at(200));
-    s.next_host(at(200)).unwrap();
-    s.handle_connected(at(300));
-    sent(&mut s);
-    // Its own bounds grant another timeout, which the quorum knows nothing
-    // of: the session's stays.
-    let resumed_read_only = frame(&ConnectResponse {
-        protocol_version: 0,
-        timeout_ms: 6000,
-        session_id: 0x1234,
-        passwd: vec![7; 16],
-        read_only: true,
-    });
-    s.handle_bytes(at(400), &resumed_read_only);
-    assert_eq!(s.state(), State::ConnectedReadOnly);
-    assert_eq!(s.negotiated_timeout(), Some(TIMEOUT));
-    // Its pings are answered, within the read timeout, until the expiry:
-    // 100 ms + 4/3 of 3 s.
-    let expiry = at(100 + 4000);
-    assert!(s.poll_timeout().is_some_and(|t| t <= expiry));
-    let mut now = at(400);
-    for _ in 0..8 {
-        now += Duration::from_millis(450);
-        s.handle_timeout(now);
-        sent(&mut s);
-        s.handle_bytes(now, &reply(PING_XID, 3, 0, &()));
-        assert_eq!(s.last_heard(), at(100), "a read-only server's answer");
-    }
-    assert_eq!(now, at(4000));
-    assert_eq!(s.state(), State::ConnectedReadOnly);
-    s.handle_timeout(expiry - Duration::from_millis(1));
-    assert_eq!(s.state(), State::ConnectedReadOnly);
-    s.handle_timeout(expiry);
-    assert_eq!(s.state(), State::Expired);
-    assert_eq!(s.fatal_error(), Some(&Error::SessionExpired));
-}
-
 /// A refusal of an operation the server does not know (whoAmI before 3.7)
 /// overtakes the reply of a request still in its pipeline: the refused
 /// call is told `Unimplemented`, which no caller asks again, and only the
