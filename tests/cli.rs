@@ -575,6 +575,39 @@ fn a_signal_ignored_at_start_stays_ignored_by_zklock_and_the_command() {
     assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
 }
 
+/// Started with SIGCHLD ignored (a parent's SIG_IGN, which exec keeps),
+/// zklock still gets its command's status and checks setpriv, and the
+/// command starts with SIGCHLD's default action, as under GNU `timeout`.
+/// Before, the kernel reaped zklock's children: it exited 1 whatever the
+/// command's status, and warned that setpriv could not run.
+#[test]
+fn an_ignored_sigchld_at_start_loses_neither_the_status_nor_setpriv() {
+    // perl is an essential Debian package; its IGNORE is SIG_IGN.
+    let mut perl = Command::new("perl");
+    perl.args([
+        "-e",
+        "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die \"exec: $!\"",
+    ])
+    .arg(ZKLOCK)
+    .args(exec_args(
+        &[],
+        "/cli/sigchld",
+        "grep '^SigIgn:' /proc/self/status; exit 3",
+    ))
+    .env_remove("ZK_CONNECT");
+    let out = Run::spawn(&mut perl).finish(WAIT);
+    assert_eq!(code(&out), Some(3), "{}", out.stderr);
+    assert!(!out.stderr.contains("setpriv"), "{}", out.stderr);
+    let mask = out
+        .stdout
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("the command's SigIgn line: {:?}", out.stdout));
+    // Bit N-1 for signal N; SIGCHLD is 17.
+    assert_eq!(mask & (1 << 16), 0, "the command ignores SIGCHLD: {mask:x}");
+}
+
 /// SIGTERM, SIGINT, SIGHUP or SIGQUIT while waiting: no node is left and
 /// the command never runs. zklock exits 75, but for SIGINT (Ctrl-C), of
 /// which it then dies itself, as GNU `timeout` does, so that a shell

@@ -70,6 +70,13 @@ pub struct Received {
 /// SIGHUP, or SIGINT and SIGQUIT): those stay ignored, by zklock and by
 /// the command, which inherits that, as it would have without zklock.
 pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
+    // Started with SIGCHLD ignored (by a parent that set SIG_IGN, which
+    // exec keeps), zklock would have its children reaped by the kernel:
+    // every wait for one fails, the command's status is lost, and setpriv's
+    // check fails too. Handled, doing nothing, SIGCHLD is no longer
+    // ignored, and the command inherits its default action, as under GNU
+    // timeout.
+    signal_hook::flag::register(Signal::SIGCHLD as i32, Arc::new(AtomicBool::new(false)))?;
     let ignored = ignored_at_start();
     let handled = ENDING
         .iter()

@@ -74,7 +74,7 @@ fn writer() -> Option<&'static Sender<Line>> {
                         match line {
                             Line::Text(text) => {
                                 WRITING_SINCE.store(millis_since_epoch() + 1, Ordering::Relaxed);
-                                let _ = writeln!(std::io::stderr(), "{text}");
+                                let _ = std::io::stderr().write_all(text.as_bytes());
                                 WRITING_SINCE.store(0, Ordering::Relaxed);
                             }
                             Line::Written(done) => {
@@ -95,13 +95,16 @@ pub fn start() {
 
 /// Queues `line` for stderr, without waiting: dropped if the writer is that
 /// far behind. Written here only if no writer thread could be started.
-pub fn say(line: String) {
+pub fn say(mut line: String) {
+    // One write with its newline: a command writing to the same stderr at
+    // that moment cannot come between the two.
+    line.push('\n');
     match writer() {
         Some(lines) => {
             let _ = lines.try_send(Line::Text(line));
         }
         None => {
-            let _ = writeln!(std::io::stderr(), "{line}");
+            let _ = std::io::stderr().write_all(line.as_bytes());
         }
     }
 }

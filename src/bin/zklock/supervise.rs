@@ -260,7 +260,9 @@ pub fn run<'a>(
                     Ok(s) if s.signal() == Some(Signal::SIGINT as i32) && signals::got_sigint() => {
                         Outcome::Signal(Signal::SIGINT)
                     }
-                    status => Outcome::Exit(status.map_or(1, exit_code)),
+                    Ok(status) => Outcome::Exit(exit_code(status)),
+                    // Not 1 as if from the command: nothing says it failed.
+                    Err(e) => Outcome::Error(format!("the command's exit status is unknown: {e}")),
                 }
                 .into();
             }
