@@ -184,6 +184,37 @@ fn connect_strings_get_their_exact_error_at_once() {
     }
 }
 
+/// A refused connect names the host once, and the address it was refused
+/// at only when the host is a name. Before, `127.0.0.1:P: 127.0.0.1:P:
+/// Connection refused`.
+#[test]
+fn a_refused_connect_names_the_host_once_and_a_names_address() {
+    let port = zklock::testing::dead_port().expect("a dead port");
+    let address = format!("127.0.0.1:{port}");
+    let name = zklock::testing::FakeName::new(
+        &format!("refused-{port}.test:{port}"),
+        vec![address.parse().expect("an address")],
+    );
+    for (host, named) in [
+        (address.as_str(), String::new()),
+        (name.host(), format!("{address}: ")),
+    ] {
+        match Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .connect(host)
+        {
+            Err(Error::ConnectFailed { last_error, .. }) => {
+                let prefix = format!("{host}: {named}");
+                let rest = last_error
+                    .strip_prefix(&prefix)
+                    .unwrap_or_else(|| panic!("{last_error:?} does not start with {prefix:?}"));
+                assert!(rest.starts_with("Connection refused"), "{last_error:?}");
+            }
+            other => panic!("{host}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn an_unresolvable_host_fails_naming_it_within_the_connect_timeout() {
     let timeout = Duration::from_secs(1);

@@ -162,14 +162,15 @@ pub(super) fn connect_aside(
         return Some(Err(no_address()));
     };
     let (done, outcome) = crossbeam_channel::bounded(1);
+    let named = host.to_owned();
     let spawned = std::thread::Builder::new()
         .name("zklock-connect".into())
         .spawn(move || {
-            let _ = done.send(connect_to(addr, timeout));
+            let _ = done.send(connect_to(&named, addr, timeout));
         });
     if let Err(e) = spawned {
         log::warn!("no thread to connect on ({e}): connecting on the I/O thread");
-        return Some(connect_to(addr, timeout).map(|stream| (stream, resolved)));
+        return Some(connect_to(host, addr, timeout).map(|stream| (stream, resolved)));
     }
     // The connect's own timeout did not know of a close that came since,
     // which may leave it less: its share of the close's time.
@@ -233,21 +234,27 @@ pub(super) fn connect_within(
         .checked_duration_since(Instant::now())
         .filter(|left| !left.is_zero())
         .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no time left to connect"))?;
-    connect_to(addr, left)
+    connect_to(host, addr, left)
 }
 
 fn no_address() -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
 }
 
-/// A TCP connection to `addr`, with Nagle off and keepalive on. The error
-/// names the address.
-fn connect_to(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+/// A TCP connection to `addr`, one of `host`'s, with Nagle off and
+/// keepalive on. The error names the address, unless `host` is written as
+/// it (the caller names the host).
+fn connect_to(host: &str, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_nodelay(true)?;
-    socket
-        .connect_timeout(&addr.into(), timeout)
-        .map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))?;
+    socket.connect_timeout(&addr.into(), timeout).map_err(|e| {
+        let at = addr.to_string();
+        if at == host {
+            e
+        } else {
+            io::Error::new(e.kind(), format!("{at}: {e}"))
+        }
+    })?;
     socket.set_keepalive(true)?;
     Ok(socket.into())
 }
