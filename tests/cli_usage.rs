@@ -440,15 +440,37 @@ fn bench_runs_every_mode_and_reports_its_sessions() {
         assert_eq!(field("clients"), clients, "{json}");
         assert_eq!(field("violations"), "0", "{json}");
     }
-    // A node left with other data is read at 100 bytes again.
+    // A node an earlier run left is taken up again.
+    bench_json("get", &[], "10", "/cli/bench-get");
+    // One with other data is someone's: refused, its data kept. (Before,
+    // it was set to the bench's 100 bytes.)
     let client = client();
     client
         .set_data("/cli/bench-get", b"short", None)
         .expect("set_data");
-    bench_json("get", &[], "10", "/cli/bench-get");
-    assert_eq!(client.get_data("/cli/bench-get").expect("get").0.len(), 100);
-    // Nor is the root the raw modes' node.
     let connect = connect_string();
+    for mode in ["get", "set"] {
+        let out = Run::spawn(&mut zklock(&[
+            "bench",
+            "--connect",
+            &connect,
+            "--mode",
+            mode,
+            "--path",
+            "/cli/bench-get",
+        ]))
+        .finish(WAIT);
+        assert_eq!(code(&out), Some(1), "{}", out.stderr);
+        assert_eq!(
+            one_line(&out),
+            "zklock: invalid argument: /cli/bench-get exists with data of its own (5 bytes), \
+             which `set` would overwrite: give --path a node of the bench's own",
+            "{mode}"
+        );
+    }
+    let (kept, _) = client.get_data("/cli/bench-get").expect("get");
+    assert_eq!(kept, b"short");
+    // Nor is the root the raw modes' node.
     let out = Run::spawn(&mut zklock(&[
         "bench",
         "--connect",

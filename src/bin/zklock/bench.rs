@@ -243,9 +243,18 @@ fn raw(options: &Options) -> Result<Measured, Error> {
         CreateMode::Persistent,
     ) {
         Ok(_) => {}
-        // Left by an earlier run: read at 100 bytes too.
+        // Left by an earlier run, and so holding its 100 bytes. Any other
+        // node is someone's data, which the bench must not overwrite.
         Err(Error::NodeExists) => {
-            client.set_data(&options.path, &data, None)?;
+            let (found, _) = client.get_data(&options.path)?;
+            if found != data {
+                return Err(Error::InvalidArgument(format!(
+                    "{} exists with data of its own ({} bytes), which `set` would overwrite: \
+                     give --path a node of the bench's own",
+                    options.path,
+                    found.len()
+                )));
+            }
         }
         Err(e) => return Err(e),
     }
