@@ -1540,6 +1540,88 @@ fn job_control_stops_stop_the_command_with_zklock_and_sigcont_continues_both() {
     assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
 }
 
+/// With the process limit reached once the command runs (a container's
+/// `pids.max`, `ulimit -u`), a Ctrl-Z and SIGCONT still confirm the lock
+/// and continue the command, and a SIGTERM still ends it: every thread the
+/// supervision needs is started before the command. Before, the
+/// confirmation's thread could not start, and zklock panicked and died of
+/// SIGABRT, its command killed with it.
+#[test]
+fn a_process_limit_reached_while_the_command_runs_leaves_the_supervision_working() {
+    const PATH: &str = "/cli/pids-limit";
+    let Some(limit) = PidsLimit::new("zklock-cli-pids") else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: a_process_limit_reached_while_the_command_runs_leaves_the_supervision_working \
+             skipped: no cgroup with a pids limit can be made here"
+        );
+        return;
+    };
+    let dir = TempDir::new("pids-limit");
+    let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
+    let (command, _node) = started(&dir);
+    let zklock = run.pid();
+    // zklock alone: no thread of its can start from here on.
+    limit.hold_at_current(zklock);
+    run.signal("TSTP");
+    wait_until("zklock and its command to stop", WAIT, || {
+        process_state(zklock) == Some('T') && process_state(command.0) == Some('T')
+    });
+    run.signal("CONT");
+    wait_until("zklock and its command to continue", WAIT, || {
+        process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
+    });
+    assert!(process_state(command.0).is_some(), "the command was ended");
+    run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+}
+
+/// A cgroup with a limit on its tasks (a v1 `pids` cgroup, or a v2 one
+/// with the controller), removed on drop, its processes moved back first.
+struct PidsLimit {
+    dir: std::path::PathBuf,
+}
+
+impl PidsLimit {
+    /// `None` where no such cgroup can be made (no controller, no root).
+    fn new(name: &str) -> Option<PidsLimit> {
+        let base = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|base| base.join("cgroup.procs").exists())?;
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let limit = PidsLimit { dir };
+        limit.dir.join("pids.max").exists().then_some(limit)
+    }
+
+    /// Moves process `pid` in, with every thread of it, and limits the
+    /// cgroup to the tasks it has.
+    fn hold_at_current(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+            .expect("move zklock into the cgroup");
+        let current =
+            std::fs::read_to_string(self.dir.join("pids.current")).expect("read pids.current");
+        std::fs::write(self.dir.join("pids.max"), current.trim()).expect("write pids.max");
+    }
+}
+
+impl Drop for PidsLimit {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("pids.max"), "max");
+        let parent = self.dir.parent().map(|p| p.join("cgroup.procs"));
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace() {
+            if let Some(parent) = &parent {
+                let _ = std::fs::write(parent, pid);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
 /// A Ctrl-Z that outlasts the session: the server frees the lock, another
 /// contender takes it, and when zklock is continued, its command is not.
 /// zklock finds the lock lost and kills the still-stopped command, which

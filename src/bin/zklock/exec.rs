@@ -232,6 +232,7 @@ pub fn run(mut args: Args) -> Outcome {
         Ready::Interrupted => {
             return not_acquired_on_signal(&options, "interrupted before the command could start")
         }
+        Ready::NoThread(e) => return Outcome::Error(format!("cannot start a thread: {e}")),
     };
     let node = guard.node().to_owned();
     let token = token.to_string();
@@ -331,6 +332,8 @@ enum Ready {
     /// Why not.
     NotHeld(&'static str),
     Interrupted,
+    /// No thread could be started to ask (the process limit reached).
+    NoThread(std::io::Error),
 }
 
 /// Checks that the lock is still held just before COMMAND starts (waiting
@@ -347,10 +350,13 @@ fn prepare(
     settler: &mut Settler,
 ) -> Ready {
     let (tx, rx) = bounded(1);
-    std::thread::spawn(move || {
+    let asked = std::thread::Builder::new().spawn(move || {
         let token = monitor.fencing_token();
         let _ = tx.send((token, monitor.state()));
     });
+    if let Err(e) = asked {
+        return Ready::NoThread(e);
+    }
     select! {
         recv(rx) -> ready => match ready {
             Ok((token, state)) if token != 0 => match settler.settle(state, states, signals) {
@@ -370,9 +376,11 @@ fn prepare(
 fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>, Outcome> {
     let (tx, connected) = bounded(1);
     let common = common.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(common.client());
-    });
+    std::thread::Builder::new()
+        .spawn(move || {
+            let _ = tx.send(common.client());
+        })
+        .map_err(|e| Outcome::Error(format!("cannot start a thread: {e}")))?;
     select! {
         recv(connected) -> result => match result {
             Ok(Ok(client)) => Ok(Some(client)),

@@ -54,9 +54,13 @@ impl Reporting {
     }
 }
 
-/// Reports, on a thread of its own, until `reporting` ends.
+/// Reports, on a thread of its own, until `reporting` ends. Without one
+/// (the process limit reached), zklock waits without progress lines.
 pub fn start(client: Client, path: String, reporting: Arc<Reporting>) {
-    std::thread::spawn(move || report(&client, &path, &reporting));
+    let spawned = std::thread::Builder::new().spawn(move || report(&client, &path, &reporting));
+    if let Err(e) = spawned {
+        say!("zklock: warning: no progress lines: cannot start a thread: {e}");
+    }
 }
 
 fn report(client: &Client, path: &str, reporting: &Reporting) {

@@ -87,7 +87,7 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
     let mut signals = signal_hook::iterator::Signals::new(handled)?;
     let (tx, ending) = unbounded();
     let (resumed_tx, resumed) = bounded(1);
-    std::thread::spawn(move || {
+    std::thread::Builder::new().spawn(move || {
         for raw in signals.forever() {
             match Signal::try_from(raw) {
                 Ok(signal) if STOPPING.contains(&signal) => stop(&group),
@@ -110,7 +110,7 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
                 Err(_) => {}
             }
         }
-    });
+    })?;
     Ok(Received { ending, resumed })
 }
 

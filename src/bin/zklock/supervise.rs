@@ -25,13 +25,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, never, select, Receiver};
+use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Sender};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use zklock::{Client, LockMonitor, LockState, StateChanges};
 
 use crate::group::{has_live_members, Group};
-use crate::tied::{watch_exit, Launcher, Stopped, Tied};
+use crate::tied::{ExitWatch, Launcher, Stopped, Tied};
 use crate::watchdog::Watchdog;
 use crate::{signals, Outcome, EXIT_ERROR};
 
@@ -129,6 +129,14 @@ pub fn run<'a>(
         Err(Stopped::Lost) => return Ran::NotHeldBeforeStart("the lock was lost"),
     };
     drop(check_states);
+    // Every thread needed once the command runs is started before it does:
+    // see `ExitWatch::start`. (Without one, zklock would panic, and die at
+    // once, with the command killed.)
+    let started = ExitWatch::start().and_then(|exit| Ok((exit, Confirmer::start(&monitor)?)));
+    let (exit_watch, confirmer) = match started {
+        Ok(started) => started,
+        Err(e) => return Outcome::Error(format!("cannot start a thread: {e}")).into(),
+    };
     // The lock's state is settled (a suspension waited out), then a stop
     // since the lock was granted (while it was checked, setpriv's check or
     // that wait included) is confirmed: it may have outlasted the session.
@@ -164,7 +172,7 @@ pub fn run<'a>(
             continue;
         }
         select! {
-            recv(confirm_held(&monitor)) -> held => if held != Ok(true) {
+            recv(confirmer.ask()) -> held => if held != Ok(true) {
                 return Ran::NotHeldAfterStop;
             },
             recv(signals) -> _ => return Ran::InterruptedBeforeStart,
@@ -197,7 +205,7 @@ pub fn run<'a>(
     // watchdog starts, so that it runs no longer than it must.
     if group.stop_count() != confirmed_as_of || resumed.try_recv().is_ok() {
         group.stop();
-        confirming = Some(confirm_as_of(&monitor, &group));
+        confirming = Some(confirmer.ask_as_of(&group));
     }
     // Dropped, whatever way this returns, once zklock is done with the
     // group.
@@ -211,7 +219,7 @@ pub fn run<'a>(
             None
         }
     };
-    let exited = watch_exit(pid);
+    let exited = exit_watch.watch(pid);
     let schedule = Schedule { timeout, grace };
     // The end of a suspension's grace, fixed when it is first noticed: a
     // later reading of when the client last heard could come after a
@@ -292,7 +300,7 @@ pub fn run<'a>(
                     // if by a SIGSTOP of its own, which cannot be caught.
                     group.stop();
                     // An earlier confirmation's answer may predate this stop.
-                    confirming = Some(confirm_as_of(&monitor, &group));
+                    confirming = Some(confirmer.ask_as_of(&group));
                 }
                 Err(_) => resumed = never(),
             },
@@ -306,7 +314,7 @@ pub fn run<'a>(
                 // message, which may not have been taken in yet.
                 if resumed.try_recv().is_ok() {
                     group.stop();
-                    confirming = Some(confirm_as_of(&monitor, &group));
+                    confirming = Some(confirmer.ask_as_of(&group));
                 } else if let Some((_, as_of)) = confirming.take() {
                     group.resume(as_of);
                 }
@@ -442,34 +450,59 @@ impl Schedule {
     }
 }
 
-/// A confirmation (see [`confirm_held`]), with the stop count it is asked
-/// at: read first, so that a stop while it is asked makes it stale.
-fn confirm_as_of(monitor: &LockMonitor, group: &Group) -> (Receiver<bool>, u64) {
-    let as_of = group.stop_count();
-    (confirm_held(monitor), as_of)
+/// Answers whether the lock is held, confirmed by a transaction on the
+/// leader (a follower behind it could still serve an expired session), on
+/// a thread started before the command (see [`ExitWatch::start`]). A
+/// transaction is asked again while no answer comes and the lock is not
+/// known lost. Each question is answered by a transaction sent after it
+/// was asked: one asked while an earlier one is still trying shares its
+/// next try.
+struct Confirmer {
+    asks: Sender<Sender<bool>>,
 }
 
-/// Answers whether the lock is held, confirmed by a transaction on the
-/// leader (a follower behind it could still serve an expired session).
-/// Asked again while no answer comes and the lock is not known lost.
-fn confirm_held(monitor: &LockMonitor) -> Receiver<bool> {
-    let (tx, rx) = bounded(1);
-    let monitor = monitor.clone();
-    std::thread::spawn(move || {
-        let mut pause = CONFIRM_AGAIN;
-        let held = loop {
-            match monitor.multi(&[]) {
-                Ok(_) => break true,
-                Err(e) if e.is_retryable() && monitor.state() != LockState::Lost => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(CONFIRM_AGAIN_AT_MOST);
+impl Confirmer {
+    fn start(monitor: &LockMonitor) -> std::io::Result<Confirmer> {
+        let (asks, asked) = unbounded::<Sender<bool>>();
+        let monitor = monitor.clone();
+        std::thread::Builder::new()
+            .name("zklock-confirm".into())
+            .spawn(move || {
+                for first in asked.iter() {
+                    let mut waiting = vec![first];
+                    let mut pause = CONFIRM_AGAIN;
+                    let held = loop {
+                        waiting.extend(asked.try_iter());
+                        match monitor.multi(&[]) {
+                            Ok(_) => break true,
+                            Err(e) if e.is_retryable() && monitor.state() != LockState::Lost => {
+                                std::thread::sleep(pause);
+                                pause = (pause * 2).min(CONFIRM_AGAIN_AT_MOST);
+                            }
+                            Err(_) => break false,
+                        }
+                    };
+                    for answer in waiting {
+                        let _ = answer.send(held);
+                    }
                 }
-                Err(_) => break false,
-            }
-        };
-        let _ = tx.send(held);
-    });
-    rx
+            })?;
+        Ok(Confirmer { asks })
+    }
+
+    /// Asks whether the lock is held.
+    fn ask(&self) -> Receiver<bool> {
+        let (answer, answered) = bounded(1);
+        let _ = self.asks.send(answer);
+        answered
+    }
+
+    /// Asks, with the stop count it is asked at: read first, so that a
+    /// stop while it is asked makes it stale.
+    fn ask_as_of(&self, group: &Group) -> (Receiver<bool>, u64) {
+        let as_of = group.stop_count();
+        (self.ask(), as_of)
+    }
 }
 
 /// SIGTERM to the command's group; SIGKILL to what is left of it at

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crossbeam_channel::{after, bounded, select, Receiver};
+use crossbeam_channel::{after, bounded, select, Receiver, Sender};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
@@ -166,6 +166,14 @@ fn setpriv(
         warn(&format!("{SETPRIV} not found"));
         return Ok(None);
     };
+    let cannot_run = |e: io::Error| {
+        warn(&format!("{} cannot run: {e}", setpriv.display()));
+        Ok(None)
+    };
+    let exit_watch = match ExitWatch::start() {
+        Ok(exit_watch) => exit_watch,
+        Err(e) => return cannot_run(e),
+    };
     // In a process group of its own, like the command: a Ctrl-C meant for
     // zklock would otherwise end the check too, and pass for its failure.
     let probe = Command::new(&setpriv)
@@ -177,16 +185,12 @@ fn setpriv(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
-    let cannot_run = |e: io::Error| {
-        warn(&format!("{} cannot run: {e}", setpriv.display()));
-        Ok(None)
-    };
     let mut probe = match probe {
         Ok(probe) => probe,
         Err(e) => return cannot_run(e),
     };
     let exited = match i32::try_from(probe.id()) {
-        Ok(pid) => watch_exit(Pid::from_raw(pid)),
+        Ok(pid) => exit_watch.watch(Pid::from_raw(pid)),
         // Never so on Linux; waited for without a limit.
         Err(_) => bounded(0).1,
     };
@@ -243,18 +247,44 @@ fn setpriv(
     }
 }
 
-/// Tells when process `pid`, a child, has exited, without reaping it:
-/// until it is reaped, its pid cannot be reused, and it (or its group) may
-/// still be signalled safely.
-pub fn watch_exit(pid: Pid) -> Receiver<()> {
-    let (tx, rx) = bounded(1);
-    std::thread::spawn(move || {
-        while let Err(Errno::EINTR) =
-            waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
-        {}
-        let _ = tx.send(());
-    });
-    rx
+/// Tells when a child has exited, without reaping it: until it is reaped,
+/// its pid cannot be reused, and it (or its group) may still be signalled
+/// safely. Its thread is started before the command is (see
+/// [`ExitWatch::start`]).
+pub struct ExitWatch {
+    pid: Sender<Pid>,
+    exited: Receiver<()>,
+}
+
+impl ExitWatch {
+    /// Starts the thread that will wait for the command: before the
+    /// command starts, since one that reaches the process limit (a
+    /// container's `pids.max`, `ulimit -u`) would leave no thread to start
+    /// once it runs, and zklock could not tell when it exits.
+    pub fn start() -> io::Result<ExitWatch> {
+        let (pid, to_watch) = bounded::<Pid>(1);
+        let (tx, exited) = bounded(1);
+        std::thread::Builder::new()
+            .name("zklock-exit".into())
+            .spawn(move || {
+                // No pid: the command did not start.
+                let Ok(pid) = to_watch.recv() else {
+                    return;
+                };
+                while let Err(Errno::EINTR) =
+                    waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+                {
+                }
+                let _ = tx.send(());
+            })?;
+        Ok(ExitWatch { pid, exited })
+    }
+
+    /// Watches `pid`, a child: the receiver gets a message once it exits.
+    pub fn watch(self, pid: Pid) -> Receiver<()> {
+        let _ = self.pid.send(pid);
+        self.exited
+    }
 }
 
 fn warn(why: &str) {
