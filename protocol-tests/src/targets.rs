@@ -759,6 +759,18 @@ pub const SESSION_REQUEST_TIMEOUT: u8 = 32;
 /// new session (`new_session_on_expiry`).
 pub const SESSION_NEW_ON_EXPIRY: u8 = 64;
 
+/// `session` flag: frames and requests are limited to
+/// [`SMALL_MAX_FRAME`] and [`SMALL_MAX_REQUEST`] bytes, so that inputs of
+/// a few kilobytes reach the limits: a reply over the frame limit (alone or
+/// in a batch) and watch re-registrations split into several records.
+pub const SESSION_SMALL_LIMITS: u8 = 128;
+
+/// `max_frame` under [`SESSION_SMALL_LIMITS`].
+pub const SMALL_MAX_FRAME: usize = 256;
+
+/// `max_request` under [`SESSION_SMALL_LIMITS`].
+pub const SMALL_MAX_REQUEST: usize = 128;
+
 /// Token of the credentials added before the first connection.
 pub const SESSION_AUTH_TOKEN: u32 = 1000;
 
@@ -983,8 +995,16 @@ pub fn session_new(flags: u8, now: Instant) -> (FuzzSession, Vec<(u32, OpCode)>)
         session_timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(10),
         can_be_read_only: flags & SESSION_CAN_BE_READ_ONLY != 0,
-        max_frame: DEFAULT_MAX_FRAME,
-        max_request: zklock::proto::JUTE_MAX_BUFFER,
+        max_frame: if flags & SESSION_SMALL_LIMITS != 0 {
+            SMALL_MAX_FRAME
+        } else {
+            DEFAULT_MAX_FRAME
+        },
+        max_request: if flags & SESSION_SMALL_LIMITS != 0 {
+            SMALL_MAX_REQUEST
+        } else {
+            zklock::proto::JUTE_MAX_BUFFER
+        },
         chroot: (!root.is_empty()).then(|| root.to_owned()),
         request_timeout: (flags & SESSION_REQUEST_TIMEOUT != 0).then(|| Duration::from_secs(5)),
         batch_reads: true,

@@ -24,7 +24,7 @@ use protocol_tests::targets::{
     self, session_new, settle_joint, submit_batched_reads, submit_batched_writes, submit_extras,
     FuzzSession, MAX_FRAMES, REPLY_OPS, SESSION_CAN_BE_READ_ONLY, SESSION_CHROOT, SESSION_CLOSE,
     SESSION_JOINT_TOKEN, SESSION_NEW_ON_EXPIRY, SESSION_RAW_CHUNKS, SESSION_REQUEST_TIMEOUT,
-    SESSION_RESUME, TARGETS,
+    SESSION_RESUME, SESSION_SMALL_LIMITS, SMALL_MAX_FRAME, TARGETS,
 };
 use zklock::proto::{
     perms, read_notification, read_reply_header, split_frame, write_frame, Acl, ClientInfo,
@@ -1330,6 +1330,56 @@ fn session_seeds() -> Vec<Seed> {
         d.answer_all(ok);
         seeds.push(seed(t, name, d.input(0, 0), true));
     }
+
+    // Small limits: a batched read whose reply alone would be over the
+    // frame limit fails alone, the others of its batch answered; a
+    // notification over the limit drops the connection, and the next one
+    // sets the watches again in records under the request limit.
+    let mut d = Driver::new(SESSION_SMALL_LIMITS);
+    // Replies the limit would refuse, but the one planted, are errors.
+    let fits = |op| {
+        if 16 + sample_body(op).len() > SMALL_MAX_FRAME {
+            -101
+        } else {
+            0
+        }
+    };
+    d.send(&connect(false).to_bytes());
+    for (xid, op) in d.requests() {
+        // The batch of the target's three reads (its own multiRead has two).
+        let batch = d
+            .read_ops
+            .iter()
+            .find(|(x, ops)| *x == xid && ops.len() == 3);
+        let reply = match batch {
+            Some((_, ops)) => {
+                let results = ops
+                    .iter()
+                    .map(|op| match op {
+                        OpCode::GetChildren => OpResult::GetChildren(GetChildrenResponse {
+                            children: vec!["a".into()],
+                        }),
+                        _ => OpResult::GetData(GetDataResponse {
+                            data: Some(vec![b'x'; SMALL_MAX_FRAME]),
+                            stat: stat(),
+                        }),
+                    })
+                    .collect();
+                [header(xid, ZXID, 0), MultiResponse { results }.to_bytes()].concat()
+            }
+            None => d.reply(xid, op, fits(op)),
+        };
+        d.send(&reply);
+    }
+    d.answer_all(fits);
+    d.notify(
+        EventType::NodeDataChanged,
+        &"/long".repeat(SMALL_MAX_FRAME / 4),
+    );
+    d.send(&resumed(false).to_bytes());
+    d.answer_all(fits);
+    d.notify(EventType::NodeDataChanged, "/a");
+    seeds.push(seed(t, "small-limits", d.input(0, 0), true));
 
     // Garbage after the handshake.
     let mut d = Driver::new(0);
