@@ -27,12 +27,9 @@ mod common;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use common::{check, BadFlag, Flags, Outcome, Zk};
+use common::{check, BadFlag, Flags, Outcome, Zk, WAIT};
 use crossbeam_channel::{Receiver, Sender};
 use zklock::{Acl, Client, CreateMode, EventType};
-
-/// How long anything that should happen is waited for.
-const WAIT: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
     common::run("config_watch", parse, config_watch)
@@ -62,15 +59,22 @@ fn config_watch(zk: &Zk, changes: i32) -> Outcome {
 
     let (reload_tx, reloads) = crossbeam_channel::unbounded::<Reload>();
     let watcher_client = zk.client()?;
+    let (ended_tx, ended) = crossbeam_channel::bounded::<()>(1);
     let (loaded, watcher_end) = std::thread::scope(|scope| -> Result<_, String> {
-        let watcher = scope.spawn(|| watch(&watcher_client, &path, &reload_tx));
+        let watcher = scope.spawn(|| {
+            let end = watch(&watcher_client, &path, &reload_tx);
+            let _ = ended_tx.send(());
+            end
+        });
         let mut loaded = Vec::new();
         let outcome = update(&updater, &path, changes, &reloads, &mut loaded);
         println!("updater: deleting the configuration");
         let deleted = updater.delete(&path, None);
-        if outcome.is_err() || deleted.is_err() {
-            // Ends the watcher, which waits for a change for as long as
-            // its session lasts.
+        // The watcher waits for a change for as long as its session lasts:
+        // closing it ends the wait, with an error, when the deletion is not
+        // heard of in time (which the checks below then report).
+        let waited = ended.recv_timeout(WAIT);
+        if outcome.is_err() || deleted.is_err() || waited.is_err() {
             let _ = watcher_client.close();
         }
         let end = watcher

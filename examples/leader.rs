@@ -24,13 +24,10 @@ mod common;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use common::{check, wait_for, BadFlag, Flags, Outcome, Zk};
+use common::{check, wait_for, BadFlag, CloseAll, Flags, Outcome, Zk, WAIT};
 use crossbeam_channel::{Receiver, Sender};
 use zklock::recipes::lock_queue;
 use zklock::{Client, LockState};
-
-/// How long anything that should happen is waited for.
-const WAIT: Duration = Duration::from_secs(20);
 
 /// Rounds of work a leader reports before the example kills it.
 const ROUNDS: u32 = 3;
@@ -142,17 +139,6 @@ fn leader(zk: &Zk, count: usize) -> Outcome {
         "each leader's fencing token is above its predecessor's",
     );
     Ok(ok)
-}
-
-/// Closes every candidate's session when dropped.
-struct CloseAll(Vec<Client>);
-
-impl Drop for CloseAll {
-    fn drop(&mut self) {
-        for client in &self.0 {
-            let _ = client.close();
-        }
-    }
 }
 
 fn client_id(clients: &CloseAll, id: usize) -> i64 {

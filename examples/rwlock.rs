@@ -26,15 +26,11 @@ mod common;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
-use common::{check, wait_for, BadFlag, Flags, Outcome, Zk};
+use common::{check, wait_for, BadFlag, CloseAll, Flags, Outcome, Zk, WAIT};
 use crossbeam_channel::{Receiver, Sender};
 use zklock::recipes::lock_queue;
 use zklock::{Client, RwLock};
-
-/// How long anything that should happen is waited for.
-const WAIT: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
     common::run("rwlock", parse, rwlock)
@@ -100,12 +96,16 @@ fn rwlock(zk: &Zk, count: usize) -> Outcome {
     let mut ok = true;
 
     std::thread::scope(|scope| -> Outcome {
+        // Should this return early, a holder still waiting for the lock
+        // fails with `Closed` rather than wait for ever.
+        let mut clients = CloseAll::default();
         // Each holder keeps its lock until its `release` sender is dropped.
         let mut readers = Vec::new();
         for i in 0..count {
             let (release_tx, release) = crossbeam_channel::bounded::<()>(0);
             readers.push(release_tx);
             let (client, name) = (zk.client()?, format!("reader-{i}"));
+            clients.0.push(client.clone());
             let (path, inside, tx) = (&path, &inside, entered_tx.clone());
             scope.spawn(move || hold_read(&client, path, &name, inside, &tx, &release));
         }
@@ -124,6 +124,7 @@ fn rwlock(zk: &Zk, count: usize) -> Outcome {
         let (writer_release, release) = crossbeam_channel::bounded::<()>(0);
         {
             let client = zk.client()?;
+            clients.0.push(client.clone());
             let (path, inside, tx) = (&path, &inside, entered_tx.clone());
             scope.spawn(move || hold_write(&client, path, inside, &tx, &release));
         }
@@ -151,6 +152,7 @@ fn rwlock(zk: &Zk, count: usize) -> Outcome {
         let late_release = {
             let (release_tx, release) = crossbeam_channel::bounded::<()>(0);
             let (client, name) = (zk.client()?, format!("reader-{count}"));
+            clients.0.push(client.clone());
             let (path, inside, tx) = (&path, &inside, entered_tx.clone());
             scope.spawn(move || hold_read(&client, path, &name, inside, &tx, &release));
             release_tx
@@ -170,6 +172,8 @@ fn rwlock(zk: &Zk, count: usize) -> Outcome {
             Entered::Writer { .. } => return Err("unexpected writer".into()),
         }
         drop(late_release);
+        // Each holder closes its own once it has unlocked.
+        clients.0.clear();
         Ok(true)
     })?;
     observer.close()?;

@@ -37,7 +37,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use common::{check, BadFlag, Flags, Outcome, Zk};
+use common::{check, BadFlag, Flags, Outcome, Zk, WAIT};
 use zklock::{Acl, Client, CreateMode, Op};
 
 fn main() -> ExitCode {
@@ -110,26 +110,27 @@ fn stock(zk: &Zk, options: Options) -> Outcome {
 
     let tally = Tally::default();
     let started = Instant::now();
-    std::thread::scope(|scope| -> Result<(), zklock::Error> {
+    std::thread::scope(|scope| -> Result<(), WorkerError> {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 let (tally, stock_path, lock_path) = (&tally, &stock_path, &lock_path);
-                scope.spawn(move || -> zklock::Result<()> {
+                scope.spawn(move || -> Result<(), WorkerError> {
                     let client = zk.client()?;
                     let result = worker(&client, stock_path, lock_path, orders, no_lock, tally);
                     // The worker's own error first, if it has one.
                     let closed = client.close();
-                    result.and(closed)
+                    result.and(closed.map_err(Into::into))
                 })
             })
             .collect();
         for handle in handles {
-            handle.join().unwrap_or(Err(zklock::Error::InvalidArgument(
-                "a worker panicked".into(),
-            )))?;
+            handle
+                .join()
+                .unwrap_or_else(|_| Err("a worker panicked".into()))?;
         }
         Ok(())
-    })?;
+    })
+    .map_err(|e| e.to_string())?;
     let elapsed = started.elapsed();
 
     let (data, _) = setup.get_data(&stock_path)?;
@@ -192,7 +193,11 @@ fn stock(zk: &Zk, options: Options) -> Outcome {
     Ok(ok)
 }
 
-/// Places `orders` orders, one read-modify-write each.
+/// Why a worker stopped: a client's error, or its own.
+type WorkerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Places `orders` orders, one read-modify-write each. Each lock waits at
+/// most `WAIT`: a lock that never came would otherwise hang the example.
 fn worker(
     client: &Client,
     stock_path: &str,
@@ -200,10 +205,15 @@ fn worker(
     orders: usize,
     no_lock: bool,
     tally: &Tally,
-) -> zklock::Result<()> {
+) -> Result<(), WorkerError> {
     let lock = client.mutex(lock_path)?;
     for _ in 0..orders {
-        let guard = if no_lock { None } else { Some(lock.lock()?) };
+        let guard = if no_lock {
+            None
+        } else {
+            let acquired = lock.try_lock_for(WAIT)?;
+            Some(acquired.ok_or_else(|| format!("no lock within {WAIT:?}"))?)
+        };
         if let Some(guard) = &guard {
             tally.acquisitions.fetch_add(1, Ordering::SeqCst);
             let mut last = tally.last_token.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,9 +228,9 @@ fn worker(
 
         let (data, stat) = client.get_data(stock_path)?;
         let text = String::from_utf8_lossy(&data);
-        let left: u64 = text.parse().map_err(|_| {
-            zklock::Error::InvalidArgument(format!("{stock_path} holds {text:?}, not a count"))
-        })?;
+        let left: u64 = text
+            .parse()
+            .map_err(|_| format!("{stock_path} holds {text:?}, not a count"))?;
         if left > 0 {
             let now = (left - 1).to_string();
             match &guard {

@@ -21,6 +21,10 @@ use zklock::{Acl, Client};
 /// What an example's body returns: `Ok(true)` if its checks passed.
 pub type Outcome = Result<bool, Box<dyn Error>>;
 
+/// How long an example waits for any one thing it expects (a lock, an
+/// event, a contender to queue) before it fails, rather than hang.
+pub const WAIT: Duration = Duration::from_secs(20);
+
 /// The parent of every example's prefix.
 const ROOT: &str = "/zklock-examples";
 
@@ -262,4 +266,18 @@ pub fn wait_for(
 pub fn check(passed: bool, what: &str) -> bool {
     println!("check: {} {what}", if passed { "ok  " } else { "FAIL" });
     passed
+}
+
+/// Closes its clients when dropped: an example that fails half-way must
+/// not leave a thread blocked in a lock call on one of them (the thread
+/// scope would wait for it for ever). Empty it to keep them open.
+#[derive(Default)]
+pub struct CloseAll(pub Vec<Client>);
+
+impl Drop for CloseAll {
+    fn drop(&mut self) {
+        for client in &self.0 {
+            let _ = client.close();
+        }
+    }
 }
