@@ -71,10 +71,9 @@ fn config_watch(zk: &Zk, changes: i32) -> Outcome {
         println!("updater: deleting the configuration");
         let deleted = updater.delete(&path, None);
         // The watcher waits for a change for as long as its session lasts:
-        // closing it ends the wait, with an error, when the deletion is not
-        // heard of in time (which the checks below then report).
-        let waited = ended.recv_timeout(WAIT);
-        if outcome.is_err() || deleted.is_err() || waited.is_err() {
+        // closing it ends the wait, with an error, when the deletion failed
+        // or is not heard of in time (which the checks below then report).
+        if outcome.is_err() || deleted.is_err() || ended.recv_timeout(WAIT).is_err() {
             let _ = watcher_client.close();
         }
         let end = watcher

@@ -1576,7 +1576,7 @@ fn a_process_limit_reached_while_the_command_runs_leaves_the_supervision_working
     wait_until("zklock and its command to continue", WAIT, || {
         process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
     });
-    assert!(process_state(command.0).is_some(), "the command was ended");
+    assert!(is_running(command.0), "the command was ended");
     run.signal("TERM");
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(1), "{}", out.stderr);
@@ -1607,9 +1607,19 @@ impl PidsLimit {
     fn hold_at_current(&self, pid: u32) {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .expect("move zklock into the cgroup");
-        let current =
-            std::fs::read_to_string(self.dir.join("pids.current")).expect("read pids.current");
-        std::fs::write(self.dir.join("pids.max"), current.trim()).expect("write pids.max");
+        // The lower of two readings: a task that ended in between would
+        // leave a slot free.
+        let current = || {
+            std::fs::read_to_string(self.dir.join("pids.current"))
+                .expect("read pids.current")
+                .trim()
+                .parse::<u64>()
+                .expect("a count")
+        };
+        let first = current();
+        std::thread::sleep(Duration::from_millis(50));
+        let lowest = first.min(current());
+        std::fs::write(self.dir.join("pids.max"), lowest.to_string()).expect("write pids.max");
     }
 }
 

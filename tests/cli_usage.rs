@@ -464,7 +464,7 @@ fn bench_runs_every_mode_and_reports_its_sessions() {
         assert_eq!(
             one_line(&out),
             "zklock: invalid argument: /cli/bench-get exists with data of its own (5 bytes), \
-             which `set` would overwrite: give --path a node of the bench's own",
+             not the bench's: give --path a node of the bench's own",
             "{mode}"
         );
     }

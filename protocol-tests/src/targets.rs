@@ -1317,6 +1317,10 @@ impl SessionCheck {
                     );
                     self.answered.push(token);
                     self.summary.successes += usize::from(result.is_ok());
+                    self.summary.too_large += usize::from(matches!(
+                        result,
+                        Err(zklock::Error::Protocol(DecodeError::FrameTooLarge { .. }))
+                    ));
                     self.register(token, &result);
                     if let Ok(resp) = &result {
                         assert_eq!(
@@ -1509,6 +1513,8 @@ pub struct SessionSummary {
     pub expired_or_refused: bool,
     /// A new session followed an expiry, and connected.
     pub renewed: bool,
+    /// Calls failed with `FrameTooLarge`.
+    pub too_large: usize,
 }
 
 /// The [`session`] target, saying what the run reached; `None` for an

@@ -205,7 +205,7 @@ pub(super) fn note_failure(shared: &Shared, host: &str, step: &str) {
 /// resolver that does not answer holds the caller no longer than the
 /// timeout; a lookup still under way then is left in `lookups`, whose next
 /// attempt at the host waits for it rather than start another. A failed
-/// connect's error names the address.
+/// connect's error names the address the name gave (see [`connect_to`]).
 pub(super) fn connect_within(
     lookups: &mut Lookups,
     target: &Target,

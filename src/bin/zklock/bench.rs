@@ -249,7 +249,7 @@ fn raw(options: &Options) -> Result<Measured, Error> {
             let (found, _) = client.get_data(&options.path)?;
             if found != data {
                 return Err(Error::InvalidArgument(format!(
-                    "{} exists with data of its own ({} bytes), which `set` would overwrite: \
+                    "{} exists with data of its own ({} bytes), not the bench's: \
                      give --path a node of the bench's own",
                     options.path,
                     found.len()

@@ -274,8 +274,8 @@ fn acquire<'a>(
     signals: &Receiver<Signal>,
 ) -> Result<AnyGuard<'a>, Outcome> {
     let (done_tx, done_rx) = bounded::<()>(0);
-    let (acquired, interrupted) = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| {
+    let waited = std::thread::scope(|scope| {
+        let watcher = std::thread::Builder::new().spawn_scoped(scope, || {
             select! {
                 recv(signals) -> _ => {
                     // `cancel` wakes only a wait already under way: repeat
@@ -290,6 +290,10 @@ fn acquire<'a>(
                 recv(done_rx) -> _ => false,
             }
         });
+        let watcher = match watcher {
+            Ok(watcher) => watcher,
+            Err(e) => return Err(Outcome::Error(format!("cannot start a thread: {e}"))),
+        };
         let reporting = progress::Reporting::new();
         if !options.quiet && options.wait != Some(Duration::ZERO) {
             progress::start(client.clone(), path.to_owned(), reporting.clone());
@@ -297,8 +301,9 @@ fn acquire<'a>(
         let result = lock.acquire(options.side, options.wait);
         reporting.end();
         drop(done_tx);
-        (result, watcher.join().unwrap_or(true))
+        Ok((result, watcher.join().unwrap_or(true)))
     });
+    let (acquired, interrupted) = waited?;
     let interrupted_why = format!("interrupted while waiting for {path}");
     match acquired {
         Ok(Some(guard)) if interrupted => {

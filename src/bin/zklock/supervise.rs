@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{
+    after, bounded, never, select, unbounded, Receiver, RecvTimeoutError, Sender,
+};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use zklock::{Client, LockMonitor, LockState, StateChanges};
@@ -127,6 +129,9 @@ pub fn run<'a>(
             return Ran::NotHeldAfterStop
         }
         Err(Stopped::Lost) => return Ran::NotHeldBeforeStart("the lock was lost"),
+        Err(Stopped::NoThread(e)) => {
+            return Outcome::Error(format!("cannot start a thread: {e}")).into()
+        }
     };
     drop(check_states);
     // Every thread needed once the command runs is started before it does:
@@ -269,7 +274,8 @@ pub fn run<'a>(
                         Outcome::Signal(Signal::SIGINT)
                     }
                     Ok(status) => Outcome::Exit(exit_code(status)),
-                    // Not 1 as if from the command: nothing says it failed.
+                    // Said as zklock's error, not passed off as the
+                    // command's status: nothing says it failed.
                     Err(e) => Outcome::Error(format!("the command's exit status is unknown: {e}")),
                 }
                 .into();
@@ -476,8 +482,19 @@ impl Confirmer {
                         match monitor.multi(&[]) {
                             Ok(_) => break true,
                             Err(e) if e.is_retryable() && monitor.state() != LockState::Lost => {
-                                std::thread::sleep(pause);
-                                pause = (pause * 2).min(CONFIRM_AGAIN_AT_MOST);
+                                // A new question, after a new stop, is
+                                // asked at once, as the first was.
+                                match asked.recv_timeout(pause) {
+                                    Ok(question) => {
+                                        waiting.push(question);
+                                        pause = CONFIRM_AGAIN;
+                                    }
+                                    Err(RecvTimeoutError::Timeout) => {
+                                        pause = (pause * 2).min(CONFIRM_AGAIN_AT_MOST);
+                                    }
+                                    // The supervision is over: nobody asks.
+                                    Err(RecvTimeoutError::Disconnected) => break false,
+                                }
                             }
                             Err(_) => break false,
                         }

@@ -61,6 +61,9 @@ pub enum Stopped {
     /// The lock was lost: the command would only be started to be
     /// terminated at once.
     Lost,
+    /// No thread could be started (the process limit reached): zklock's
+    /// own failure, not setpriv's.
+    NoThread(io::Error),
 }
 
 impl Launcher {
@@ -170,10 +173,7 @@ fn setpriv(
         warn(&format!("{} cannot run: {e}", setpriv.display()));
         Ok(None)
     };
-    let exit_watch = match ExitWatch::start() {
-        Ok(exit_watch) => exit_watch,
-        Err(e) => return cannot_run(e),
-    };
+    let exit_watch = ExitWatch::start().map_err(Stopped::NoThread)?;
     // In a process group of its own, like the command: a Ctrl-C meant for
     // zklock would otherwise end the check too, and pass for its failure.
     let probe = Command::new(&setpriv)
