@@ -7,7 +7,18 @@ mod lock_common;
 use std::sync::mpsc;
 
 use lock_common::*;
+use zklock::testing::FaultProxy;
 use zklock::{Client, Mutex};
+
+/// The requests a waiter's wake-up could send, by opcode: a listing, a
+/// watch set again, a read in a batch.
+const OPS: [(&str, i32); 5] = [
+    ("getChildren", 8),
+    ("getChildren2", 12),
+    ("exists", 3),
+    ("getData", 4),
+    ("multiRead", 22),
+];
 
 /// Waiters queue one after the other (each starts once the previous one's
 /// node exists), and acquire in that order, each holding the node it queued.
@@ -60,10 +71,12 @@ fn waiters_acquire_in_node_order() {
     assert!(children(&holder_client, LOCK).is_empty());
 }
 
-/// 50 waiters queued on one path: each node is watched by the next waiter's
-/// session only (no one watches the lock directory), so the release of the
-/// holder notifies exactly one waiter; that one acquires and the other 49
-/// keep waiting with their watches untouched.
+/// 50 waiters queued on one path: each node, and each waiter's release
+/// note, is watched by the next waiter's session only (no one watches the
+/// lock directory), so the release of the holder notifies exactly one
+/// waiter; that one acquires, the waiters' sessions send not one request
+/// (counted at a proxy: a waiter woken would list the lock or watch again),
+/// and the other 49 keep waiting with their watches untouched.
 #[test]
 fn a_release_wakes_exactly_one_of_fifty_waiters() {
     const WAITERS: usize = 50;
@@ -76,8 +89,10 @@ fn a_release_wakes_exactly_one_of_fifty_waiters() {
         .try_lock_for(WAIT)
         .unwrap()
         .expect("the uncontended lock");
+    // The waiters' sessions go through a proxy, which counts what they ask.
+    let proxy = FaultProxy::start(server.addr()).expect("start a proxy");
     let clients: Vec<Client> = (0..CLIENTS)
-        .map(|_| connect(&server.connect_string()))
+        .map(|_| connect(&proxy.connect_string()))
         .collect();
 
     // Waiter i uses client i % CLIENTS, so neighbours in the queue are in
@@ -139,45 +154,69 @@ fn a_release_wakes_exactly_one_of_fifty_waiters() {
         watches.get(LOCK).map_or(true, Vec::is_empty),
         "nobody may watch the lock directory: {watches:?}"
     );
-    // Node i (the holder's for i = 0) is watched by waiter i's session and
-    // no other foreign one; the last node by no one but its owner. (A
-    // holder also watches its own node, to notice it being deleted.)
-    for i in 0..=WAITERS {
-        let expected = if i < WAITERS {
-            vec![owners[i + 1]]
-        } else {
-            vec![]
-        };
-        assert_eq!(
-            foreign_watchers(&watches, i),
-            expected,
-            "watchers of node {i} ({}): {watches:?}",
-            nodes[i]
-        );
-    }
+    // Everything watched under the lock, release notes included: each
+    // waiter's node by its owner and by the next waiter's session alone,
+    // and its note (a waiter announces its release) by the next waiter's
+    // session alone. The holder, granted at once, announces nothing and
+    // watches its own node only once asked about it: waiter 0 alone
+    // watches the holder's node, and no note.
+    let under_lock = |watches: &std::collections::BTreeMap<String, Vec<i64>>| {
+        watches
+            .iter()
+            .filter(|(path, _)| path.starts_with(&format!("{LOCK}/")))
+            .map(|(path, sessions)| {
+                let mut sessions = sessions.clone();
+                sessions.sort_unstable();
+                (path.clone(), sessions)
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let expected = |first: usize| {
+        let mut map = std::collections::BTreeMap::new();
+        for i in first..=WAITERS {
+            let mut on_node = if i > 0 { vec![owners[i]] } else { vec![] };
+            if i < WAITERS {
+                on_node.push(owners[i + 1]);
+                if i > 0 {
+                    map.insert(format!("{}.released", node_path(i)), vec![owners[i + 1]]);
+                }
+            }
+            on_node.sort_unstable();
+            map.insert(node_path(i), on_node);
+        }
+        map
+    };
+    assert_eq!(
+        under_lock(&watches),
+        expected(0),
+        "the watches under {LOCK}"
+    );
 
     // The release: exactly waiter 0 acquires; the rest stay queued.
     expect_nothing(&acquired_rx, "no waiter acquires while the lock is held");
+    let asked = |proxy: &FaultProxy| OPS.map(|(_, op)| proxy.requests_seen(op));
+    let before = asked(&proxy);
     holder.unlock().unwrap();
     assert_eq!(recv(&acquired_rx, WAIT, "the first waiter to acquire"), 0);
     expect_nothing(&acquired_rx, "only one waiter acquires per release");
+    // Not one request from the waiters' sessions: waiter 0 holds the lock
+    // on its predecessor's deletion alone, and nobody else woke.
+    assert_eq!(
+        asked(&proxy),
+        before,
+        "requests ({:?}) by the waiters' sessions during the handoff",
+        OPS.map(|(name, _)| name)
+    );
     for (i, (_, handle)) in threads.iter().enumerate().skip(1) {
         assert!(!handle.is_finished(), "waiter {i} stopped waiting");
     }
     let after = watches_by_path(&server);
     assert_eq!(children(&holder_client, LOCK), nodes[1..].to_vec());
-    for i in 1..=WAITERS {
-        let expected = if i < WAITERS {
-            vec![owners[i + 1]]
-        } else {
-            vec![]
-        };
-        assert_eq!(
-            foreign_watchers(&after, i),
-            expected,
-            "after the release, watchers of node {i}: {after:?}"
-        );
-    }
+    assert_eq!(
+        under_lock(&after),
+        expected(1),
+        "the watches under {LOCK} after the release"
+    );
 
     // Then the rest in queue order.
     drop(releases.remove(0));
