@@ -610,6 +610,18 @@ fn server_with_state() -> (TestServer, Client) {
     (server, admin)
 }
 
+/// A server with the shared state and the lock directory made persistent,
+/// as the README asks where kazoo shares a path: a kazoo `Lock` object
+/// checks its path once, and zklock's container, empty for a moment,
+/// could be swept between two of its acquisitions.
+fn server_for_kazoo() -> (TestServer, Client) {
+    let (server, admin) = server_with_state();
+    admin
+        .ensure_path(LOCK, &open())
+        .expect("the lock directory");
+    (server, admin)
+}
+
 /// Creates the shared state: counter 0, empty readers and log.
 fn setup(client: &Client) {
     for (path, data) in [(BASE, ""), (COUNTER, "0"), (READERS, ""), (LOG, "")] {
@@ -888,12 +900,16 @@ fn peer_writer_keeps_zklock_out(
             writer.name
         );
     }
+    // Each probe only after the one before has left no node, which the
+    // next would otherwise wait behind whatever it made of the peer's.
+    settle(&client);
     let lock = RwLock::new(&client, LOCK).expect("rwlock");
     assert!(
         lock.try_write_for(QUIET).expect("try_write").is_none(),
         "zklock wrote the lock while {} writes",
         writer.name
     );
+    settle(&client);
     assert!(
         lock.try_read_for(QUIET).expect("try_read").is_none(),
         "zklock read the lock while {} writes",
@@ -1386,7 +1402,7 @@ fn run_together(server: &TestServer, peers: &mut [Peer], zklock: &[(String, Opti
 #[test]
 fn kazoo_lock_and_zklock_mutex_block_each_other() {
     kazoo_python();
-    let (server, admin) = server_with_state();
+    let (server, admin) = server_for_kazoo();
     let client = connect(&server);
     let mutex = Mutex::new(&client, LOCK).expect("mutex");
     let guard = lock_within(&mutex, "zklock-1");
@@ -1425,7 +1441,7 @@ fn kazoo_lock_and_zklock_mutex_block_each_other() {
 #[test]
 fn kazoo_lock_and_zklock_mutex_mixed_contention() {
     kazoo_python();
-    let (server, admin) = server_with_state();
+    let (server, admin) = server_for_kazoo();
     let peers: Vec<Peer> = (1..=2)
         .map(|i| Peer::kazoo(&server, ITERATIONS, Behaviour::Step, &format!("kazoo-{i}")))
         .collect();
@@ -1453,7 +1469,7 @@ fn kazoo_and_zklock_contenders_acquire_in_node_order() {
 #[test]
 fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
     kazoo_python();
-    let (server, admin) = server_with_state();
+    let (server, admin) = server_for_kazoo();
     let mut reader = Peer::kazoo_as(&server, "read", 1, Behaviour::Hold, "kazoo-r");
     let reader_node = reader.expect("ACQ")[2].clone();
     assert!(reader_node.contains("__rlock__"), "{reader_node}");
@@ -1464,6 +1480,8 @@ fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
         mutex.try_lock_for(QUIET).expect("try_lock").is_none(),
         "zklock locked a mutex while a kazoo reader reads"
     );
+    // The given-up mutex node must be gone, or the write queues behind it.
+    settle(&client);
     let rwlock = RwLock::new(&client, LOCK).expect("rwlock");
     assert!(
         rwlock.try_write_for(QUIET).expect("try_write").is_none(),
@@ -1507,20 +1525,21 @@ fn kazoo_read_lock_excludes_zklock_mutex_and_writer() {
 #[test]
 fn kazoo_writer_excludes_zklock_mutex_readers_and_writers() {
     kazoo_python();
-    let (server, admin) = server_with_state();
+    let (server, admin) = server_for_kazoo();
     let writer = Peer::kazoo_as(&server, "write", 1, Behaviour::Hold, "kazoo-w");
     peer_writer_keeps_zklock_out(&server, &admin, writer, "__lock__", true);
 }
 
 /// kazoo's `ReadLock` and `WriteLock` queue behind zklock holders, seeing
-/// their nodes through the patterns the README gives: a kazoo reader waits
+/// their nodes through each pattern the README gives: a kazoo reader waits
 /// for a zklock mutex (`-lock-`) and a zklock writer (`__WRIT__`), and a
-/// kazoo writer for a zklock reader (`__READ__`); each gets in once the
-/// zklock holder releases.
+/// kazoo writer for all three (`-lock-`, `__WRIT__`, `__READ__`); each gets
+/// in once the zklock holder releases. A kazoo reader shares with a zklock
+/// reader at once.
 #[test]
 fn kazoo_readers_and_writers_queue_behind_zklock_holders() {
     kazoo_python();
-    let (server, admin) = server_with_state();
+    let (server, admin) = server_for_kazoo();
     let client = connect(&server);
     let mutex = Mutex::new(&client, LOCK).expect("mutex");
     let rwlock = RwLock::new(&client, LOCK).expect("rwlock");
@@ -1529,6 +1548,8 @@ fn kazoo_readers_and_writers_queue_behind_zklock_holders() {
         ("zklock-m", "mutex", "read"),
         ("zklock-w", "write", "read"),
         ("zklock-r", "read", "write"),
+        ("zklock-m", "mutex", "write"),
+        ("zklock-w", "write", "write"),
     ] {
         let peer_name = format!("kazoo-{peer_mode}-behind-{kind}");
         let (node, release): (String, Box<dyn FnOnce() + '_>) = match kind {
@@ -1574,6 +1595,22 @@ fn kazoo_readers_and_writers_queue_behind_zklock_holders() {
         peer.go();
         peer.finish();
     }
+    // Sharing: a kazoo reader gets in beside a zklock reader inside.
+    let guard = rwlock.try_read_for(WAIT).expect("read").expect("zklock-r");
+    let mark = enter_reader(&client, "zklock-r", guard.node());
+    let mut peer = Peer::kazoo_as(
+        &server,
+        "read",
+        1,
+        Behaviour::Hold,
+        "kazoo-read-beside-read",
+    );
+    peer.expect("READY");
+    peer.expect("ACQ");
+    peer.go();
+    peer.finish();
+    exit_reader(&client, &mark);
+    guard.unlock().expect("unlock");
     assert_eq!(
         logged_names(&admin),
         [
@@ -1582,7 +1619,13 @@ fn kazoo_readers_and_writers_queue_behind_zklock_holders() {
             "zklock-w",
             "kazoo-read-behind-write",
             "zklock-r",
-            "kazoo-write-behind-read"
+            "kazoo-write-behind-read",
+            "zklock-m",
+            "kazoo-write-behind-mutex",
+            "zklock-w",
+            "kazoo-write-behind-write",
+            "zklock-r",
+            "kazoo-read-beside-read"
         ]
     );
     assert_clean(&admin);
@@ -1593,7 +1636,7 @@ fn kazoo_readers_and_writers_queue_behind_zklock_holders() {
 #[test]
 fn kazoo_rwlock_and_zklock_mixed_contention() {
     kazoo_python();
-    let (server, admin) = server_with_state();
+    let (server, admin) = server_for_kazoo();
     let peers = vec![
         Peer::kazoo_as(&server, "write", ITERATIONS, Behaviour::Step, "kazoo-w"),
         Peer::kazoo_as(&server, "read", ITERATIONS, Behaviour::Step, "kazoo-r"),

@@ -506,7 +506,8 @@ fn a_stale_mutex_guard_does_not_disturb_the_next_holder() {
         let (to_b, from_main) = mpsc::channel::<()>();
         let (to_main, from_b) = mpsc::channel();
         let b = s.spawn(move || {
-            let guard = mutex.lock().unwrap();
+            // Bounded: a b that never acquires must not hold up the scope.
+            let guard = mutex.try_lock_for(WAIT).unwrap().expect("b acquires");
             to_main.send(guard.node().to_owned()).unwrap();
             from_main.recv_timeout(WAIT).unwrap();
             // Still ours after the stale guard went.
@@ -539,7 +540,7 @@ fn a_stale_reentrant_guard_does_not_release_the_next_holder() {
     let (to_main, from_a) = mpsc::channel();
     std::thread::scope(|s| {
         let a = s.spawn(move || {
-            let stale = mutex.lock().unwrap();
+            let stale = mutex.try_lock_for(WAIT).unwrap().expect("a acquires");
             to_main.send(stale.fencing_token()).unwrap();
             // Woken by the deletion below, which needs b queued: b's `lock`
             // must not wait for this wait.
@@ -552,7 +553,7 @@ fn a_stale_reentrant_guard_does_not_release_the_next_holder() {
         let (b_tx, b_rx) = mpsc::channel();
         let (b_release_tx, b_release) = mpsc::channel::<()>();
         let b = s.spawn(move || {
-            let guard = mutex.lock().unwrap();
+            let guard = mutex.try_lock_for(WAIT).unwrap().expect("b acquires");
             b_tx.send(guard.fencing_token()).unwrap();
             b_release.recv_timeout(WAIT).unwrap();
             assert_eq!(mutex.hold_count(), 1);
@@ -623,7 +624,7 @@ fn a_stale_write_guard_does_not_disturb_the_next_writer() {
         let (to_b, from_main) = mpsc::channel::<()>();
         let (to_main, from_b) = mpsc::channel();
         let b = s.spawn(move || {
-            let write = rw.write().unwrap();
+            let write = rw.try_write_for(WAIT).unwrap().expect("b writes");
             to_main.send(()).unwrap();
             from_main.recv_timeout(WAIT).unwrap();
             assert_eq!(rw.try_write().err(), Some(Error::WouldDeadlock));

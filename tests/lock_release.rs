@@ -68,14 +68,18 @@ fn an_unclaimed_release_goes_out_when_the_linger_ends() {
     let mutex = Mutex::new(&holder, "/unclaimed").unwrap();
     let guard = mutex.lock().unwrap();
     let node = guard.node().to_owned();
+    let dropped = std::time::Instant::now();
     drop(guard);
-    assert!(
-        observer.exists(&node).unwrap().is_some(),
-        "released before the linger ended"
-    );
     wait_until("the lingering release", WAIT, || {
         observer.exists(&node).unwrap().is_none()
     });
+    // Not before the linger ended (give or take the observer's round
+    // trips, which only make it later).
+    let gone_after = dropped.elapsed();
+    assert!(
+        gone_after >= LONG_LINGER,
+        "released {gone_after:?} after the drop, before the {LONG_LINGER:?} linger ended"
+    );
     // The timer stays usable: a second release goes out too.
     let node = mutex.lock().unwrap().node().to_owned();
     wait_until("the second release", WAIT, || {
@@ -158,23 +162,33 @@ fn a_holder_that_acquires_again_queues_behind_the_waiters() {
     let holder_mutex = Mutex::new(&holder, "/queue").unwrap();
     let first = holder_mutex.lock().unwrap();
     let first_token = first.fencing_token();
+    // Set by the waiter while it holds: before its release, so before any
+    // acquisition that comes after it.
+    let waiter_held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held = waiter_held.clone();
     let (waiting, handle) = spawn("waiter", move || {
         let mutex = Mutex::new(&waiter, "/queue").unwrap();
-        let guard = mutex.lock().unwrap();
+        let guard = mutex
+            .try_lock_for(WAIT)
+            .unwrap()
+            .expect("the waiter acquires");
+        held.store(true, std::sync::atomic::Ordering::SeqCst);
         let token = guard.fencing_token();
         guard.unlock().unwrap();
         token
     });
     wait_children(&holder, "/queue", 2);
     drop(first);
-    let again = holder_mutex.lock().unwrap();
-    // The holder's second acquisition waited for the waiter's release.
-    let waiter_token = recv(&waiting, WAIT, "the waiter's acquisition");
+    let again = holder_mutex.try_lock_for(WAIT).unwrap().expect("again");
+    // The holder's second acquisition came after the waiter's hold. (The
+    // tokens alone cannot show it: each is its node's creation, and the
+    // waiter's node was made first whatever the order of the holds.)
     assert!(
-        first_token < waiter_token && waiter_token < again.fencing_token(),
-        "{first_token} {waiter_token} {}",
-        again.fencing_token()
+        waiter_held.load(std::sync::atomic::Ordering::SeqCst),
+        "the holder acquired again ahead of the waiter"
     );
+    let waiter_token = recv(&waiting, WAIT, "the waiter's acquisition");
+    assert!(first_token < waiter_token, "{first_token} {waiter_token}");
     handle.join().unwrap();
 }
 
