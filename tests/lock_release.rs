@@ -189,6 +189,7 @@ fn a_holder_that_acquires_again_queues_behind_the_waiters() {
     );
     let waiter_token = recv(&waiting, WAIT, "the waiter's acquisition");
     assert!(first_token < waiter_token, "{first_token} {waiter_token}");
+    again.unlock().unwrap();
     handle.join().unwrap();
 }
 

@@ -1102,7 +1102,7 @@ impl Driver {
         } else if err != 0 {
             header(xid, self.zxid, err)
         } else if let Some((_, ops)) = self.read_ops.iter().find(|(x, _)| *x == xid) {
-            [header(xid, self.zxid, 0), read_results(ops)].concat()
+            [header(xid, self.zxid, 0), read_results(ops, b"read")].concat()
         } else if let Some((_, ops)) = self.write_ops.iter().find(|(x, _)| *x == xid) {
             [header(xid, self.zxid, 0), write_results(ops)].concat()
         } else {
@@ -1121,8 +1121,9 @@ impl Driver {
     }
 }
 
-/// A multiRead reply with one sample result per read op.
-fn read_results(ops: &[OpCode]) -> Vec<u8> {
+/// A multiRead reply with one sample result per read op, each getData's
+/// with `data`.
+fn read_results(ops: &[OpCode], data: &[u8]) -> Vec<u8> {
     let results = ops
         .iter()
         .map(|op| match op {
@@ -1130,7 +1131,7 @@ fn read_results(ops: &[OpCode]) -> Vec<u8> {
                 children: vec!["a".into()],
             }),
             _ => OpResult::GetData(GetDataResponse {
-                data: Some(b"read".to_vec()),
+                data: Some(data.to_vec()),
                 stat: stat(),
             }),
         })
@@ -1353,19 +1354,8 @@ fn session_seeds() -> Vec<Seed> {
             .find(|(x, ops)| *x == xid && ops.len() == 3);
         let reply = match batch {
             Some((_, ops)) => {
-                let results = ops
-                    .iter()
-                    .map(|op| match op {
-                        OpCode::GetChildren => OpResult::GetChildren(GetChildrenResponse {
-                            children: vec!["a".into()],
-                        }),
-                        _ => OpResult::GetData(GetDataResponse {
-                            data: Some(vec![b'x'; SMALL_MAX_FRAME]),
-                            stat: stat(),
-                        }),
-                    })
-                    .collect();
-                [header(xid, ZXID, 0), MultiResponse { results }.to_bytes()].concat()
+                let over = read_results(ops, &[b'x'; SMALL_MAX_FRAME]);
+                [header(xid, ZXID, 0), over].concat()
             }
             None => d.reply(xid, op, fits(op)),
         };

@@ -3,9 +3,28 @@
 
 use std::time::{Duration, Instant};
 
-use super::tests::{config, connected_with, frame, header, reply, sent, TIMEOUT};
+use super::tests::{config, connected_with, frame, header, reply, sent, TestSession, TIMEOUT};
 use super::*;
 use crate::proto::ConnectResponse;
+
+/// A session that may be on a read-only server, connected to a read-write
+/// one at `start` with a 3 s grant.
+fn connected_read_only_allowed(start: Instant) -> TestSession {
+    let config = SessionConfig {
+        can_be_read_only: true,
+        ..config()
+    };
+    connected_with(config, start)
+}
+
+/// Drops the connection at `lost` and connects to the next host at
+/// `connected`, its ConnectRequest taken.
+fn to_next_host(s: &mut TestSession, lost: Instant, connected: Instant) {
+    s.handle_disconnected(lost);
+    s.next_host(lost).unwrap();
+    s.handle_connected(connected);
+    sent(s);
+}
 
 /// A session a read-write server has seen, resumed by a read-only one (as
 /// servers before 3.8 do): that server's answers do not count as hearing
@@ -17,16 +36,9 @@ use crate::proto::ConnectResponse;
 fn a_read_only_server_does_not_keep_a_quorum_session_alive() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
-    let config = SessionConfig {
-        can_be_read_only: true,
-        ..config()
-    };
-    let mut s = connected_with(config, start);
+    let mut s = connected_read_only_allowed(start);
     s.handle_bytes(at(100), &reply(PING_XID, 3, 0, &()));
-    s.handle_disconnected(at(200));
-    s.next_host(at(200)).unwrap();
-    s.handle_connected(at(300));
-    sent(&mut s);
+    to_next_host(&mut s, at(200), at(300));
     // Its own bounds grant another timeout, which the quorum knows nothing
     // of: the session's stays.
     let resumed_read_only = frame(&ConnectResponse {
@@ -70,16 +82,9 @@ fn a_read_only_server_does_not_keep_a_quorum_session_alive() {
 fn a_read_only_servers_shorter_grant_sets_the_pings_of_its_connection() {
     let start = Instant::now();
     let at = |ms| start + Duration::from_millis(ms);
-    let config = SessionConfig {
-        can_be_read_only: true,
-        ..config()
-    };
-    let mut s = connected_with(config, start);
+    let mut s = connected_read_only_allowed(start);
     assert_eq!(s.ping_interval(), Duration::from_millis(1000));
-    s.handle_disconnected(at(200));
-    s.next_host(at(200)).unwrap();
-    s.handle_connected(at(300));
-    sent(&mut s);
+    to_next_host(&mut s, at(200), at(300));
     let resumed = |timeout_ms, read_only| {
         frame(&ConnectResponse {
             protocol_version: 0,
@@ -100,23 +105,14 @@ fn a_read_only_servers_shorter_grant_sets_the_pings_of_its_connection() {
     assert_eq!(frames.len(), 1);
     assert_eq!(header(&frames[0]).xid, PING_XID);
     // A longer grant than the quorum's changes nothing.
-    s.handle_disconnected(at(800));
-    s.next_host(at(800)).unwrap();
-    s.handle_connected(at(900));
-    sent(&mut s);
+    to_next_host(&mut s, at(800), at(900));
     s.handle_bytes(at(1000), &resumed(60_000, true));
     assert_eq!(s.read_timeout(), TIMEOUT * 2 / 3);
     // Nor does a read-write server's handshake keep the read-only one's.
-    s.handle_disconnected(at(1100));
-    s.next_host(at(1100)).unwrap();
-    s.handle_connected(at(1200));
-    sent(&mut s);
+    to_next_host(&mut s, at(1100), at(1200));
     s.handle_bytes(at(1300), &resumed(900, true));
     assert_eq!(s.read_timeout(), Duration::from_millis(600));
-    s.handle_disconnected(at(1400));
-    s.next_host(at(1400)).unwrap();
-    s.handle_connected(at(1500));
-    sent(&mut s);
+    to_next_host(&mut s, at(1400), at(1500));
     s.handle_bytes(at(1600), &resumed(3000, false));
     assert_eq!(s.state(), State::Connected);
     assert_eq!(s.read_timeout(), Duration::from_millis(2000));
