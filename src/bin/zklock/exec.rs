@@ -232,7 +232,7 @@ pub fn run(mut args: Args) -> Outcome {
         Ready::Interrupted => {
             return not_acquired_on_signal(&options, "interrupted before the command could start")
         }
-        Ready::NoThread(e) => return Outcome::Error(format!("cannot start a thread: {e}")),
+        Ready::NoThread(e) => return Outcome::no_thread(e),
     };
     let node = guard.node().to_owned();
     let token = token.to_string();
@@ -292,7 +292,7 @@ fn acquire<'a>(
         });
         let watcher = match watcher {
             Ok(watcher) => watcher,
-            Err(e) => return Err(Outcome::Error(format!("cannot start a thread: {e}"))),
+            Err(e) => return Err(Outcome::no_thread(e)),
         };
         let reporting = progress::Reporting::new();
         if !options.quiet && options.wait != Some(Duration::ZERO) {
@@ -385,7 +385,7 @@ fn connect(common: &Common, signals: &Receiver<Signal>) -> Result<Option<Client>
         .spawn(move || {
             let _ = tx.send(common.client());
         })
-        .map_err(|e| Outcome::Error(format!("cannot start a thread: {e}")))?;
+        .map_err(Outcome::no_thread)?;
     select! {
         recv(connected) -> result => match result {
             Ok(Ok(client)) => Ok(Some(client)),

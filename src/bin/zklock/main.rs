@@ -223,6 +223,14 @@ pub enum Outcome {
     Error(String),
 }
 
+impl Outcome {
+    /// zklock could not start a thread it needs (the process limit
+    /// reached): its own error, said as such.
+    pub fn no_thread(e: std::io::Error) -> Outcome {
+        Outcome::Error(format!("cannot start a thread: {e}"))
+    }
+}
+
 impl From<Usage> for Outcome {
     fn from(u: Usage) -> Outcome {
         Outcome::Usage(u.0)

@@ -129,9 +129,7 @@ pub fn run<'a>(
             return Ran::NotHeldAfterStop
         }
         Err(Stopped::Lost) => return Ran::NotHeldBeforeStart("the lock was lost"),
-        Err(Stopped::NoThread(e)) => {
-            return Outcome::Error(format!("cannot start a thread: {e}")).into()
-        }
+        Err(Stopped::NoThread(e)) => return Outcome::no_thread(e).into(),
     };
     drop(check_states);
     // Every thread needed once the command runs is started before it does:
@@ -140,7 +138,7 @@ pub fn run<'a>(
     let started = ExitWatch::start().and_then(|exit| Ok((exit, Confirmer::start(&monitor)?)));
     let (exit_watch, confirmer) = match started {
         Ok(started) => started,
-        Err(e) => return Outcome::Error(format!("cannot start a thread: {e}")).into(),
+        Err(e) => return Outcome::no_thread(e).into(),
     };
     // The lock's state is settled (a suspension waited out), then a stop
     // since the lock was granted (while it was checked, setpriv's check or
