@@ -6,7 +6,7 @@
 //! is not reaped: until then its pid (the group id) cannot be reused.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
@@ -182,14 +182,21 @@ pub fn after_name(stat: &str) -> Option<&str> {
 }
 
 /// Whether a live process (not a zombie) is in process group `group`, from
-/// /proc; `None` where /proc cannot be read. Zombies are dead: the leader
-/// stays one until reaped, and an orphan stays one where nobody reaps.
-/// But a process whose main thread has exited while its other threads run
-/// on also reads as a zombie, and it lives.
-pub fn has_live_members(group: Pid) -> Option<bool> {
+/// /proc; `None` where /proc cannot be read, or where the scan is still
+/// under way at `deadline` (on a host of many processes, one scan can take
+/// long enough to hold a SIGKILL past its time). Zombies are dead: the
+/// leader stays one until reaped, and an orphan stays one where nobody
+/// reaps. But a process whose main thread has exited while its other
+/// threads run on also reads as a zombie, and it lives.
+pub fn has_live_members(group: Pid, deadline: Option<Instant>) -> Option<bool> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let wanted = group.as_raw().to_string();
-    Some(entries.flatten().any(|entry| {
+    let mut late = false;
+    let found = entries.flatten().any(|entry| {
+        if deadline.is_some_and(|at| Instant::now() >= at) {
+            late = true;
+            return true;
+        }
         let name = entry.file_name();
         let is_pid = name
             .to_str()
@@ -201,7 +208,8 @@ pub fn has_live_members(group: Pid) -> Option<bool> {
             return false;
         };
         is_live_member(&stat, &wanted)
-    }))
+    });
+    (!late).then_some(found)
 }
 
 /// Whether the process a `/proc/PID/stat` line describes is in process
@@ -229,9 +237,22 @@ mod tests {
     #[test]
     fn this_process_group_has_a_live_member() {
         let own = nix::unistd::getpgrp();
-        assert_eq!(has_live_members(own), Some(true));
+        assert_eq!(has_live_members(own, None), Some(true));
         // No process group has a negative id.
-        assert_eq!(has_live_members(Pid::from_raw(-7)), Some(false));
+        assert_eq!(has_live_members(Pid::from_raw(-7), None), Some(false));
+    }
+
+    /// A scan still under way at its deadline is no answer (the caller's
+    /// deadline then decides), rather than one that holds it up.
+    #[test]
+    fn a_scan_past_its_deadline_is_no_answer() {
+        let past = Instant::now();
+        assert_eq!(has_live_members(Pid::from_raw(-7), Some(past)), None);
+        let later = Instant::now() + Duration::from_secs(60);
+        assert_eq!(
+            has_live_members(Pid::from_raw(-7), Some(later)),
+            Some(false)
+        );
     }
 
     #[test]

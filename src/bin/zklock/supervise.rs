@@ -537,7 +537,7 @@ fn terminate(
 ) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
     let left = kill_at.saturating_duration_since(Instant::now());
-    let gone = if leader_exited && has_live_members(id) == Some(false) {
+    let gone = if leader_exited && has_live_members(id, None) == Some(false) {
         true
     } else if group.is_stopped() {
         say!("zklock: lock no longer held; killing the stopped command (process group {id})");
@@ -569,7 +569,8 @@ fn wait_gone(group: Pid, exited: &Receiver<()>, leader_exited: &mut bool, limit:
     let deadline = Instant::now() + limit;
     loop {
         // Unknown (no /proc) is not gone: the deadline decides.
-        if *leader_exited && has_live_members(group) == Some(false) {
+        // A scan still under way at the deadline is not waited for.
+        if *leader_exited && has_live_members(group, Some(deadline)) == Some(false) {
             return true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
