@@ -537,7 +537,8 @@ fn terminate(
 ) -> Outcome {
     let id = group.id().unwrap_or(Pid::from_raw(0));
     let left = kill_at.saturating_duration_since(Instant::now());
-    let gone = if leader_exited && has_live_members(id, None) == Some(false) {
+    // Bounded by the kill's time: past it, no scan holds up the SIGKILL.
+    let gone = if leader_exited && has_live_members(id, Some(kill_at)) == Some(false) {
         true
     } else if group.is_stopped() {
         say!("zklock: lock no longer held; killing the stopped command (process group {id})");
