@@ -1545,6 +1545,40 @@ fn job_control_stops_stop_the_command_with_zklock_and_sigcont_continues_both() {
     assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
 }
 
+/// In an orphaned process group (zklock under a daemon, here started with
+/// `setsid`), a SIGTSTP stops neither zklock nor its command, as the kernel
+/// discards it for any process there: nobody would continue them. Before,
+/// zklock stopped both with SIGSTOP, for good. SIGTERM still ends both.
+#[test]
+fn a_ctrl_z_in_an_orphaned_process_group_stops_nothing() {
+    const PATH: &str = "/cli/orphaned";
+    let dir = TempDir::new("orphaned");
+    // setsid(1) makes zklock a session leader of its own (the test's child
+    // is no group leader, so it does not fork): its group's only member has
+    // its parent in another session.
+    let mut setsid = Command::new("setsid");
+    setsid
+        .arg(ZKLOCK)
+        .args(exec_args(&[], PATH, &until_terminated(&dir, "")))
+        .env_remove("ZK_CONNECT");
+    let run = Run::spawn(&mut setsid);
+    let (command, _node) = started(&dir);
+    let zklock = run.pid();
+    run.signal("TSTP");
+    // Nothing to wait for but time: zklock stops the group at once when
+    // it does (the job-control test waits for that).
+    let quiet = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < quiet {
+        assert_ne!(process_state(zklock), Some('T'), "zklock stopped");
+        assert_ne!(process_state(command.0), Some('T'), "the command stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run.signal("TERM");
+    let out = run.finish(WAIT);
+    assert_eq!(code(&out), Some(1), "{}", out.stderr);
+    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+}
+
 /// With the process limit reached once the command runs (a container's
 /// `pids.max`, `ulimit -u`), a Ctrl-Z and SIGCONT still confirm the lock
 /// and continue the command, and a SIGTERM still ends it: every thread the

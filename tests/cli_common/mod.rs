@@ -7,6 +7,7 @@
 #[path = "../child/mod.rs"]
 pub mod child;
 
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -54,7 +55,12 @@ pub fn zklock(args: &[&str]) -> Command {
         .arg("--default-signal=INT,QUIT,HUP,TERM,TSTP,TTIN,TTOU")
         .arg(ZKLOCK)
         .args(args)
-        .env_remove("ZK_CONNECT");
+        .env_remove("ZK_CONNECT")
+        // A group of its own, whose parent (the test) is in another group
+        // of the session, as a shell's job is: not orphaned, however the
+        // test itself was started (a `setsid` leaves the test's own group
+        // orphaned, where zklock, as the kernel does, ignores a Ctrl-Z).
+        .process_group(0);
     command
 }
 

@@ -181,6 +181,45 @@ pub fn after_name(stat: &str) -> Option<&str> {
     stat.rsplit_once(") ").map(|(_, rest)| rest)
 }
 
+/// Whether this process's group is orphaned: no member of it has a parent
+/// in another group of the same session, so nobody (no shell's job
+/// control) is there to continue it once stopped. The kernel discards a
+/// SIGTSTP, SIGTTIN or SIGTTOU that would stop such a group. `None` where
+/// /proc cannot be read.
+pub fn own_group_is_orphaned() -> Option<bool> {
+    // ppid, pgrp and session, from a /proc/PID/stat line.
+    let ids = |stat: &str| -> Option<(i64, i64, i64)> {
+        let mut fields = after_name(stat)?.split(' ').skip(1);
+        let mut next = || fields.next()?.parse::<i64>().ok();
+        Some((next()?, next()?, next()?))
+    };
+    let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let (_, group, session) = ids(&own)?;
+    let mut processes = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok();
+        if let Some(found) = stat.as_deref().and_then(ids) {
+            processes.insert(pid, found);
+        }
+    }
+    let continued_from_outside = processes.values().any(|&(ppid, pgrp, _)| {
+        pgrp == group
+            && processes
+                .get(&ppid)
+                .is_some_and(|&(_, parent_group, parent_session)| {
+                    parent_group != group && parent_session == session
+                })
+    });
+    Some(!continued_from_outside)
+}
+
 /// Whether a live process (not a zombie) is in process group `group`, from
 /// /proc; `None` where /proc cannot be read, or where the scan is still
 /// under way at `deadline` (on a host of many processes, one scan can take

@@ -116,8 +116,14 @@ pub fn install(group: Arc<Group>) -> std::io::Result<Received> {
 
 /// Stops the command's group, then zklock, as the terminal would have
 /// stopped both. SIGSTOP, which the command cannot ignore: running on while
-/// zklock is stopped, it could outlive the session.
+/// zklock is stopped, it could outlive the session. Not in an orphaned
+/// process group (zklock under a daemon, or started with `setsid`), where
+/// the kernel would have discarded the signal: a SIGSTOP would leave zklock
+/// and the command stopped with nobody there to continue them.
 fn stop(group: &Group) {
+    if crate::group::own_group_is_orphaned() == Some(true) {
+        return;
+    }
     group.stop_with_zklock(|| {
         if let Err(e) = raise(Signal::SIGSTOP) {
             say!("zklock: cannot stop: {e}");
