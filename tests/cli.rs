@@ -388,11 +388,9 @@ fn cut_off_holder_is_terminated_first(path: &str, stderr: Stdio, args: &[&str]) 
 fn a_holder_frozen_past_its_session_is_killed_at_once_on_thawing() {
     const PATH: &str = "/cli/frozen";
     let Some(freezer) = Freezer::new("zklock-cli-frozen") else {
-        // Past the harness's capture, so that the run's log shows it.
-        let _ = writeln!(
-            std::io::stderr(),
-            "warning: a_holder_frozen_past_its_session_is_killed_at_once_on_thawing \
-             skipped: no cgroup freezer can be made here"
+        skipped(
+            "a_holder_frozen_past_its_session_is_killed_at_once_on_thawing",
+            "no cgroup freezer can be made here",
         );
         return;
     };
@@ -816,11 +814,9 @@ fn a_panic_while_the_command_runs_dies_at_once_without_releasing() {
     const PATH: &str = "/cli/panic";
     const SIGABRT: i32 = 6;
     if !cfg!(debug_assertions) {
-        // Past the harness's capture, so that the run's log shows it.
-        let _ = writeln!(
-            std::io::stderr(),
-            "warning: a_panic_while_the_command_runs_dies_at_once_without_releasing \
-             skipped: the fault point is in debug builds only"
+        skipped(
+            "a_panic_while_the_command_runs_dies_at_once_without_releasing",
+            "the fault point is in debug builds only",
         );
         return;
     }
@@ -1526,23 +1522,41 @@ fn job_control_stops_stop_the_command_with_zklock_and_sigcont_continues_both() {
     let dir = TempDir::new("sigtstp");
     let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
     let (command, _node) = started(&dir);
-    let zklock = run.pid();
     for stop in ["TSTP", "TTOU", "TTIN"] {
-        run.signal(stop);
-        wait_until(
-            &format!("zklock and its command to stop on {stop}"),
-            WAIT,
-            || process_state(zklock) == Some('T') && process_state(command.0) == Some('T'),
-        );
-        run.signal("CONT");
-        wait_until("zklock and its command to continue", WAIT, || {
-            process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
-        });
+        stop_then_continue(&run, command.0, stop);
     }
+    ends_on_sigterm(run, &dir);
+}
+
+/// Sends `stop` to zklock, waits for zklock and the command to stop, then
+/// SIGCONT, and waits for both to run again.
+fn stop_then_continue(run: &Run, command: u32, stop: &str) {
+    let zklock = run.pid();
+    run.signal(stop);
+    wait_until(
+        &format!("zklock and its command to stop on {stop}"),
+        WAIT,
+        || process_state(zklock) == Some('T') && process_state(command) == Some('T'),
+    );
+    run.signal("CONT");
+    wait_until("zklock and its command to continue", WAIT, || {
+        process_state(zklock) != Some('T') && process_state(command) != Some('T')
+    });
+}
+
+/// A SIGTERM to zklock reaches the `until_terminated` command, which logs
+/// it and exits 1, and zklock exits with it.
+fn ends_on_sigterm(run: Run, dir: &TempDir) {
     run.signal("TERM");
     let out = run.finish(WAIT);
     assert_eq!(code(&out), Some(1), "{}", out.stderr);
-    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+    assert_eq!(logged(dir), "TERM\n", "{}", out.stderr);
+}
+
+/// Says, past the test harness's capture so that the run's log (and
+/// `.ci/test`'s summary) shows it, that `test` checked nothing here.
+fn skipped(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "warning: {test} skipped: {why}");
 }
 
 /// In an orphaned process group (zklock under a daemon, here started with
@@ -1573,10 +1587,7 @@ fn a_ctrl_z_in_an_orphaned_process_group_stops_nothing() {
         assert_ne!(process_state(command.0), Some('T'), "the command stopped");
         std::thread::sleep(Duration::from_millis(20));
     }
-    run.signal("TERM");
-    let out = run.finish(WAIT);
-    assert_eq!(code(&out), Some(1), "{}", out.stderr);
-    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+    ends_on_sigterm(run, &dir);
 }
 
 /// With the process limit reached once the command runs (a container's
@@ -1589,32 +1600,20 @@ fn a_ctrl_z_in_an_orphaned_process_group_stops_nothing() {
 fn a_process_limit_reached_while_the_command_runs_leaves_the_supervision_working() {
     const PATH: &str = "/cli/pids-limit";
     let Some(limit) = PidsLimit::new("zklock-cli-pids") else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "warning: a_process_limit_reached_while_the_command_runs_leaves_the_supervision_working \
-             skipped: no cgroup with a pids limit can be made here"
+        skipped(
+            "a_process_limit_reached_while_the_command_runs_leaves_the_supervision_working",
+            "no cgroup with a pids limit can be made here",
         );
         return;
     };
     let dir = TempDir::new("pids-limit");
     let run = Run::spawn(&mut exec(&[], PATH, &until_terminated(&dir, "")));
     let (command, _node) = started(&dir);
-    let zklock = run.pid();
     // zklock alone: no thread of its can start from here on.
-    limit.hold_at_current(zklock);
-    run.signal("TSTP");
-    wait_until("zklock and its command to stop", WAIT, || {
-        process_state(zklock) == Some('T') && process_state(command.0) == Some('T')
-    });
-    run.signal("CONT");
-    wait_until("zklock and its command to continue", WAIT, || {
-        process_state(zklock) != Some('T') && process_state(command.0) != Some('T')
-    });
+    limit.hold_at_current(run.pid());
+    stop_then_continue(&run, command.0, "TSTP");
     assert!(is_running(command.0), "the command was ended");
-    run.signal("TERM");
-    let out = run.finish(WAIT);
-    assert_eq!(code(&out), Some(1), "{}", out.stderr);
-    assert_eq!(logged(&dir), "TERM\n", "{}", out.stderr);
+    ends_on_sigterm(run, &dir);
 }
 
 /// A cgroup with a limit on its tasks (a v1 `pids` cgroup, or a v2 one
